@@ -1,0 +1,344 @@
+"""Exact reference mechanisms ("physical limits"; auditing-notes 3.1-3.3).
+
+A trusted accountant must never report less privacy loss than these curves, because each one is
+the EXACT privacy of the last iterate for a specific admissible instance:
+
+* NoisyGD / NoisyCGD on quadratic losses: the iterates are Gaussian with a world-independent
+  covariance, so the tradeoff curve is exactly G_mu with mu = ||Sigma^{-1/2} (mean difference)||.
+  :func:`gaussian_propagation_mu` does the brute-force mean/covariance recursion in d dimensions;
+  :func:`gaussian_quadratic_mu` and :func:`cgd_quadratic_mu` are the 1-D worst cases.
+* NoisyGD on a linear loss without projection: mu_T = mu_0 sqrt(T) (no amplification by hiding the
+  iterates): :func:`linear_unconstrained_mu`.
+* NoisySGD on a linear loss (Steinke et al. 2025's last-iterate heuristic, exact for this loss):
+  Binomial(T, p) shifts + N(0, s^2 T) against N(0, s^2 T): :func:`linear_sgd_curve`.
+* The 1-D projected random walk (Altschuler-Talwar lower-bound construction; convex, bounded
+  domain): a Markov chain on ``bins`` interior cells plus two boundary atoms
+  (:func:`projected_walk_curve`).  This one is a grid approximation (cell midpoints), not a
+  certified bound; bins=500 and bins=1000 agree to about 1e-3 in epsilon.
+
+Units follow auditing-notes section 3: ``Delta`` is the sensitivity of the AVERAGED gradient
+(L/n for full batch, L/b for a batch), ``sigma`` the noise std on the averaged gradient, so one
+step moves the mean difference by eta*Delta and adds noise of std eta*sigma.  mu_0 = Delta/sigma.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from lastiterate.audit.stats import gdp_delta, gdp_epsilon
+
+__all__ = [
+    "ProjectedWalkCurve",
+    "DiscreteCurve",
+    "cgd_quadratic_mu",
+    "composition_epsilon",
+    "MixtureCurve",
+    "gaussian_propagation_mu",
+    "gaussian_quadratic_mu",
+    "linear_sgd_curve",
+    "linear_sgd_heuristic_curve",
+    "linear_unconstrained_mu",
+    "projected_walk_curve",
+    "thm42_mu",
+    "thm45_mu",
+]
+
+
+# ---------------------------------------------------------------------- Gaussian propagation
+def gaussian_propagation_mu(
+    A: np.ndarray | Sequence[np.ndarray],
+    kicks: np.ndarray,
+    noise_std: float | Sequence[float],
+    *,
+    initial_cov: np.ndarray | None = None,
+) -> float:
+    """Exact GDP parameter of x_T for the linear-Gaussian recursion, by brute force.
+
+        x_{t+1} = A_t x_t + k_t + (world-independent terms) + N(0, s_t^2 I),  x_0 equal in both worlds,
+
+    where ``kicks[t]`` (shape (T, d)) is the difference of the deterministic drifts of the two worlds
+    at step t.  Returns sqrt(d_T^T Sigma_T^{-1} d_T), with d the mean difference and Sigma the
+    (common) covariance: the two laws are N(0, Sigma) vs N(d, Sigma), whose tradeoff is exactly G_mu.
+    ``A`` is one d x d matrix or a sequence of T of them; ``noise_std`` a scalar or T values.
+    """
+    kicks = np.atleast_2d(np.asarray(kicks, dtype=float))
+    T, d = kicks.shape
+    mats = [np.asarray(A, dtype=float)] * T if np.ndim(A) == 2 else [np.asarray(a, dtype=float) for a in A]
+    if len(mats) != T:
+        raise ValueError("need one matrix per step")
+    s = np.broadcast_to(np.asarray(noise_std, dtype=float), (T,))
+    mean = np.zeros(d)
+    cov = np.zeros((d, d)) if initial_cov is None else np.array(initial_cov, dtype=float)
+    for t in range(T):
+        mean = mats[t] @ mean + kicks[t]
+        cov = mats[t] @ cov @ mats[t].T + (s[t] ** 2) * np.eye(d)
+    sol = np.linalg.solve(cov, mean)
+    return float(math.sqrt(max(float(mean @ sol), 0.0)))
+
+
+def gaussian_quadratic_mu(
+    T: int,
+    eta: float | Sequence[float],
+    m: float,
+    sigma: float,
+    Delta: float,
+    *,
+    M: float | None = None,
+) -> float:
+    """Exact mu of NoisyGD's last iterate on the 1-D quadratic with curvature kappa (auditing-notes 3.1).
+
+    kappa = m, or, when ``M`` is given, whichever of m, M has the larger |1 - eta kappa| (the
+    extremal curvature).  Mean/variance recursion: d <- c d + eta Delta, v <- c^2 v + (eta sigma)^2,
+    c = 1 - eta kappa; mu = d_T / sqrt(v_T).  ``eta`` may be a per-step schedule.
+    """
+    etas = _schedule(eta, T)
+    kappa = m
+    if M is not None:
+        kappa = max((m, M), key=lambda k: abs(1 - etas.max() * k))
+    dmean, var = 0.0, 0.0
+    for e in etas:
+        c = 1.0 - e * kappa
+        dmean = c * dmean + e * Delta
+        var = c * c * var + (e * sigma) ** 2
+    return abs(dmean) / math.sqrt(var)
+
+
+def cgd_quadratic_mu(
+    epochs: int,
+    l: int,
+    eta: float,
+    m: float,
+    sigma: float,
+    Delta_b: float,
+    *,
+    position: int | None = None,
+    steps: int | None = None,
+) -> float:
+    """Exact mu of NoisyCGD's last iterate on the 1-D quadratic with curvature m.
+
+    l batches per epoch, the differing example in batch ``position`` (0-based; default the last,
+    l - 1); the kick eta*Delta_b (Delta_b = L/b) enters only in the steps t with t mod l == position.
+    ``steps`` defaults to epochs*l (a partial last epoch is allowed).
+    """
+    T = epochs * l if steps is None else steps
+    pos = l - 1 if position is None else position
+    if not (0 <= pos < l):
+        raise ValueError(f"position={pos} must be in [0, {l})")
+    c = 1.0 - eta * m
+    dmean, var = 0.0, 0.0
+    for t in range(T):
+        dmean = c * dmean + (eta * Delta_b if t % l == pos else 0.0)
+        var = c * c * var + (eta * sigma) ** 2
+    return abs(dmean) / math.sqrt(var)
+
+
+def thm42_mu(T: int, c: float, mu0: float) -> float:
+    """Bok-Su-Altschuler Thm 4.2 (theorems.md 2.2): mu0 sqrt((1+c)/(1-c) (1-c^T)/(1+c^T))."""
+    if c == 1.0:
+        return mu0 * math.sqrt(T)
+    return mu0 * math.sqrt((1 + c) / (1 - c) * (1 - c**T) / (1 + c**T))
+
+
+def thm45_mu(E: int, l: int, c: float, mu0_b: float) -> float:
+    """Bok-Su-Altschuler Thm 4.5 (theorems.md 2.3): NoisyCGD, mu0_b = L/(b sigma)."""
+    return mu0_b * math.sqrt(1 + c ** (2 * l - 2) * (1 - c * c) / (1 - c**l) ** 2 * (1 - c ** (l * (E - 1))) / (1 + c ** (l * (E - 1))))
+
+
+def linear_unconstrained_mu(T: int, Delta: float, sigma: float) -> float:
+    """Linear loss, no projection: x_T ~ N(eta T Delta, (eta sigma)^2 T) vs N(0, .): mu_0 sqrt(T)."""
+    return Delta / sigma * math.sqrt(T)
+
+
+def _schedule(eta: float | Sequence[float], T: int) -> np.ndarray:
+    if np.ndim(eta) == 0:
+        return np.full(T, float(eta))  # type: ignore[arg-type]
+    etas = np.asarray(eta, dtype=float)
+    if etas.size != T:
+        raise ValueError(f"schedule has {etas.size} values for T={T}")
+    return etas
+
+
+# ---------------------------------------------------------------------- discrete privacy curves
+@dataclass(frozen=True)
+class DiscreteCurve:
+    """The privacy curve of two discrete distributions P (world D) and Q (world D') on one support.
+
+    delta(eps) = max( sum (Q - e^eps P)_+, sum (P - e^eps Q)_+ ) (both hockey-stick directions);
+    epsilon(delta) is its inverse by root finding.
+    """
+
+    p: np.ndarray
+    q: np.ndarray
+    support: np.ndarray | None = None
+
+    def delta(self, eps: float) -> float:
+        e = math.exp(eps)
+        return float(max(np.maximum(self.q - e * self.p, 0.0).sum(), np.maximum(self.p - e * self.q, 0.0).sum()))
+
+    def epsilon(self, delta: float) -> float:
+        if not (0 < delta < 1):
+            raise ValueError(f"delta={delta!r} must be in (0, 1)")
+        if self.delta(0.0) <= delta:
+            return 0.0
+        hi = 1.0
+        while self.delta(hi) > delta:
+            hi *= 2
+            if hi > 1e4:
+                return math.inf
+        return float(optimize.brentq(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-10, rtol=1e-10))
+
+    def tradeoff(self, alpha: Any) -> np.ndarray:
+        """T(P, Q)(alpha) via the Neyman-Pearson lemma with randomisation (piecewise linear)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr = np.where(self.p > 0, self.q / self.p, np.inf)
+        order = np.argsort(-lr)  # reject where Q/P is largest first
+        fpr = np.concatenate(([0.0], np.cumsum(self.p[order])))
+        tpr = np.concatenate(([0.0], np.cumsum(self.q[order])))
+        return 1.0 - np.interp(np.asarray(alpha, dtype=float), fpr, tpr)
+
+
+@dataclass(frozen=True)
+class ProjectedWalkCurve(DiscreteCurve):
+    """Exact (grid) privacy curve of the projected walk; index 0 and -1 of the support are the atoms."""
+
+    T: int = 0
+    D: float = 1.0
+    s: float = 1.0
+    a: float = 0.0
+
+    @property
+    def atom_masses(self) -> dict[str, tuple[float, float]]:
+        """(P_D, P_D') of the lower and the upper boundary atom."""
+        return {"lower": (float(self.p[0]), float(self.q[0])), "upper": (float(self.p[-1]), float(self.q[-1]))}
+
+
+def _walk_matrix(centers: np.ndarray, edges: np.ndarray, drift: float, s: float) -> np.ndarray:
+    """Transition matrix from every support point x to [lower atom, bins..., upper atom] for
+    x -> Proj(x + drift + N(0, s^2))."""
+    z = (edges[None, :] - centers[:, None] - drift) / s  # (K, bins+1)
+    cdf = special.ndtr(z)
+    P = np.empty((centers.size, edges.size + 1))
+    P[:, 0] = cdf[:, 0]
+    P[:, 1:-1] = np.diff(cdf, axis=1)
+    P[:, -1] = special.ndtr(-z[:, -1])
+    return P
+
+
+def projected_walk_curve(
+    D: float,
+    s: float,
+    a: float,
+    T: int,
+    bins: int = 500,
+    *,
+    x0: float = 0.0,
+    p_include: float = 1.0,
+) -> ProjectedWalkCurve:
+    """Exact (grid) last-iterate privacy curve of the 1-D projected random walk on K = [-D/2, D/2].
+
+        W_{t+1} = Proj_K(W_t + Z_t)            (world D)
+        W'_{t+1} = Proj_K(W'_t + Y_t + Z_t)     (world D'),  Z_t ~ N(0, s^2),  W_0 = W'_0 = x0,
+
+    with Y_t = a deterministic (NoisyGD: a = eta L / n, s = eta sigma), or Y_t = a with probability
+    ``p_include`` (NoisySGD with sampled batches: a = eta L / b).  The state space is ``bins`` equal
+    interior cells (represented by their midpoints) plus the two boundary atoms.  T-step laws are
+    computed by repeated squaring of the transition matrices.
+    """
+    if not (D > 0 and s > 0 and a >= 0 and T >= 1 and bins >= 2):
+        raise ValueError("need D > 0, s > 0, a >= 0, T >= 1, bins >= 2")
+    if not (abs(x0) <= D / 2):
+        raise ValueError(f"x0={x0} must lie in [-D/2, D/2]")
+    edges = np.linspace(-D / 2, D / 2, bins + 1)
+    mids = (edges[:-1] + edges[1:]) / 2
+    support = np.concatenate(([-D / 2], mids, [D / 2]))
+    P0 = _walk_matrix(support, edges, 0.0, s)
+    P1 = _walk_matrix(support, edges, a, s)
+    if p_include < 1.0:
+        P1 = p_include * P1 + (1 - p_include) * P0
+    start = np.zeros(support.size)
+    # the start point's own transition row (exact start, not snapped to a cell)
+    r0 = _walk_matrix(np.array([x0]), edges, 0.0, s)[0]
+    r1 = _walk_matrix(np.array([x0]), edges, a, s)[0]
+    if p_include < 1.0:
+        r1 = p_include * r1 + (1 - p_include) * r0
+    p = r0 @ np.linalg.matrix_power(P0, T - 1) if T > 1 else r0
+    q = r1 @ np.linalg.matrix_power(P1, T - 1) if T > 1 else r1
+    del start
+    p = np.maximum(p, 0.0)
+    q = np.maximum(q, 0.0)
+    return ProjectedWalkCurve(p=p / p.sum(), q=q / q.sum(), support=support, T=T, D=D, s=s, a=a)
+
+
+def composition_epsilon(T: int, mu0: float, delta: float) -> float:
+    """eps(delta) of mu0 sqrt(T)-GDP (the composition column of auditing-notes 3.3)."""
+    return gdp_epsilon(delta, mu0 * math.sqrt(T))
+
+
+# ---------------------------------------------------------------------- linear NoisySGD (mixture)
+@dataclass(frozen=True)
+class MixtureCurve:
+    """P = sum_k w_k N(k a, v) (world D') against Q = N(0, v) (world D), exact by quadrature."""
+
+    weights: np.ndarray
+    a: float
+    sd: float
+    grid: int = 20001
+
+    def _densities(self) -> tuple[np.ndarray, np.ndarray, float]:
+        k = np.arange(self.weights.size)
+        lo = -12 * self.sd
+        hi = (self.weights.size - 1) * self.a + 12 * self.sd
+        x = np.linspace(lo, hi, self.grid)
+        h = x[1] - x[0]
+        z = (x[:, None] - k[None, :] * self.a) / self.sd
+        pdf_p = (np.exp(-0.5 * z * z) @ self.weights) / (self.sd * math.sqrt(2 * math.pi))
+        pdf_q = np.exp(-0.5 * (x / self.sd) ** 2) / (self.sd * math.sqrt(2 * math.pi))
+        return pdf_p, pdf_q, h
+
+    def delta(self, eps: float) -> float:
+        p, q, h = self._densities()
+        e = math.exp(eps)
+        return float(h * max(np.maximum(p - e * q, 0).sum(), np.maximum(q - e * p, 0).sum()))
+
+    def epsilon(self, delta: float) -> float:
+        p, q, h = self._densities()
+
+        def dl(eps: float) -> float:
+            e = math.exp(eps)
+            return float(h * max(np.maximum(p - e * q, 0).sum(), np.maximum(q - e * p, 0).sum())) - delta
+
+        if dl(0.0) <= 0:
+            return 0.0
+        hi = 1.0
+        while dl(hi) > 0:
+            hi *= 2
+        return float(optimize.brentq(dl, 0.0, hi, xtol=1e-10))
+
+
+def linear_sgd_curve(T: int, p: float, a: float, s: float, grid: int = 20001) -> MixtureCurve:
+    """NoisySGD on a linear loss without projection, exact: the differing example's gradient kick a
+    (= eta L / b) enters each step independently with probability p (uniform fixed-size batches, or
+    Poisson), so x'_T - x_T ~ a Binomial(T, p) and both carry N(0, s^2 T) noise (s = eta sigma).
+    This is the last-iterate heuristic of Steinke et al. 2025, exact for linear losses."""
+    w = special.comb(T, np.arange(T + 1)) * p ** np.arange(T + 1) * (1 - p) ** (T - np.arange(T + 1))
+    w = np.asarray(w, dtype=float)
+    keep = w > 1e-18 * w.max()
+    last = int(np.nonzero(keep)[0].max())
+    w = w[: last + 1]
+    return MixtureCurve(weights=w / w.sum(), a=a, sd=s * math.sqrt(T), grid=grid)
+
+
+def linear_sgd_heuristic_curve(T: int, q: float, sigma: float, grid: int = 20001) -> MixtureCurve:
+    """Steinke et al. 2025 normalisation: Binomial(T, q) + N(0, sigma^2 T) vs N(0, sigma^2 T)."""
+    return linear_sgd_curve(T, q, 1.0, sigma, grid)
+
+
+def gdp_curve_delta(eps: float, mu: float) -> float:
+    """Re-export of the GDP privacy profile (independent of lastiterate.notions)."""
+    return gdp_delta(eps, mu)
