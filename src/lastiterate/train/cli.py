@@ -1,0 +1,262 @@
+"""``lastiterate train``: train a model with the exact algorithm the accountant assumes.
+
+Registered by :func:`lastiterate.cli._add_optional_commands`.  Only argparse is imported at
+registration; torch, scikit-learn and the trainer are imported inside the handler, so
+``lastiterate --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+USAGE_EXAMPLE = (
+    "lastiterate train --dataset digits --model logreg --algorithm cgd --epochs 100 --batch-size 256 "
+    "--lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005"
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model with noisy GD/CGD/SGD and attach the last-iterate guarantee",
+        description=(
+            "Train with the exact noisy gradient method the theorems assume, build the Run it executed, "
+            "and report the guarantee for releasing the final model (best bound and composition). "
+            "Example: " + USAGE_EXAMPLE
+        ),
+    )
+    d = p.add_argument_group("data and model")
+    d.add_argument("--dataset", required=True,
+                   help="digits, breast-cancer, iris, wine, diabetes, FILE.npz (X, y[, X_test, y_test]) or a directory of MNIST IDX files")
+    d.add_argument("--model", required=True, choices=("logreg", "linreg", "mlp"),
+                   help="logreg: binary / multinomial logistic regression; linreg: least squares; mlp: a small network")
+    d.add_argument("--hidden", default="64", help="mlp hidden widths, comma-separated (default 64)")
+    d.add_argument("--activation", default="tanh", choices=("tanh", "relu", "sigmoid"), help="mlp activation")
+    d.add_argument("--intercept", action="store_true", help="fit an intercept (GLMs; adds 1 to ||x||^2 in the certificate)")
+    d.add_argument("--feature-norm", type=float, help="clip every feature row to this L2 norm R (needed for GLM certificates)")
+    d.add_argument("--test-size", type=float, default=0.2, help="test fraction when the data have no test set (default 0.2)")
+    d.add_argument("--no-standardize", action="store_true", help="do not standardise features")
+    a = p.add_argument_group("algorithm")
+    a.add_argument("--algorithm", required=True, choices=("gd", "cgd", "sgd"), help="full batch, fixed cyclic batches, sampled batches")
+    a.add_argument("--sampling", choices=("poisson", "uniform", "shuffle"), help="batch sampling for sgd (required with sgd)")
+    a.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
+                   help="sgd: the canonical update; adam: NoisyAdam (post-processing, composition only)")
+    a.add_argument("--epochs", type=float, required=True, help="number of epochs E")
+    a.add_argument("--lr", type=float, required=True, help="learning rate (constant)")
+    a.add_argument("--batch-size", type=int, help="batch size b (expected size for Poisson); not used by gd")
+    nz = a.add_mutually_exclusive_group()
+    nz.add_argument("--noise-std", type=float, help="std sigma of the Gaussian on the AVERAGED gradient")
+    nz.add_argument("--noise-multiplier", type=float, help="Opacus noise multiplier z: sigma = z*C/b")
+    a.add_argument("--target-epsilon", type=float,
+                   help="privacy budget for the final model: alone, calibrates the noise for the planned epochs; "
+                        "with a noise flag, stops training at the last step within the budget")
+    a.add_argument("--clip", type=float, required=True, help="per-example gradient clip norm C (sensitivity L = 2C)")
+    a.add_argument("--diameter", type=float, help="project onto the L2 ball of this diameter D (radius D/2) after every step")
+    a.add_argument("--l2", type=float, default=0.0, help="L2 regularisation lambda (loss + lambda/2 ||x||^2; default 0)")
+    a.add_argument("--seed", type=int, default=0, help="seed of the split, the batches, the noise and the MLP init (default 0)")
+    a.add_argument("--threads", type=int, help="torch threads (default: 1 for GLMs, torch's default for MLPs)")
+    o = p.add_argument_group("privacy bookkeeping and output")
+    o.add_argument("--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)")
+    o.add_argument("--ledger", help="JSON-lines privacy ledger, appended after every epoch")
+    o.add_argument("--checkpoint", help="checkpoint file, written atomically after every epoch")
+    o.add_argument("--resume", action="store_true", help="continue from --checkpoint (same run and ledger)")
+    o.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_train)
+
+
+def _usage(msg: str) -> Exception:
+    from lastiterate.cli import UsageError
+
+    return UsageError(msg)
+
+
+def _hidden(text: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        widths = ()
+    if not widths or any(w < 1 for w in widths):
+        raise _usage(f"hidden={text!r} is invalid: must be comma-separated integers >= 1")
+    return widths
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from lastiterate.errors import ParameterError, check_in_range, check_positive
+
+    t_total = time.perf_counter()
+    if args.noise_std is None and args.noise_multiplier is None and args.target_epsilon is None:
+        raise _usage("one of --noise-std, --noise-multiplier or --target-epsilon is required")
+    if args.resume and not args.checkpoint:
+        raise _usage("--resume needs --checkpoint FILE")
+    if args.algorithm == "sgd" and args.sampling is None:
+        raise _usage("--sampling is required with --algorithm sgd: one of poisson, uniform, shuffle (no default is assumed)")
+    if args.algorithm != "sgd" and args.sampling is not None:
+        raise _usage(f"--sampling only applies to --algorithm sgd, not {args.algorithm}")
+    if args.algorithm != "gd" and args.batch_size is None:
+        raise _usage(f"--batch-size is required with --algorithm {args.algorithm}")
+    check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
+    check_positive("epochs", args.epochs)
+    check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
+    if args.target_epsilon is not None:
+        check_positive("target_epsilon", args.target_epsilon)
+    hidden = _hidden(args.hidden)
+
+    import torch
+
+    from lastiterate.train.data import load_dataset
+    from lastiterate.train.models import GLM, ModuleModel, mlp, parameters_digest
+    from lastiterate.train.trainer import NoisyAdam, NoisyCGD, NoisyGD, NoisySGD, composition_summary, evaluate
+
+    data = load_dataset(args.dataset, seed=args.seed, test_size=args.test_size, feature_norm=args.feature_norm,
+                        standardize=not args.no_standardize)
+    dtype = torch.float64
+    if args.model == "logreg":
+        if data.task != "classification":
+            raise ParameterError("model", "logreg", f"needs class labels; {data.name} is a regression dataset (use linreg)")
+        if data.n_classes == 2:
+            model: Any = GLM(data.n_features, 1, "binary-logistic", intercept=args.intercept, dtype=dtype)
+        else:
+            model = GLM(data.n_features, data.n_classes, "multinomial-logistic", intercept=args.intercept, dtype=dtype)
+    elif args.model == "linreg":
+        if data.task != "regression":
+            raise ParameterError("model", "linreg", f"needs real-valued targets; {data.name} is a classification dataset (use logreg or mlp)")
+        model = GLM(data.n_features, 1, "least-squares", intercept=args.intercept, dtype=dtype)
+    else:
+        if data.task == "classification":
+            net = mlp(data.n_features, int(data.n_classes), hidden, args.activation, seed=args.seed, dtype=dtype)
+            model = ModuleModel(net, "cross-entropy")
+        else:
+            net = mlp(data.n_features, 1, hidden, args.activation, seed=args.seed, dtype=dtype)
+            model = ModuleModel(net, "mse")
+
+    common: dict[str, Any] = dict(
+        lr=args.lr, clip=args.clip, l2=args.l2, diameter=args.diameter, feature_norm=args.feature_norm, seed=args.seed,
+    )
+    if args.noise_std is not None:
+        common["noise_std"] = args.noise_std
+    elif args.noise_multiplier is not None:
+        common["noise_multiplier"] = args.noise_multiplier
+    else:
+        common["noise_std"] = 1.0  # placeholder, calibrated below
+    if args.optimizer == "adam":
+        smp = {"gd": "full", "cgd": "cyclic"}.get(args.algorithm, args.sampling)
+        method: Any = NoisyAdam(model, batch_size=args.batch_size, sampling=smp, **common)
+    elif args.algorithm == "gd":
+        method = NoisyGD(model, **common)
+    elif args.algorithm == "cgd":
+        method = NoisyCGD(model, batch_size=args.batch_size, **common)
+    else:
+        method = NoisySGD(model, batch_size=args.batch_size, sampling=args.sampling, **common)
+
+    calibrated = None
+    target_for_stop = args.target_epsilon
+    if args.noise_std is None and args.noise_multiplier is None:
+        from lastiterate.accountant import calibrate_noise
+
+        planned, _, _ = method.plan(data.n, epochs=args.epochs)
+        cal = calibrate_noise(planned, epsilon=args.target_epsilon, delta=args.delta)
+        method.noise_std = cal.noise_std
+        calibrated = {"noise_std": cal.noise_std, "noise_multiplier": cal.noise_multiplier}
+
+    progress = (not args.json) and sys.stderr.isatty()
+    result = method.fit(
+        data.X_train, data.y_train, epochs=args.epochs, target_epsilon=target_for_stop, delta=args.delta,
+        ledger=args.ledger, checkpoint=args.checkpoint, resume=args.resume, progress=progress, threads=args.threads,
+    )
+    train_eval = evaluate(model, data.X_train, data.y_train, args.feature_norm)
+    test_eval = evaluate(model, data.X_test, data.y_test, args.feature_norm)
+    report = result.report
+    rep = report.to_json()
+    comp = composition_summary(report)
+    cert = result.certificate
+    out: dict[str, Any] = {
+        "train_accuracy": train_eval["accuracy"],
+        "test_accuracy": test_eval["accuracy"],
+        "train_loss": train_eval["loss"],
+        "test_loss": test_eval["loss"],
+        "train_mse": train_eval["mse"],
+        "test_mse": test_eval["mse"],
+        "steps": result.steps,
+        "planned_steps": result.planned_run.T,
+        "epochs": result.run.E,
+        "seconds": time.perf_counter() - t_total,
+        "train_seconds": result.train_seconds,
+        "run": result.run.setting(),
+        "delta": rep["delta"],
+        "best": rep["best"],
+        "results": rep["results"],
+        "not_applicable": rep["not_applicable"],
+        "composition": comp,
+        "geometry": cert.to_json(),
+        "budget": None if result.budget is None else result.budget.to_json(),
+        "calibrated": calibrated,
+        "stopped_by_budget": result.stopped_by_budget,
+        "resumed_from": result.resumed_from,
+        "run_id": result.run_id,
+        "dataset": data.describe(),
+        "model": {"kind": args.model, "family": getattr(model, "family", None),
+                  "per_example_gradients": "closed form" if isinstance(model, GLM) else model.method,
+                  "optimizer": args.optimizer},
+        "clipped_fraction": result.clipped_fraction,
+        "parameters_sha256": parameters_digest(model),
+        "ledger": args.ledger,
+        "checkpoint": args.checkpoint,
+        "notes": result.notes,
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(_format(out, report, data, args))
+    return 0
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.{digits}g}"
+
+
+def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespace) -> str:
+    from lastiterate.cli import format_report
+
+    lines = []
+    fam = out["model"]["family"]
+    lines.append(
+        f"Trained {args.model} ({fam}) on {data.name} (n={data.n}, d={data.n_features}) with "
+        f"{'NoisyAdam' if args.optimizer == 'adam' else {'gd': 'NoisyGD', 'cgd': 'NoisyCGD', 'sgd': 'NoisySGD'}[args.algorithm]}"
+        f"{'(' + args.sampling + ')' if args.sampling else ''}: {out['steps']} steps ({_fmt(out['epochs'])} epochs) "
+        f"in {out['train_seconds']:.2f} s of training"
+    )
+    if out["train_accuracy"] is not None:
+        lines.append(f"  train accuracy {out['train_accuracy']:.4f}, test accuracy {out['test_accuracy']:.4f}"
+                     f"  (loss {out['train_loss']:.4g} / {out['test_loss']:.4g})")
+    else:
+        lines.append(f"  train MSE {out['train_mse']:.4g}, test MSE {out['test_mse']:.4g}")
+    g = out["geometry"]
+    if g["certified"]:
+        c = report.run.c
+        lines.append(f"Geometry certified: {g['reason']}; contraction c = {_fmt(c, 6)}")
+    else:
+        lines.append(f"Geometry not certified (composition only): {g['reason']}")
+        if g.get("hint"):
+            lines.append(f"  hint: {g['hint']}")
+    for note in out["notes"]:
+        lines.append(note)
+    best = out["best"]
+    if best is not None:
+        lines.append(f"Releasing only the final model is ({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "
+                     f"[{best['bound']}: {best['theorem']}]")
+    comp = out["composition"]
+    if comp is not None:
+        lines.append(f"Composition (every iterate released) gives epsilon = {_fmt(comp['epsilon'])}  [{comp['bound']}]")
+    if out["ledger"]:
+        lines.append(f"Ledger: {out['ledger']}")
+    lines.append("")
+    lines.append(format_report(report))
+    return "\n".join(lines)

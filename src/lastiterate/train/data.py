@@ -1,0 +1,242 @@
+"""Datasets for ``lastiterate train``: scikit-learn's bundled sets, local .npz files, MNIST (IDX).
+
+Nothing is downloaded.  Preprocessing (in this order):
+
+1. a fixed train/test split drawn from ``seed`` (stratified for classification), unless the file
+   provides its own test set;
+2. standardisation of every feature with the TRAINING set's mean and standard deviation (also
+   applied to the test set).  These statistics are treated as public: the guarantee covers the
+   noisy training on the preprocessed data, not the preprocessing (pass ``standardize=False`` and
+   scale with a data-independent rule to avoid the question; MNIST's pixels are first divided by
+   255);
+3. clipping of every row to ``||x|| <= feature_norm`` (a per-row map applied to any dataset, so it
+   bounds the neighbouring dataset's rows too -- the R of the GLM certificates).
+
+Regression targets (``diabetes``, or a float ``y`` in a file) are standardised the same way.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lastiterate.errors import ParameterError, check_positive
+
+SKLEARN = {
+    "digits": ("load_digits", "classification"),
+    "breast-cancer": ("load_breast_cancer", "classification"),
+    "iris": ("load_iris", "classification"),
+    "wine": ("load_wine", "classification"),
+    "diabetes": ("load_diabetes", "regression"),
+}
+
+
+@dataclass
+class Dataset:
+    name: str
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    task: str  # "classification" | "regression"
+    n_classes: int | None
+    feature_norm: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X_train.shape[1])
+
+    @property
+    def n(self) -> int:
+        return int(len(self.y_train))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "task": self.task, "n_train": self.n, "n_test": int(len(self.y_test)),
+            "n_features": self.n_features, "n_classes": self.n_classes, "feature_norm": self.feature_norm,
+            "notes": list(self.notes),
+        }
+
+
+# ---------------------------------------------------------------------- IDX (MNIST) files
+_IDX_TYPES = {
+    0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+}
+_IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(">i2"): 0x0B,
+              np.dtype(">i4"): 0x0C, np.dtype(">f4"): 0x0D, np.dtype(">f8"): 0x0E}
+
+
+def _open(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def load_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read an IDX file (the MNIST format; ``.gz`` allowed)."""
+    p = Path(path)
+    with _open(p) as fh:
+        data = fh.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
+        raise ParameterError("dataset", str(p), "is not an IDX file (bad magic number)")
+    dtype = _IDX_TYPES[data[2]]
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise ParameterError("dataset", str(p), "is a truncated IDX file")
+    dims = struct.unpack(">" + "I" * ndim, data[4:header])
+    count = int(np.prod(dims)) if dims else 1
+    if len(data) - header != count * dtype.itemsize:
+        raise ParameterError("dataset", str(p), f"IDX payload has {len(data) - header} bytes, expected {count * dtype.itemsize}")
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
+    """Write an IDX file (used to test the MNIST loader on small generated files)."""
+    a = np.asarray(array)
+    big = a.dtype.newbyteorder(">") if a.dtype.itemsize > 1 else a.dtype
+    if big not in _IDX_CODES:
+        raise ParameterError("array", str(a.dtype), "must be uint8, int8, int16, int32, float32 or float64")
+    p = Path(path)
+    header = bytes([0, 0, _IDX_CODES[big], a.ndim]) + struct.pack(">" + "I" * a.ndim, *a.shape)
+    payload = header + a.astype(big).tobytes()
+    if p.suffix == ".gz":
+        with gzip.open(p, "wb") as fh:
+            fh.write(payload)
+    else:
+        p.write_bytes(payload)
+
+
+_MNIST_FILES = {
+    "X_train": "train-images-idx3-ubyte", "y_train": "train-labels-idx1-ubyte",
+    "X_test": "t10k-images-idx3-ubyte", "y_test": "t10k-labels-idx1-ubyte",
+}
+
+
+def load_mnist(directory: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """MNIST from a directory of the four IDX files (``.gz`` or not; ``-`` or ``.`` before ``idx``).
+
+    Returns ``X_train, y_train, X_test, y_test`` with images flattened and scaled to [0, 1].
+    """
+    d = Path(directory)
+    out: dict[str, np.ndarray] = {}
+    for key, stem in _MNIST_FILES.items():
+        candidates = [d / f"{s}{ext}" for s in (stem, stem.replace("-idx", ".idx")) for ext in ("", ".gz")]
+        found = next((c for c in candidates if c.exists()), None)
+        if found is None:
+            raise ParameterError("dataset", str(d), f"has no {stem}[.gz] (an MNIST directory needs the 4 IDX files)")
+        out[key] = load_idx(found)
+    X_train = out["X_train"].reshape(len(out["X_train"]), -1).astype(np.float64) / 255.0
+    X_test = out["X_test"].reshape(len(out["X_test"]), -1).astype(np.float64) / 255.0
+    return X_train, out["y_train"].astype(np.int64), X_test, out["y_test"].astype(np.int64)
+
+
+# ---------------------------------------------------------------------- loading
+def _split(X: np.ndarray, y: np.ndarray, test_size: float, seed: int, stratify: bool) -> tuple[np.ndarray, ...]:
+    from sklearn.model_selection import train_test_split
+
+    strat = y if stratify else None
+    try:
+        return tuple(train_test_split(X, y, test_size=test_size, random_state=seed, stratify=strat))
+    except ValueError:  # a class too small to stratify
+        return tuple(train_test_split(X, y, test_size=test_size, random_state=seed))
+
+
+def _is_classification(y: np.ndarray) -> bool:
+    return np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)
+
+
+def load_dataset(
+    name: str,
+    *,
+    seed: int = 0,
+    test_size: float = 0.2,
+    feature_norm: float | None = None,
+    standardize: bool = True,
+) -> Dataset:
+    """Load ``name`` (``digits``, ``breast-cancer``, ``iris``, ``wine``, ``diabetes``), a ``.npz`` file
+    (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``; or Keras-style ``x_train`` ...)
+    or a directory of MNIST IDX files, then split, standardise and clip rows (module docstring)."""
+    if not 0 < test_size < 1:
+        raise ParameterError("test_size", test_size, "must be in (0, 1)")
+    R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
+    notes: list[str] = []
+    X_test = y_test = None
+    key = name.lower().replace("_", "-")
+    if key in SKLEARN:
+        import sklearn.datasets as skd
+
+        loader, task = SKLEARN[key]
+        X, y = getattr(skd, loader)(return_X_y=True)
+        X = X.astype(np.float64)
+        y = y.astype(np.int64) if task == "classification" else y.astype(np.float64)
+        label = key
+    else:
+        p = Path(name)
+        if p.is_dir():
+            X, y, X_test, y_test = load_mnist(p)
+            task, label = "classification", f"mnist:{p}"
+        elif p.suffix == ".npz" and p.exists():
+            with np.load(p, allow_pickle=False) as z:
+                keys = set(z.files)
+                if {"X", "y"} <= keys:
+                    X, y = z["X"], z["y"]
+                    if {"X_test", "y_test"} <= keys:
+                        X_test, y_test = z["X_test"], z["y_test"]
+                elif {"x_train", "y_train"} <= keys:
+                    X, y = z["x_train"], z["y_train"]
+                    if {"x_test", "y_test"} <= keys:
+                        X_test, y_test = z["x_test"], z["y_test"]
+                else:
+                    raise ParameterError("dataset", name, "a .npz file must hold arrays X and y (optionally X_test, y_test)")
+            X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+            if X_test is not None:
+                X_test = np.asarray(X_test, dtype=np.float64).reshape(len(X_test), -1)
+            task = "classification" if _is_classification(np.asarray(y)) else "regression"
+            label = str(p)
+        else:
+            raise ParameterError(
+                "dataset", name,
+                "must be one of " + ", ".join(SKLEARN) + ", an existing FILE.npz or a directory of MNIST IDX files",
+            )
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != len(X):
+        raise ParameterError("dataset", name, f"y must be 1-D with one label per row of X ({len(X)})")
+    if task == "classification":
+        y = y.astype(np.int64)
+    if X_test is None:
+        X, X_test, y, y_test = _split(X, y, test_size, seed, stratify=(task == "classification"))
+        notes.append(f"train/test split {1 - test_size:g}/{test_size:g} drawn with seed {seed}")
+    y_test = np.asarray(y_test)
+    if task == "classification":
+        y_test = y_test.astype(np.int64)
+        classes = np.unique(y)
+        if classes.min() < 0:
+            raise ParameterError("dataset", name, "class labels must be integers >= 0")
+        n_classes = int(max(classes.max(), y_test.max() if len(y_test) else 0)) + 1
+    else:
+        n_classes = None
+    if standardize:
+        mu, sd = X.mean(0), X.std(0)
+        sd = np.where(sd > 0, sd, 1.0)
+        X, X_test = (X - mu) / sd, (X_test - mu) / sd
+        notes.append("features standardised with training-set statistics (treated as public)")
+        if task == "regression":
+            ym, ys = float(y.mean()), float(y.std()) or 1.0
+            y, y_test = (y - ym) / ys, (y_test - ym) / ys
+            notes.append("targets standardised with training-set statistics (treated as public)")
+    if R is not None:
+        X, X_test = _clip_rows(X, R), _clip_rows(X_test, R)
+        notes.append(f"rows clipped to norm {R:g}")
+    return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes)
+
+
+def _clip_rows(X: np.ndarray, R: float) -> np.ndarray:
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X * np.minimum(1.0, R / np.maximum(norms, 1e-300))

@@ -1,0 +1,187 @@
+"""Batch samplers whose semantics are exactly the accountant's (``lastiterate.run``).
+
+=============  ==========================================================  ==================
+scheme         batch at step t                                             normaliser (1/.)
+=============  ==========================================================  ==================
+full batch     all n examples (``algorithm="gd"``)                         n
+cyclic         ``numpy.array_split(order, l)[t mod l]``, l = ceil(n/b),    realised size
+               one FIXED partition for the whole run (``algorithm="cgd"``)  (>= b_min = n // l)
+shuffle        a fresh uniformly random permutation every epoch, cut the    realised size
+               same way into l = ceil(n/b) batches                          (>= b_min)
+uniform        a uniformly random subset of exactly b examples, drawn      b
+               independently at every step
+poisson        every example independently with probability p = b/n       b (FIXED expected
+                                                                            size, not realised)
+=============  ==========================================================  ==================
+
+The balanced partition of ``numpy.array_split`` has ``n mod l`` batches of size ``n//l + 1`` and
+the rest of size ``n//l``, so the smallest batch is ``b_min = n // l`` -- exactly
+:attr:`Run.b_min <lastiterate.run.Run.b_min>`, which sets the per-step sensitivity ``L/(b_min
+sigma)``.  Averaging a cyclic batch over its realised size therefore never exceeds what the
+accountant charges.
+
+Randomness is STATELESS: the batch of step t is a pure function of ``(seed, t)`` (a
+``numpy.random.SeedSequence([seed, stream, t])``; the shuffle permutation of epoch e of
+``(seed, e)``), so a run resumed from a checkpoint at step t replays exactly the batches of an
+uninterrupted run.  The partition of the cyclic scheme is data-independent: the identity order, or
+one permutation drawn from the seed (``permute=True``, the default) -- any fixed partition is
+covered by the theorems.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from lastiterate.errors import ParameterError, check_positive_int
+
+SCHEMES = ("full", "cyclic", "shuffle", "uniform", "poisson")
+
+_STREAM = {"cyclic": 11, "shuffle": 12, "uniform": 13, "poisson": 14}
+
+
+def _rng(*keys: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(k) for k in keys]))
+
+
+def balanced_partition(order: np.ndarray, n_batches: int) -> list[np.ndarray]:
+    """``numpy.array_split`` of ``order`` into ``n_batches`` balanced batches (the accountant's partition)."""
+    return [np.asarray(b, dtype=np.int64) for b in np.array_split(np.asarray(order, dtype=np.int64), n_batches)]
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """Batches for one run.  Build with :func:`make_sampler`."""
+
+    scheme: str
+    n: int
+    batch_size: int
+    seed: int = 0
+    permute: bool = True
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise ParameterError("sampling", self.scheme, "must be one of " + ", ".join(SCHEMES))
+        check_positive_int("n", self.n)
+        b = check_positive_int("batch_size", self.batch_size)
+        if b > self.n:
+            raise ParameterError("batch_size", b, f"must be an integer in [1, n={self.n}]")
+        if self.scheme == "full" and b != self.n:
+            raise ParameterError("batch_size", b, f"must equal n={self.n} for full-batch gd")
+        if self.scheme == "cyclic":
+            order = _rng(self.seed, _STREAM["cyclic"]).permutation(self.n) if self.permute else np.arange(self.n)
+            object.__setattr__(self, "_partition", balanced_partition(order, self.l))
+
+    # ---------------------------------------------------------------- run semantics
+    @property
+    def algorithm(self) -> str:
+        return {"full": "gd", "cyclic": "cgd"}.get(self.scheme, "sgd")
+
+    @property
+    def sampling(self) -> str | None:
+        """The Run's ``sampling`` (None for gd and cgd)."""
+        return self.scheme if self.scheme in ("shuffle", "uniform", "poisson") else None
+
+    @property
+    def l(self) -> float:  # noqa: E743 - the papers' name
+        """Batches per epoch, as :attr:`Run.l`: 1, ceil(n/b), or n/b for uniform/Poisson."""
+        if self.scheme == "full":
+            return 1
+        if self.scheme in ("cyclic", "shuffle"):
+            return math.ceil(self.n / self.batch_size)
+        return self.n / self.batch_size
+
+    @property
+    def b_min(self) -> int:
+        """Smallest batch (the per-step sensitivity is L / (b_min sigma))."""
+        if self.scheme == "full":
+            return self.n
+        if self.scheme in ("cyclic", "shuffle"):
+            return self.n // int(self.l)
+        return self.batch_size
+
+    @property
+    def rate(self) -> float:
+        """Sampling rate p = b/n."""
+        return self.batch_size / self.n
+
+    def run_kwargs(self) -> dict[str, object]:
+        """The sampling part of the :class:`~lastiterate.run.Run` describing these batches."""
+        kw: dict[str, object] = {"algorithm": self.algorithm}
+        if self.scheme != "full":
+            kw["batch_size"] = self.batch_size
+        if self.sampling is not None:
+            kw["sampling"] = self.sampling
+        return kw
+
+    def steps_for_epochs(self, epochs: float) -> int:
+        """Number of steps of ``epochs`` epochs (``Run``'s rule: ceil(E * l))."""
+        return max(1, math.ceil(epochs * self.l - 1e-9))
+
+    def epoch_ends(self, steps: int) -> list[int]:
+        """Step counts at which an epoch ends (the last one is ``steps``)."""
+        ends = []
+        e = 1
+        while True:
+            s = math.ceil(e * self.l - 1e-9)
+            if s >= steps:
+                ends.append(steps)
+                return ends
+            ends.append(s)
+            e += 1
+
+    # ---------------------------------------------------------------- batches
+    @property
+    def partition(self) -> list[np.ndarray]:
+        """The fixed cyclic partition (cyclic scheme only)."""
+        if self.scheme != "cyclic":
+            raise ParameterError("sampling", self.scheme, "has no fixed partition (only cyclic)")
+        return self._partition  # type: ignore[attr-defined,no-any-return]
+
+    def batch(self, t: int) -> np.ndarray:
+        """Indices of the batch used at step ``t`` (0-based)."""
+        n, b = self.n, self.batch_size
+        if self.scheme == "full":
+            return np.arange(n, dtype=np.int64)
+        if self.scheme == "cyclic":
+            return self._partition[t % len(self._partition)]  # type: ignore[attr-defined,no-any-return]
+        if self.scheme == "shuffle":
+            l = int(self.l)
+            epoch, k = divmod(t, l)
+            cached = getattr(self, "_epoch_cache", None)
+            if cached is None or cached[0] != epoch:
+                perm = _rng(self.seed, _STREAM["shuffle"], epoch).permutation(n)
+                cached = (epoch, balanced_partition(perm, l))
+                object.__setattr__(self, "_epoch_cache", cached)
+            return cached[1][k]
+        rng = _rng(self.seed, _STREAM[self.scheme], t)
+        if self.scheme == "uniform":
+            return np.sort(rng.choice(n, size=b, replace=False)).astype(np.int64)
+        # poisson: independent inclusion with rate p = b/n
+        return np.flatnonzero(rng.random(n) < b / n).astype(np.int64)
+
+    def normaliser(self, batch: np.ndarray) -> int:
+        """The denominator of the averaged gradient: b (uniform, Poisson: fixed), else the realised size."""
+        if self.scheme in ("uniform", "poisson"):
+            return self.batch_size
+        return int(len(batch))
+
+
+def make_sampler(algorithm: str, n: int, batch_size: int | None = None, sampling: str | None = None,
+                 *, seed: int = 0, permute: bool = True) -> Sampler:
+    """The sampler for a Run-style description (``algorithm`` gd/cgd/sgd, ``sampling`` for sgd)."""
+    if algorithm == "gd":
+        return Sampler("full", n, n if batch_size is None else batch_size, seed)
+    if batch_size is None:
+        raise ParameterError("batch_size", None, f"is required for {algorithm}: an integer in [1, n={n}]")
+    if algorithm == "cgd":
+        if sampling is not None:
+            raise ParameterError("sampling", sampling, "only applies to sgd, not cgd")
+        return Sampler("cyclic", n, batch_size, seed, permute)
+    if algorithm == "sgd":
+        if sampling not in ("poisson", "uniform", "shuffle"):
+            raise ParameterError("sampling", sampling, "is required for sgd: one of poisson, uniform, shuffle")
+        return Sampler(sampling, n, batch_size, seed)
+    raise ParameterError("algorithm", algorithm, "must be one of gd, cgd, sgd")
