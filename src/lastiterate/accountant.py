@@ -1,0 +1,266 @@
+"""The accountant: every applicable guarantee for a run, the tightest one, and the refusals.
+
+``account(run, delta=1e-5)`` evaluates every registered theorem (``lastiterate.bounds``) on the
+run.  A theorem whose assumptions fail is listed in ``not_applicable`` with its reason; for each
+bound id and kind the tightest applicable theorem is kept.  ``best`` is the result of kind
+``"bound"`` with the smallest epsilon (or smallest delta when the query fixes epsilon); estimates
+(CLT limits) are reported but never chosen.
+
+``calibrate`` inverts the best bound: the smallest noise, or the largest number of epochs, meeting
+a target (epsilon, delta).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lastiterate.bounds._base import BOUND_IDS, Query, Result, registered
+from lastiterate.errors import NotApplicable, ParameterError, check_positive
+from lastiterate.run import Run
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A bound id that produced no result, with the reasons of each of its theorems."""
+
+    bound: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"bound": self.bound, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything ``account`` found for one run and query."""
+
+    run: Run
+    query: Query
+    results: tuple[Result, ...]
+    not_applicable: tuple[Refusal, ...]
+    refusals_by_theorem: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def best(self) -> Result | None:
+        """The tightest valid bound (never an estimate)."""
+        bounds = [r for r in self.results if r.kind == "bound"]
+        if not bounds:
+            return None
+        key: Callable[[Result], float] = (
+            (lambda r: r.epsilon) if self.query.delta is not None else (lambda r: r.delta)
+        )
+        return min(bounds, key=key)
+
+    def result(self, bound_id: str, kind: str = "bound") -> Result | None:
+        for r in self.results:
+            if r.bound == bound_id and r.kind == kind:
+                return r
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "setting": self.run.setting(),
+            "delta": self.query.delta if self.query.delta is not None else (best.delta if best else None),
+            "epsilon": self.query.epsilon,
+            "best": None
+            if best is None
+            else {
+                "bound": best.bound,
+                "epsilon": best.to_json()["epsilon"],
+                "delta": best.delta,
+                "mu": best.mu,
+                "kind": best.kind,
+                "theorem": best.theorem,
+            },
+            "results": [r.to_json() for r in self.results],
+            "not_applicable": [n.to_json() for n in self.not_applicable],
+        }
+
+
+def _better(a: Result, b: Result, query: Query) -> bool:
+    return a.epsilon < b.epsilon if query.delta is not None else a.delta < b.delta
+
+
+def account(
+    run: Run,
+    *,
+    delta: float | None = None,
+    epsilon: float | None = None,
+    bounds: Sequence[str] | None = None,
+    orders: Sequence[float] | None = None,
+) -> Report:
+    """Account ``run`` under every applicable theorem.
+
+    Give ``delta`` (default 1e-5) to get epsilon(delta), or ``epsilon`` to get delta(epsilon).
+    ``bounds`` restricts to some bound ids; ``orders`` sets the Renyi orders at which RDP results
+    report their curves.
+    """
+    if delta is None and epsilon is None:
+        delta = 1e-5
+    query = Query(delta=delta, epsilon=epsilon, orders=tuple(orders) if orders else None)
+    kept: dict[tuple[str, str], Result] = {}
+    reasons: dict[str, list[tuple[str, str]]] = {}
+    by_theorem: list[tuple[str, str, str]] = []
+    specs = registered(bounds)
+    for bid in {s.id for s in specs}:
+        covered = sorted({a for s in specs if s.id == bid for a in s.algorithms})
+        if run.algorithm not in covered:
+            reasons[bid] = [("", f"no theorem of this family for {run.algorithm} (it covers {', '.join(covered)})")]  # type: ignore[list-item]
+    for spec in specs:
+        if run.algorithm not in spec.algorithms:
+            continue
+        try:
+            res = spec.func(run, query)
+        except NotApplicable as exc:
+            reasons.setdefault(spec.id, []).append((spec.theorem, str(exc)))  # type: ignore[arg-type]
+            by_theorem.append((spec.id, spec.theorem, str(exc)))
+            continue
+        key = (res.bound, res.kind)
+        if key not in kept or _better(res, kept[key], query):
+            kept[key] = res
+    order = {bid: i for i, bid in enumerate(BOUND_IDS)}
+    results = tuple(sorted(kept.values(), key=lambda r: (r.kind != "bound", order[r.bound])))
+    have = {r.bound for r in results}
+    refusals = tuple(
+        Refusal(bid, _join_reasons(reasons[bid]))
+        for bid in BOUND_IDS
+        if bid in reasons and bid not in have
+    )
+    return Report(run=run, query=query, results=results, not_applicable=refusals, refusals_by_theorem=tuple(by_theorem))
+
+
+def _join_reasons(items: list[tuple[str, str]]) -> str:
+    """'Thm A, Thm B: reason; Thm C: other reason' (theorems sharing a reason are grouped)."""
+    grouped: dict[str, list[str]] = {}
+    for theorem, reason in items:
+        grouped.setdefault(reason, [])
+        if theorem and theorem not in grouped[reason]:
+            grouped[reason].append(theorem)
+    return "; ".join((", ".join(ths) + ": " if ths else "") + reason for reason, ths in grouped.items())
+
+
+# ---------------------------------------------------------------------- calibration
+@dataclass(frozen=True)
+class Calibration:
+    """The solution of ``calibrate`` and the best guarantee there."""
+
+    noise_std: float
+    noise_multiplier: float | None
+    epochs: float | None  # None = unlimited
+    report: Report
+
+    def to_json(self) -> dict[str, Any]:
+        rep = self.report.to_json()
+        return {
+            "noise_std": self.noise_std,
+            "noise_multiplier": self.noise_multiplier,
+            "epochs": self.epochs,
+            "best": rep["best"],
+            "setting": rep["setting"],
+        }
+
+
+def _best_epsilon(run: Run, delta: float, bounds: Sequence[str] | None) -> tuple[float, Report]:
+    rep = account(run, delta=delta, bounds=bounds)
+    best = rep.best
+    if best is None:
+        raise NotApplicable("no applicable bound for this run")
+    return best.epsilon, rep
+
+
+def calibrate_noise(
+    run: Run,
+    *,
+    epsilon: float,
+    delta: float = 1e-5,
+    bounds: Sequence[str] | None = None,
+    rtol: float = 2e-4,
+) -> Calibration:
+    """The smallest noise std sigma whose best bound gives eps <= ``epsilon``.
+
+    Bisection on log sigma with an expanding bracket.  The returned sigma always satisfies the
+    target (it is the upper end of the final bracket: never overshoots), and the bracket is
+    narrower than ``rtol`` relative, so sigma*(1 - 0.001) violates the target (tight).
+    """
+    target = check_positive("epsilon", epsilon)
+
+    def eps_at(sigma: float) -> float:
+        return _best_epsilon(run.replace(noise_std=sigma), delta, bounds)[0]
+
+    hi = run.sigma
+    lo = run.sigma
+    if eps_at(hi) > target:
+        for _ in range(200):
+            lo, hi = hi, hi * 2.0
+            if eps_at(hi) <= target:
+                break
+        else:
+            raise ParameterError("epsilon", epsilon, "is not reachable with any finite noise for this run")
+    else:
+        for _ in range(200):
+            hi, lo = lo, lo / 2.0
+            if eps_at(lo) > target:
+                break
+        else:
+            raise ParameterError("epsilon", epsilon, "is met with vanishing noise; the run leaks nothing measurable")
+    while hi / lo - 1 > rtol:
+        mid = math.sqrt(lo * hi)
+        if eps_at(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    final = run.replace(noise_std=hi)
+    _, rep = _best_epsilon(final, delta, bounds)
+    z = hi * final.b / final.clip if final.clip is not None else None
+    return Calibration(noise_std=hi, noise_multiplier=z, epochs=final.E, report=rep)
+
+
+def calibrate_epochs(
+    run: Run,
+    *,
+    epsilon: float,
+    delta: float = 1e-5,
+    bounds: Sequence[str] | None = None,
+    max_epochs: float = 1e7,
+) -> Calibration:
+    """The largest number of whole epochs whose best bound gives eps <= ``epsilon``.
+
+    ``epochs`` is None (unlimited) when a convergent bound's supremum over T (its
+    ``details['epsilon_limit']``) is already within the target.
+    """
+    target = check_positive("epsilon", epsilon)
+
+    def evaluate(epochs: int) -> tuple[float, Report]:
+        return _best_epsilon(run.replace(epochs=epochs), delta, bounds)
+
+    eps1, rep1 = evaluate(1)
+    if eps1 > target:
+        raise ParameterError("epsilon", epsilon, f"is below the guarantee after one epoch ({eps1:.6g})")
+    for r in rep1.results:
+        limit = r.details.get("epsilon_limit") if r.kind == "bound" else None
+        if limit is not None and limit <= target:
+            return Calibration(run.sigma, _z(run), None, rep1)
+    lo, hi = 1, 2
+    while True:
+        eps_hi, _ = evaluate(hi)
+        if eps_hi > target:
+            break
+        lo, hi = hi, hi * 2
+        if hi > max_epochs:
+            raise ParameterError("epsilon", epsilon, f"allows more than {max_epochs:g} epochs and no bound proves a limit")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if evaluate(mid)[0] <= target:
+            lo = mid
+        else:
+            hi = mid
+    _, rep = evaluate(lo)
+    return Calibration(run.sigma, _z(run), float(lo), rep)
+
+
+def _z(run: Run) -> float | None:
+    return run.sigma * run.b / run.clip if run.clip is not None else None

@@ -1,0 +1,287 @@
+"""What every bound shares: the query, the result type, the registry.
+
+A bound is one small function ``run, query -> Result`` registered with a stable id, the theorem,
+the reference and its kind:
+
+* ``"bound"``: a valid upper bound on the privacy loss of releasing the last iterate;
+* ``"estimate"``: an approximation (e.g. a CLT limit) that is reported but never chosen as best.
+
+A bound whose assumptions do not hold raises :class:`~lastiterate.errors.NotApplicable` with the
+reason.  Several functions may share an id (e.g. ``shifted-interpolation`` has one theorem per
+algorithm and geometry); the accountant keeps, for each id and kind, the tightest applicable one.
+Adding a theorem means adding one decorated function in a module of this package.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from lastiterate.errors import ParameterError, check_in_range, check_nonnegative
+from lastiterate.run import Run
+
+Kind = Literal["bound", "estimate"]
+
+#: Renyi orders reported for RDP results when the caller does not ask for others.
+DEFAULT_REPORT_ORDERS: tuple[float, ...] = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+@dataclass(frozen=True)
+class Query:
+    """What the caller wants: epsilon at ``delta`` (default) or delta at ``epsilon``."""
+
+    delta: float | None = 1e-5
+    epsilon: float | None = None
+    orders: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.delta is None) == (self.epsilon is None):
+            raise ParameterError("delta", self.delta, "give exactly one of delta and epsilon")
+        if self.delta is not None:
+            check_in_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+        if self.epsilon is not None:
+            check_nonnegative("epsilon", self.epsilon)
+        if self.orders is not None:
+            for a in self.orders:
+                check_in_range("orders", a, 1.0, math.inf, low_open=True, high_open=True)
+
+    @property
+    def report_orders(self) -> tuple[float, ...]:
+        return tuple(self.orders) if self.orders else DEFAULT_REPORT_ORDERS
+
+
+@dataclass(frozen=True)
+class Result:
+    """One guarantee for the released last iterate (design.md JSON contract)."""
+
+    bound: str
+    theorem: str
+    reference: str
+    kind: Kind
+    epsilon: float
+    delta: float
+    mu: float | None = None
+    rdp: tuple[tuple[float, float], ...] | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    assumptions: tuple[str, ...] = ()
+    adjacency: str = "replace"
+    #: tradeoff curve alpha -> beta (for plots); not serialised
+    tradeoff: Callable[[np.ndarray], np.ndarray] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon >= 0) or math.isnan(self.epsilon):
+            raise ValueError(f"{self.bound}: produced epsilon={self.epsilon!r}; a bound must be >= 0")
+        if not (0 <= self.delta <= 1):
+            raise ValueError(f"{self.bound}: produced delta={self.delta!r} outside [0, 1]")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bound": self.bound,
+            "theorem": self.theorem,
+            "reference": self.reference,
+            "kind": self.kind,
+            "epsilon": _json_float(self.epsilon),
+            "delta": self.delta,
+            "mu": None if self.mu is None else _json_float(self.mu),
+            "rdp": None if self.rdp is None else [[a, _json_float(e)] for a, e in self.rdp],
+            "details": _jsonable(self.details),
+            "assumptions": list(self.assumptions),
+            "adjacency": self.adjacency,
+        }
+
+
+def _json_float(x: float) -> float | str:
+    return x if math.isfinite(x) else "inf"
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return _json_float(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+@dataclass(frozen=True)
+class BoundSpec:
+    """A registered theorem."""
+
+    id: str
+    theorem: str
+    reference: str
+    kind: Kind
+    func: Callable[[Run, Query], Result]
+    algorithms: frozenset[str]
+
+
+_REGISTRY: list[BoundSpec] = []
+
+#: the stable bound ids, in report order
+BOUND_IDS: tuple[str, ...] = (
+    "shifted-interpolation",
+    "langevin-lsi",
+    "pabi",
+    "smooth-bounded-domain",
+    "hidden-state-rdp",
+    "gdp-composition",
+    "pld-composition",
+    "rdp-composition",
+    "clt",
+)
+
+
+def register(
+    id: str,
+    *,
+    theorem: str,
+    reference: str,
+    kind: Kind = "bound",
+    algorithms: Iterable[str] = ("gd", "cgd", "sgd"),
+) -> Callable[[Callable[[Run, Query], Result]], Callable[[Run, Query], Result]]:
+    """Register ``func(run, query) -> Result`` under a stable bound id."""
+    if id not in BOUND_IDS:
+        raise ValueError(f"unknown bound id {id!r}; add it to BOUND_IDS")
+
+    def decorate(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Result]:
+        _REGISTRY.append(BoundSpec(id, theorem, reference, kind, func, frozenset(algorithms)))
+        return func
+
+    return decorate
+
+
+def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
+    """The registered theorems (all bound modules imported), optionally restricted to ``ids``."""
+    from lastiterate import bounds  # noqa: F401  (imports every bound module)
+
+    bounds.load_all()
+    if ids is None:
+        return list(_REGISTRY)
+    unknown = [i for i in ids if i not in BOUND_IDS]
+    if unknown:
+        raise ParameterError("bound", unknown[0], "must be one of " + ", ".join(BOUND_IDS))
+    return [s for s in _REGISTRY if s.id in ids]
+
+
+# ---------------------------------------------------------------------- result builders
+def gdp_result(
+    spec_id: str,
+    *,
+    theorem: str,
+    reference: str,
+    mu: float,
+    query: Query,
+    run: Run,
+    kind: Kind = "bound",
+    details: Mapping[str, Any] | None = None,
+    assumptions: Sequence[str] = (),
+) -> Result:
+    """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (theorems.md 1.2)."""
+    from lastiterate.notions.gdp import gaussian_tradeoff, gdp_delta, gdp_epsilon
+
+    if not (mu >= 0) or math.isnan(mu):
+        raise ValueError(f"{spec_id}: mu={mu!r} must be >= 0")
+    if query.delta is not None:
+        eps, delta = float(gdp_epsilon(query.delta, mu)), query.delta
+    else:
+        eps, delta = float(query.epsilon), float(gdp_delta(query.epsilon, mu))  # type: ignore[arg-type]
+    return Result(
+        bound=spec_id,
+        theorem=theorem,
+        reference=reference,
+        kind=kind,
+        epsilon=eps,
+        delta=delta,
+        mu=float(mu),
+        rdp=None,
+        details=dict(details or {}),
+        assumptions=tuple(assumptions),
+        adjacency=run.adjacency,
+        tradeoff=lambda a, _mu=float(mu): gaussian_tradeoff(a, _mu),
+    )
+
+
+def rdp_delta_for_epsilon(rdp: Callable[[float], float], epsilon: float) -> float:
+    """delta(eps) from an RDP curve: min over alpha of the Balle et al. 2020 (Thm 20) conversion
+
+        log delta = (alpha-1)(eps_R(alpha) - eps) + (alpha-1) log(1 - 1/alpha) - log alpha,
+
+    which is never larger than Mironov's exp((alpha-1)(eps_R - eps)).  Minimised over a log grid of
+    orders and refined; any alpha gives a valid delta, so the minimiser's accuracy only affects
+    tightness, never validity.
+    """
+    from scipy.optimize import minimize_scalar
+
+    def log_delta(log_am1: float) -> float:
+        a = 1.0 + math.exp(log_am1)
+        val = rdp(a)
+        if not math.isfinite(val):
+            return math.inf
+        return (a - 1) * (val - epsilon) + (a - 1) * math.log1p(-1 / a) - math.log(a)
+
+    grid = np.linspace(-6, 9, 61)
+    vals = [log_delta(x) for x in grid]
+    i = int(np.argmin(vals))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    best = vals[i]
+    if hi > lo:
+        res = minimize_scalar(log_delta, bounds=(lo, hi), method="bounded")
+        best = min(best, float(res.fun))
+    return float(min(1.0, math.exp(min(best, 0.0))))
+
+
+def rdp_result(
+    spec_id: str,
+    *,
+    theorem: str,
+    reference: str,
+    rdp: Callable[[float], float] | Any,
+    query: Query,
+    run: Run,
+    kind: Kind = "bound",
+    details: Mapping[str, Any] | None = None,
+    assumptions: Sequence[str] = (),
+    linear_rho: float | None = None,
+) -> Result:
+    """A result from an RDP curve, converted with the best of the conversions of theorems.md 1.5.
+
+    ``rdp`` is a callable ``alpha -> eps_R(alpha)`` valid at every order > 1 (optimised over alpha)
+    or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must
+    include the query's report orders).  ``linear_rho`` marks a linear curve rho*alpha.
+    """
+    from lastiterate.notions.rdp import RdpCurve, rdp_to_delta, rdp_to_epsilon
+
+    curve = tuple((float(a), float(rdp(a))) for a in query.report_orders)
+    extra: dict[str, Any] = dict(details or {})
+    if query.delta is not None:
+        conv = rdp_to_epsilon(rdp, query.delta)
+        eps, delta = float(conv.epsilon), query.delta
+        extra.setdefault("order", float(conv.order))
+        extra.setdefault("conversion", conv.method)
+    else:
+        if isinstance(rdp, RdpCurve):
+            eps, delta = float(query.epsilon), float(rdp_to_delta(rdp, float(query.epsilon)))  # type: ignore[arg-type]
+        else:
+            eps, delta = float(query.epsilon), rdp_delta_for_epsilon(rdp, float(query.epsilon))  # type: ignore[arg-type]
+    if linear_rho is not None:
+        extra.setdefault("rho", float(linear_rho))
+    return Result(
+        bound=spec_id,
+        theorem=theorem,
+        reference=reference,
+        kind=kind,
+        epsilon=eps,
+        delta=delta,
+        mu=None,
+        rdp=curve,
+        details=extra,
+        assumptions=tuple(assumptions),
+        adjacency=run.adjacency,
+    )

@@ -1,0 +1,231 @@
+"""Composition baselines: the privacy of the whole transcript, which bounds the last iterate.
+
+These hold for ANY loss (no convexity, smoothness or projection needed): releasing every iterate
+is post-processed into releasing the last one.  They are what Opacus / dp_accounting report, and
+what the accountant falls back to when no last-iterate theorem applies.
+
+Per-step mechanism (theorems.md 0): a step whose batch holds the differing example is the Gaussian
+mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
+
+* ``gdp-composition``: paper 000 Thm 4.1 (gd), Thm 4.4 (cgd: the example is used once per epoch),
+  Thm 4.8 (sgd with uniform fixed-size batches: C_p(G_{L/(b sigma)})^{⊗T}, composed numerically);
+  sgd with Poisson batches: paper 004's exact guarantee (p G + (1-p) Id)^{⊗T}, also numerical;
+  shuffled batches: one Gaussian step per epoch (no amplification is claimed).
+* ``pld-composition``: the same mechanisms through the privacy-loss-distribution engine.
+* ``rdp-composition``: Renyi DP of the (sampled) Gaussian composed over the steps, converted with
+  the best conversion of theorems.md 1.5.
+* ``clt``: the central-limit GDP approximations (theorems.md 1.7); estimates, never bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lastiterate.bounds._base import Query, Result, gdp_result, rdp_result, register
+from lastiterate.errors import NotApplicable
+from lastiterate.run import Run
+
+ANY_LOSS = "any loss: no convexity, smoothness or projection assumed"
+
+
+def _gaussian_uses(run: Run) -> tuple[float, int]:
+    """(per-step GDP parameter, number of steps using the differing example) for gd, cgd, shuffle."""
+    if run.algorithm == "gd":
+        return run.L / (run.n * run.sigma), run.T
+    return run.per_step_mu, run.uses
+
+
+def _clip_noise_multiplier(run: Run) -> float:
+    """Noise multiplier of the per-step sum normalised to sensitivity-C, C the clip norm implied by L.
+
+    Under add/remove the sum changes by at most C = L; under replace-one by at most L = 2C.  The
+    noise on the sum is b*sigma, so z = b sigma / C.
+    """
+    c_norm = run.L / 2 if run.adjacency == "replace" else run.L
+    return run.b * run.sigma / c_norm
+
+
+@register("gdp-composition", theorem="Thm 4.1 (NoisyGD composition)", reference="Bok, Su, Altschuler 2024 (paper 000)", algorithms=("gd",))
+def gdp_composition_gd(run: Run, query: Query) -> Result:
+    """Thm 4.1: NoisyGD is mu-GDP with mu = (L/(n sigma)) sqrt(T); tight for linear losses."""
+    mu0, uses = _gaussian_uses(run)
+    return gdp_result(
+        "gdp-composition", theorem="Thm 4.1", reference="Bok, Su, Altschuler 2024, Thm 4.1",
+        mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
+        details={"per_step_mu": mu0, "compositions": uses},
+    )
+
+
+@register("gdp-composition", theorem="Thm 4.4 (NoisyCGD composition)", reference="Bok, Su, Altschuler 2024 (paper 000)", algorithms=("cgd",))
+def gdp_composition_cgd(run: Run, query: Query) -> Result:
+    """Thm 4.4: NoisyCGD is mu-GDP with mu = (L/(b sigma)) sqrt(E): the differing example is used
+    once per epoch.  b is the smallest batch of the partition and E = ceil(T/l) (worst position)."""
+    mu0, uses = _gaussian_uses(run)
+    return gdp_result(
+        "gdp-composition", theorem="Thm 4.4", reference="Bok, Su, Altschuler 2024, Thm 4.4",
+        mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
+        details={"per_step_mu": mu0, "compositions": uses},
+    )
+
+
+@register("gdp-composition", theorem="Thm 4.8 / shuffled-batch composition", reference="Bok, Su, Altschuler 2024 (paper 000); Bu et al. 2020 (paper 004)", algorithms=("sgd",))
+def gdp_composition_sgd(run: Run, query: Query) -> Result:
+    """NoisySGD composition.
+
+    * uniform fixed-size batches, replace-one: Thm 4.8, f = C_p(G_{L/(b sigma)})^{⊗T}, composed by
+      the PLD engine (pessimistic; theorems.md 1.8);
+    * Poisson batches: paper 004's exact guarantee min{f, f^-1}** with f = (p G + (1-p) Id)^{⊗T}
+      (dp_accounting PLD of the Poisson-subsampled Gaussian under the run's adjacency);
+    * shuffled batches: each example is used exactly once per epoch; given the permutation this is
+      one Gaussian step per epoch, and f-DP is preserved under the mixture over permutations, so
+      mu = (L/(b_min sigma)) sqrt(ceil(E)).  No shuffling amplification is claimed.
+    """
+    if run.sampling_scheme == "shuffle":
+        mu0, uses = _gaussian_uses(run)
+        return gdp_result(
+            "gdp-composition", theorem="shuffled batches: one Gaussian step per epoch",
+            reference="Bok, Su, Altschuler 2024, Thm 4.4 argument (cyclic use)",
+            mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
+            details={"per_step_mu": mu0, "compositions": uses},
+        )
+    return _sgd_pld_result("gdp-composition", run, query)
+
+
+def _sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
+    """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
+    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T)
+    if key not in _PLD_CACHE:
+        if len(_PLD_CACHE) > 32:
+            _PLD_CACHE.clear()
+        _PLD_CACHE[key] = _build_sgd_pld(run)
+    pld_obj, theorem, reference, details = _PLD_CACHE[key]
+    return pld_obj, theorem, reference, dict(details)
+
+
+_PLD_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
+
+
+def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
+    from lastiterate.notions import pld
+
+    if run.sampling_scheme == "uniform":
+        if run.adjacency != "replace":
+            raise NotApplicable("uniform fixed-size batches are analysed under replace-one adjacency (C_p operator)")
+        mu0 = run.L / (run.b * run.sigma)
+        one = pld.symmetric_subsampled_gaussian_pld(run.p, mu0)
+        return (
+            one.self_compose(run.T),
+            "Thm 4.8: C_p(G_mu)^{⊗T}",
+            "Bok, Su, Altschuler 2024, Thm 4.8; Dong, Roth, Su 2022, Thm 9",
+            {"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T},
+        )
+    z = _clip_noise_multiplier(run)
+    one = pld.poisson_subsampled_gaussian_pld(run.p, z, adjacency=run.adjacency)
+    return (
+        one.self_compose(run.T),
+        "Poisson-subsampled Gaussian, T-fold composition",
+        "Bu, Dong, Long, Su 2020 (paper 004), Sec. 3; dp_accounting PLD",
+        {"noise_multiplier": z, "sampling_rate": run.p, "compositions": run.T},
+    )
+
+
+def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, details: dict[str, Any], run: Run, query: Query) -> Result:
+    det = dict(details)
+    if query.delta is not None:
+        eps, delta = float(pld_obj.epsilon(query.delta)), query.delta
+    else:
+        eps, delta = float(query.epsilon), float(pld_obj.delta(query.epsilon))
+    det["discretization"] = getattr(pld_obj, "discretization", None)
+    return Result(
+        bound=bound_id, theorem=theorem, reference=reference, kind="bound", epsilon=eps, delta=delta,
+        mu=None, rdp=None, details=det, assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme}"),
+        adjacency=run.adjacency,
+    )
+
+
+def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
+    pld_obj, theorem, reference, details = _sgd_pld(run)
+    if run.sampling_scheme == "uniform":
+        from lastiterate.notions.clt import clt_mu_symmetric
+
+        details["clt_mu_estimate"] = clt_mu_symmetric(run.p, run.L / (run.b * run.sigma), run.T)
+    return _pld_to_result(bound_id, pld_obj, theorem, reference, details, run, query)
+
+
+@register("pld-composition", theorem="numerical PLD composition", reference="dp_accounting PLD (Doroshenko et al. 2022, connect-the-dots)")
+def pld_composition(run: Run, query: Query) -> Result:
+    """Privacy-loss-distribution composition of every step's mechanism (pessimistic discretisation)."""
+    from lastiterate.notions import pld
+
+    if run.algorithm == "sgd" and run.sampling_scheme != "shuffle":
+        pld_obj, theorem, reference, details = _sgd_pld(run)
+    else:
+        mu0, uses = _gaussian_uses(run)
+        pld_obj = pld.gaussian_pld(mu0).self_compose(uses)
+        theorem = "Gaussian mechanism composed over the steps using the example"
+        reference = "dp_accounting PLD"
+        details = {"per_step_mu": mu0, "compositions": uses}
+    return _pld_to_result("pld-composition", pld_obj, theorem, reference, details, run, query)
+
+
+@register("rdp-composition", theorem="RDP composition", reference="Mironov 2017; Mironov, Talwar, Zhang 2019")
+def rdp_composition(run: Run, query: Query) -> Result:
+    """RDP of the (sampled) Gaussian mechanism, composed over the steps that may use the example.
+
+    gd / cgd / shuffle: uses * alpha mu^2 / 2.  sgd with Poisson batches under add/remove adjacency:
+    T * (sampled-Gaussian RDP, the max of both directions; theorems.md 1.9).  Other subsampled
+    cases are refused (no RDP amplification theorem for them is implemented).
+    """
+    if run.algorithm != "sgd" or run.sampling_scheme == "shuffle":
+        mu0, uses = _gaussian_uses(run)
+        rho = uses * mu0**2 / 2
+        return rdp_result(
+            "rdp-composition", theorem="Gaussian RDP composition", reference="Mironov 2017, Prop. 7",
+            rdp=lambda a, _rho=rho: _rho * a, query=query, run=run, linear_rho=rho,
+            assumptions=(ANY_LOSS,), details={"per_step_mu": mu0, "compositions": uses},
+        )
+    if run.sampling_scheme != "poisson" or run.adjacency != "add-remove":
+        raise NotApplicable(
+            "sampled-Gaussian RDP is implemented for Poisson sampling under add/remove adjacency; "
+            f"this run has sampling={run.sampling_scheme}, adjacency={run.adjacency} (see pld-composition)"
+        )
+    import numpy as np
+
+    from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
+
+    z = _clip_noise_multiplier(run)
+    T = run.T
+    orders = np.union1d(DEFAULT_ORDERS, np.asarray(query.report_orders, dtype=float))
+    curve = RdpCurve.from_sampled_gaussian(run.p, z, T, orders=orders)
+    return rdp_result(
+        "rdp-composition", theorem="sampled Gaussian RDP composition",
+        reference="Mironov, Talwar, Zhang 2019; Altschuler, Talwar 2022, Def. 2.10",
+        rdp=curve, query=query, run=run,
+        assumptions=(ANY_LOSS, "Poisson sampling", "add/remove adjacency"),
+        details={"noise_multiplier": z, "sampling_rate": run.p, "compositions": T},
+    )
+
+
+@register("clt", theorem="privacy CLT", reference="Dong, Roth, Su 2022; Bu et al. 2020 eq. 3.1; paper 000 Lemma A.5", kind="estimate", algorithms=("sgd",))
+def clt(run: Run, query: Query) -> Result:
+    """CLT approximation mu of the subsampled-Gaussian composition (an ESTIMATE, not a bound):
+    symmetric (uniform batches) sqrt(2) p sqrt(T h(mu0)); one-sided Poisson p sqrt(T (e^{mu0^2}-1))."""
+    from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
+
+    mu0 = run.L / (run.b * run.sigma)
+    if run.sampling_scheme == "uniform":
+        mu, name = clt_mu_symmetric(run.p, mu0, run.T), "symmetric CLT (Lemma A.5)"
+    elif run.sampling_scheme == "poisson":
+        mu0 = 1.0 / _clip_noise_multiplier(run) if run.adjacency == "add-remove" else mu0
+        mu, name = clt_mu_poisson(run.p, mu0, run.T), "one-sided Poisson CLT (eq. 3.1)"
+    else:
+        raise NotApplicable("no CLT for shuffled batches")
+    if not math.isfinite(mu):
+        raise NotApplicable("CLT parameter overflows (per-step mu too large for the approximation)")
+    return gdp_result(
+        "clt", theorem=name, reference="Bu, Dong, Long, Su 2020; Dong, Roth, Su 2022", mu=mu,
+        query=query, run=run, kind="estimate",
+        assumptions=("asymptotic: p sqrt(T) -> const; NOT a guarantee at finite T",),
+        details={"per_step_mu": mu0, "sampling_rate": run.p, "steps": run.T},
+    )

@@ -1,0 +1,23 @@
+"""Test configuration: slow checks run only with --runslow (or LASTITERATE_SLOW=1)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REFERENCE_VALUES = Path(__file__).resolve().parents[1] / ".." / "shared" / "docs" / "reference_values.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--runslow") or os.environ.get("LASTITERATE_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow or LASTITERATE_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
