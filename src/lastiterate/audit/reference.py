@@ -230,6 +230,18 @@ def _walk_matrix(centers: np.ndarray, edges: np.ndarray, drift: float, s: float)
     return P
 
 
+def _propagate(v: np.ndarray, P: np.ndarray, k: int) -> np.ndarray:
+    """v P^k: k vector-matrix products, or repeated squaring when that is cheaper."""
+    if k <= 0:
+        return v
+    K = P.shape[0]
+    if k <= 4 * K:  # gemv is much slower per flop than gemm: square only for long walks
+        for _ in range(k):
+            v = v @ P
+        return v
+    return v @ np.linalg.matrix_power(P, k)
+
+
 def projected_walk_curve(
     D: float,
     s: float,
@@ -248,7 +260,7 @@ def projected_walk_curve(
     with Y_t = a deterministic (NoisyGD: a = eta L / n, s = eta sigma), or Y_t = a with probability
     ``p_include`` (NoisySGD with sampled batches: a = eta L / b).  The state space is ``bins`` equal
     interior cells (represented by their midpoints) plus the two boundary atoms.  T-step laws are
-    computed by repeated squaring of the transition matrices.
+    computed by vector-matrix products or repeated squaring of the transition matrices.
     """
     if not (D > 0 and s > 0 and a >= 0 and T >= 1 and bins >= 2):
         raise ValueError("need D > 0, s > 0, a >= 0, T >= 1, bins >= 2")
@@ -261,15 +273,13 @@ def projected_walk_curve(
     P1 = _walk_matrix(support, edges, a, s)
     if p_include < 1.0:
         P1 = p_include * P1 + (1 - p_include) * P0
-    start = np.zeros(support.size)
     # the start point's own transition row (exact start, not snapped to a cell)
     r0 = _walk_matrix(np.array([x0]), edges, 0.0, s)[0]
     r1 = _walk_matrix(np.array([x0]), edges, a, s)[0]
     if p_include < 1.0:
         r1 = p_include * r1 + (1 - p_include) * r0
-    p = r0 @ np.linalg.matrix_power(P0, T - 1) if T > 1 else r0
-    q = r1 @ np.linalg.matrix_power(P1, T - 1) if T > 1 else r1
-    del start
+    p = _propagate(r0, P0, T - 1)
+    q = _propagate(r1, P1, T - 1)
     p = np.maximum(p, 0.0)
     q = np.maximum(q, 0.0)
     return ProjectedWalkCurve(p=p / p.sum(), q=q / q.sum(), support=support, T=T, D=D, s=s, a=a)

@@ -1,0 +1,305 @@
+"""Audit results and the end-to-end Monte-Carlo audit of a described run.
+
+:func:`audit_run` takes a :class:`lastiterate.run.Run`, builds the worst-case world pair for it
+(:func:`lastiterate.audit.simulate.spec_from_run`), simulates N chains per world, computes
+certified lower bounds (mu_lb, and eps_lb at delta) and compares them with EVERY guarantee of kind
+"bound" that :func:`lastiterate.accountant.account` reports for the run.  Where the pair has an
+exactly computable privacy curve (quadratic / linear losses, the projected walk, linear NoisySGD)
+the exact value is attached as ``reference_mu`` / ``reference_eps``, and compared as well: an exact
+value above a claim is a violation without any sampling error.
+
+Verdicts:
+
+* ``"VIOLATION"``: some claim is below a certified lower bound (probability of a false alarm
+  <= alpha), or below the exact reference value;
+* ``"ok"``: every claim is at least the lower bounds, and the audit found leakage (mu_lb > 0 or
+  eps_lb > 0), i.e. it had some power;
+* ``"inconclusive"``: no claim to check, or the audit could not certify any leakage.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lastiterate.audit.simulate import ChainSpec, scores, simulate_pair, spec_from_run
+from lastiterate.audit.stats import ThresholdStrategy, audit_scores, gdp_epsilon
+
+__all__ = ["AuditResult", "ClaimCheck", "audit_run", "audit_spec", "reference_for_spec", "verdict_for"]
+
+VERDICTS = ("ok", "VIOLATION", "inconclusive")
+
+#: relative slack for comparing an exact (numerically computed) reference value with a claim
+REFERENCE_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """One accountant result compared with the audit."""
+
+    bound: str
+    theorem: str
+    claim_mu: float | None
+    claim_eps: float
+    delta: float | None
+    verdict: str
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _jf(v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The outcome of one Monte-Carlo audit (auditing-notes section 4, ``report.py``)."""
+
+    name: str
+    claim_mu: float | None
+    claim_eps: float | None
+    delta: float | None
+    mu_lb: float
+    eps_lb: float | None
+    N: int
+    seed: int
+    seconds: float
+    verdict: str
+    alpha: float = 1e-3
+    claim_bound: str | None = None
+    reference_mu: float | None = None
+    reference_eps: float | None = None
+    strategy: str = ""
+    checks: tuple[ClaimCheck, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict={self.verdict!r} must be one of {VERDICTS}")
+
+    @property
+    def violations(self) -> tuple[ClaimCheck, ...]:
+        return tuple(c for c in self.checks if c.verdict == "VIOLATION")
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: _jf(v) for k, v in self.__dict__.items() if k not in ("checks", "details")}
+        out["checks"] = [c.to_json() for c in self.checks]
+        out["details"] = {k: _jf(v) for k, v in self.details.items()}
+        return out
+
+    def format(self) -> str:
+        f = _fmt
+        lines = [f"Audit {self.name}: {self.verdict}"]
+        claim = f"mu = {f(self.claim_mu)}" if self.claim_mu is not None else ""
+        if self.claim_eps is not None:
+            claim += (", " if claim else "") + f"epsilon = {f(self.claim_eps)} at delta = {self.delta:g}"
+        lines.append(f"  claim ({self.claim_bound or '-'}): {claim or '-'}")
+        lb = f"mu_lb = {f(self.mu_lb)}"
+        if self.eps_lb is not None:
+            lb += f", eps_lb = {f(self.eps_lb)}"
+        lines.append(f"  Monte-Carlo lower bounds (confidence {1 - self.alpha:g}, {self.strategy}): {lb}")
+        if self.reference_mu is not None or self.reference_eps is not None:
+            ref = []
+            if self.reference_mu is not None:
+                ref.append(f"mu = {f(self.reference_mu)}")
+            if self.reference_eps is not None:
+                ref.append(f"epsilon = {f(self.reference_eps)}")
+            lines.append("  exact reference: " + ", ".join(ref))
+        lines.append(f"  {self.N} chains per world, seed {self.seed}, {self.seconds:.2f} s")
+        for c in self.checks:
+            mu = f", mu {f(c.claim_mu)}" if c.claim_mu is not None else ""
+            lines.append(f"  {c.verdict:<12} {c.bound:<22} eps {f(c.claim_eps)}{mu}  {c.reason}")
+        return "\n".join(lines)
+
+
+def _jf(v: Any) -> Any:
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else f"{x:.4g}"
+
+
+# ---------------------------------------------------------------------- verdicts
+def verdict_for(
+    *,
+    mu_lb: float,
+    eps_lb: float | None,
+    claim_mu: float | None,
+    claim_eps: float | None,
+    reference_mu: float | None = None,
+    reference_eps: float | None = None,
+) -> tuple[str, str]:
+    """(verdict, reason) of one claim against the certified lower bounds and the exact reference."""
+    if claim_mu is None and claim_eps is None:
+        return "inconclusive", "no claim"
+    tol = 1 + REFERENCE_RTOL
+    if claim_mu is not None and mu_lb > claim_mu:
+        return "VIOLATION", f"mu_lb {mu_lb:.6g} > claimed mu {claim_mu:.6g}"
+    if claim_eps is not None and eps_lb is not None and eps_lb > claim_eps:
+        return "VIOLATION", f"eps_lb {eps_lb:.6g} > claimed epsilon {claim_eps:.6g}"
+    if claim_mu is not None and reference_mu is not None and reference_mu > claim_mu * tol:
+        return "VIOLATION", f"exact mu {reference_mu:.6g} > claimed mu {claim_mu:.6g}"
+    if claim_eps is not None and reference_eps is not None and reference_eps > claim_eps * tol + 1e-9:
+        return "VIOLATION", f"exact epsilon {reference_eps:.6g} > claimed epsilon {claim_eps:.6g}"
+    if mu_lb <= 0 and (eps_lb is None or eps_lb <= 0):
+        return "inconclusive", "no leakage certified (the audit has no power here)"
+    parts = []
+    if claim_mu is not None and claim_mu > 0:
+        parts.append(f"mu_lb/claim = {mu_lb / claim_mu:.3f}")
+    if claim_eps is not None and eps_lb is not None and claim_eps > 0:
+        parts.append(f"eps_lb/claim = {eps_lb / claim_eps:.3f}")
+    return "ok", ", ".join(parts)
+
+
+# ---------------------------------------------------------------------- exact references
+def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | None, float | None, str]:
+    """(exact mu or None, exact eps(delta) or None, description) for the simulated pair, if known."""
+    from lastiterate.audit import reference as ref
+
+    kappa = spec.kappa
+    etas = spec.etas
+    const_lr = bool(np.all(etas == etas[0]))
+    if spec.diameter is None and spec.dim == 1 and (spec.algorithm in ("gd", "cgd")):
+        # Gaussian iterates: brute-force mean/variance propagation
+        A = [np.array([[1.0 - e * kappa[0]]]) for e in etas]
+        kicks = np.zeros((spec.T, 1))
+        if spec.algorithm == "gd":
+            kicks[:, 0] = etas * spec.L / spec.n
+        else:
+            sizes = spec.partition_sizes()
+            l = sizes.size
+            pos = l - 1 if spec.position is None else spec.position
+            for t in range(spec.T):
+                if t % l == pos:
+                    kicks[t, 0] = etas[t] * spec.L / sizes[pos]
+        mu = ref.gaussian_propagation_mu(A, kicks, etas * spec.sigma) if spec.sigma > 0 else math.inf
+        eps = gdp_epsilon(delta, mu) if delta is not None and math.isfinite(mu) else None
+        return mu, eps, "Gaussian mean/variance propagation (exact)"
+    if spec.dim != 1 or np.any(kappa) or not const_lr:
+        return None, None, ""
+    eta = float(etas[0])
+    s = eta * spec.sigma
+    if spec.diameter is not None and spec.x0 == 0.0 and delta is not None and s > 0:
+        if spec.algorithm == "gd":
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * spec.L / spec.n, spec.T)
+            return None, curve.epsilon(delta), "projected random walk, Markov chain (500 bins)"
+        if spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson"):
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * spec.L / spec.b, spec.T, p_include=spec.b / spec.n)
+            return None, curve.epsilon(delta), "sampled projected random walk, Markov chain (500 bins)"
+        return None, None, ""
+    if spec.diameter is None and spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson") and delta is not None and s > 0:
+        curve = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * spec.L / spec.b, s)
+        return None, curve.epsilon(delta), "linear NoisySGD: Binomial mixture vs Gaussian (exact, quadrature)"
+    return None, None, ""
+
+
+# ---------------------------------------------------------------------- end-to-end audits
+def audit_spec(
+    spec: ChainSpec,
+    *,
+    N: int = 200_000,
+    seed: int = 0,
+    alpha: float = 1e-3,
+    delta: float | None = 1e-5,
+    claim_mu: float | None = None,
+    claim_eps: float | None = None,
+    claim_bound: str | None = None,
+    simulated: ChainSpec | None = None,
+    strategy: ThresholdStrategy | None = None,
+    reference: bool = True,
+    name: str = "spec",
+) -> AuditResult:
+    """Audit a world pair against an explicit claim (no accountant involved).
+
+    ``simulated``: simulate this spec instead (a test double, e.g. half the noise), while the claim
+    refers to ``spec``.  The exact reference is always that of the SIMULATED pair."""
+    t0 = time.perf_counter()
+    sim = simulated or spec
+    x, y = simulate_pair(sim, N, seed)
+    sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
+    ref_mu, ref_eps, ref_desc = reference_for_spec(sim, delta) if reference else (None, None, "")
+    verdict, reason = verdict_for(mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, claim_mu=claim_mu, claim_eps=claim_eps,
+                                  reference_mu=ref_mu, reference_eps=ref_eps)
+    check = ClaimCheck(claim_bound or "claim", "", claim_mu, claim_eps if claim_eps is not None else math.nan, delta, verdict, reason)
+    return AuditResult(
+        name=name, claim_mu=claim_mu, claim_eps=claim_eps, delta=delta, mu_lb=sa.mu_lb, eps_lb=sa.eps_lb,
+        N=N, seed=seed, seconds=time.perf_counter() - t0, verdict=verdict, alpha=alpha, claim_bound=claim_bound,
+        reference_mu=ref_mu, reference_eps=ref_eps, strategy=sa.strategy, checks=(check,),
+        details={"reference": ref_desc, "mu_test_threshold": sa.best_mu_test.threshold if sa.best_mu_test else None},
+    )
+
+
+def audit_run(
+    run: Any,
+    *,
+    scenario: str = "auto",
+    N: int = 200_000,
+    seed: int = 0,
+    alpha: float = 1e-3,
+    delta: float = 1e-5,
+    bounds: Any = None,
+    position: int | None = None,
+    noise_scale: float = 1.0,
+    sensitivity_scale: float = 1.0,
+    strategy: ThresholdStrategy | None = None,
+    reference: bool = True,
+) -> AuditResult:
+    """Monte-Carlo audit of every bound the accountant reports for ``run``.
+
+    ``scenario``: "quadratic", "linear" (with the run's diameter this is the projected walk) or
+    "auto" (see :func:`spec_from_run`).  ``noise_scale`` / ``sensitivity_scale`` simulate a test
+    double (a mutated implementation) whose noise / gradient difference is scaled, while the claims
+    are those of the unmodified run: a sound audit must then report VIOLATION.
+    """
+    from lastiterate.accountant import account
+
+    t0 = time.perf_counter()
+    spec = spec_from_run(run, loss=scenario, position=position)
+    sim = spec.with_(sigma=spec.sigma * noise_scale, L=spec.L * sensitivity_scale)
+    x, y = simulate_pair(sim, N, seed)
+    sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
+    ref_mu, ref_eps, ref_desc = reference_for_spec(sim, delta) if reference else (None, None, "")
+    rep = account(run, delta=delta, bounds=bounds)
+    checks = []
+    for r in rep.results:
+        if r.kind != "bound":
+            continue
+        v, reason = verdict_for(mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, claim_mu=r.mu, claim_eps=r.epsilon,
+                                reference_mu=ref_mu, reference_eps=ref_eps)
+        checks.append(ClaimCheck(r.bound, r.theorem, r.mu, r.epsilon, r.delta, v, reason))
+    best = rep.best
+    if any(c.verdict == "VIOLATION" for c in checks):
+        verdict = "VIOLATION"
+    elif best is None:
+        verdict = "inconclusive"
+    else:
+        verdict = next(c.verdict for c in checks if c.bound == best.bound)
+    name = f"{scenario if scenario != 'auto' else ('quadratic' if np.any(spec.kappa) else 'linear')}"
+    if spec.diameter is not None and not np.any(spec.kappa):
+        name = "projected-walk"
+    return AuditResult(
+        name=f"{name} ({run.algorithm})",
+        claim_mu=None if best is None else best.mu,
+        claim_eps=None if best is None else best.epsilon,
+        delta=delta, mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, N=N, seed=seed,
+        seconds=time.perf_counter() - t0, verdict=verdict, alpha=alpha,
+        claim_bound=None if best is None else best.bound,
+        reference_mu=ref_mu, reference_eps=ref_eps, strategy=sa.strategy, checks=tuple(checks),
+        details={
+            "reference": ref_desc,
+            "curvature": float(spec.kappa[0]),
+            "noise_scale": noise_scale,
+            "sensitivity_scale": sensitivity_scale,
+            "not_applicable": "; ".join(f"{n.bound}: {n.reason}" for n in rep.not_applicable),
+        },
+    )
