@@ -231,7 +231,7 @@ class NoisyMethod:
         """The noisy averaged gradient of step t (before the learning rate), #clipped, batch size."""
         idx = sampler.batch(t)
         idx_t = torch.from_numpy(idx)
-        Xb, yb = X[idx_t], y[idx_t]
+        Xb, yb = torch.index_select(X, 0, idx_t), torch.index_select(y, 0, idx_t)
         gsum, n_clipped = self.model.clipped_grad_sum(Xb, yb, self.clip)
         denom = sampler.normaliser(idx)
         params = self.model.params()

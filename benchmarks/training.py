@@ -1,0 +1,182 @@
+"""Noisy steps per second: lastiterate's trainer against Opacus, same model, batch and process.
+
+Models: multinomial logistic regression on 784 synthetic features (10 classes, with intercept) and
+a small MLP (784-128-10, ReLU).  Batch size 256, float32, per-example clipping to C = 1, Gaussian
+noise, SGD update.  Every step includes everything a training step does:
+
+* lastiterate: ``NoisySGD(sampling="poisson").step`` -- draws the Poisson batch (p = b/n), per-example
+  gradients (closed form for the GLM; per-layer for the MLP, and for comparison ``torch.func``
+  vmap(grad) and Opacus' GradSampleModule inside our trainer), clipping, noise, update;
+* Opacus 1.6: ``GradSampleModule`` (hooks) + ``DPOptimizer`` on a fixed batch of 256 (the data
+  loader's cost is NOT counted, to Opacus' advantage), and Opacus' ghost clipping
+  (``PrivacyEngine.make_private(grad_sample_mode="ghost")``) where it runs.
+
+Timing: best of 5 repeats of about 0.5 s each after a warm-up (the machine is shared; the best
+repeat is the least disturbed), for 1 and 2 torch threads.  Run:
+``python benchmarks/training.py [--threads 1,2] [--out FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+warnings.filterwarnings("ignore")
+
+N, D, K, B, HIDDEN = 20000, 784, 10, 256, 128
+
+
+def _data(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(N, D, generator=g)
+    X = X / X.norm(dim=1, keepdim=True)
+    W = torch.randn(K, D, generator=g)
+    y = (X @ W.T).argmax(1)
+    return X, y
+
+
+def _best_rate(step, steps, repeats=5, warmup=3, seconds=0.5):
+    """Best steps/s over ``repeats`` repeats of about ``seconds`` each (at most ``steps`` steps)."""
+    start = time.perf_counter()
+    for i in range(warmup):
+        step(i)
+    per_step = (time.perf_counter() - start) / warmup
+    steps = int(max(3, min(steps, seconds / max(per_step, 1e-9))))
+    best = 0.0
+    t0 = warmup
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(steps):
+            step(t0 + i)
+        t0 += steps
+        best = max(best, steps / (time.perf_counter() - start))
+    return best
+
+
+def ours(model_kind, method, X, y, steps):
+    from lastiterate.train.models import GLM, ModuleModel, mlp
+    from lastiterate.train.trainer import NoisySGD
+
+    if model_kind == "glm":
+        model = GLM(D, K, "multinomial-logistic", intercept=True, dtype=torch.float32)
+    else:
+        model = ModuleModel(mlp(D, K, (HIDDEN,), "relu", seed=0, dtype=torch.float32), "cross-entropy", method=method)
+    meth = NoisySGD(model, batch_size=B, sampling="poisson", lr=0.1, noise_std=1.0 / B, clip=1.0)
+    run, _, sampler = meth.plan(N, steps=10**6)
+    sigma = run.sigma
+    return _best_rate(lambda t: meth.step(t, X, y, sampler, sigma, 0.1), steps)
+
+
+def _opacus_model(model_kind):
+    torch.manual_seed(0)
+    if model_kind == "glm":
+        return nn.Sequential(nn.Linear(D, K))
+    return nn.Sequential(nn.Linear(D, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, K))
+
+
+def opacus_hooks(model_kind, X, y, steps):
+    from opacus import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+
+    model = GradSampleModule(_opacus_model(model_kind))
+    opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=B)
+    xb, yb = X[:B], y[:B]
+    lossf = nn.CrossEntropyLoss()
+
+    def step(t):
+        opt.zero_grad()
+        lossf(model(xb), yb).backward()
+        opt.step()
+
+    return _best_rate(step, steps)
+
+
+def opacus_ghost(model_kind, X, y, steps):
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = _opacus_model(model_kind)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = PrivacyEngine(accountant="rdp")
+    model, opt, crit, _ = engine.make_private(
+        module=model, optimizer=opt, data_loader=DataLoader(TensorDataset(X, y), batch_size=B),
+        criterion=nn.CrossEntropyLoss(), noise_multiplier=1.0, max_grad_norm=1.0, grad_sample_mode="ghost",
+    )
+    xb, yb = X[:B], y[:B]
+
+    def step(t):
+        opt.zero_grad()
+        crit(model(xb), yb).backward()
+        opt.step()
+
+    return _best_rate(step, steps)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts to measure (default 1,2)")
+    ap.add_argument("--steps", type=int, default=400, help="at most this many steps per repeat")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "training.md")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    X, y = _data()
+    s = args.steps
+    impls = [
+        ("logreg 784x10", "lastiterate, closed form", lambda: ours("glm", None, X, y, s)),
+        ("logreg 784x10", "Opacus GradSampleModule + DPOptimizer", lambda: opacus_hooks("glm", X, y, s)),
+        ("logreg 784x10", "Opacus ghost clipping", lambda: opacus_ghost("glm", X, y, s)),
+        ("MLP 784-128-10", "lastiterate, per-layer (default)", lambda: ours("mlp", "linear", X, y, s)),
+        ("MLP 784-128-10", "lastiterate, torch.func vmap(grad)", lambda: ours("mlp", "vmap", X, y, s)),
+        ("MLP 784-128-10", "lastiterate, Opacus GradSampleModule inside", lambda: ours("mlp", "opacus", X, y, s)),
+        ("MLP 784-128-10", "Opacus GradSampleModule + DPOptimizer", lambda: opacus_hooks("mlp", X, y, s)),
+        ("MLP 784-128-10", "Opacus ghost clipping", lambda: opacus_ghost("mlp", X, y, s)),
+    ]
+    rates: dict[tuple[str, str, int], float | None] = {}
+    notes: dict[tuple[str, str], str] = {}
+    for nt in threads:
+        torch.set_num_threads(nt)
+        for m, impl, fn in impls:
+            try:
+                rates[(m, impl, nt)] = fn()
+            except Exception as exc:  # noqa: BLE001 - report, do not abort the table
+                rates[(m, impl, nt)] = None
+                notes[(m, impl)] = f"failed: {type(exc).__name__}: {exc}"[:80]
+            print(f"threads={nt} {m} | {impl}: {rates[(m, impl, nt)]}", flush=True)
+    import opacus
+
+    ref = "Opacus GradSampleModule + DPOptimizer"
+    head = "| model | implementation | " + " | ".join(f"steps/s ({t} thr.) | vs Opacus" for t in threads) + " |"
+    lines = [
+        f"# Noisy steps per second (batch {B}, float32, clip 1, Poisson rate {B}/{N} for ours, {N} synthetic examples)",
+        "",
+        f"torch {torch.__version__}, opacus {opacus.__version__}, {platform.machine()}, "
+        f"{__import__('os').cpu_count()} CPUs (shared machine); best of 5 repeats; one process. "
+        "'vs Opacus' = ratio to Opacus GradSampleModule + DPOptimizer on the same model and thread count.",
+        "",
+        head,
+        "|---|---|" + "---:|---:|" * len(threads),
+    ]
+    for m, impl, _ in impls:
+        cells = []
+        for nt in threads:
+            r = rates[(m, impl, nt)]
+            base = rates.get((m, ref, nt))
+            cells.append("-" if r is None else f"{r:,.0f}")
+            cells.append("-" if r is None or not base else f"{r / base:.1f}x")
+        note = notes.get((m, impl), "")
+        lines.append(f"| {m} | {impl}{' (' + note + ')' if note else ''} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(table)
+
+
+if __name__ == "__main__":
+    main()
