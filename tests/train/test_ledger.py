@@ -177,3 +177,59 @@ def test_budget_allows_everything_when_the_bound_converges():
 
     with pytest.raises(ParameterError, match="single step"):
         allowed_steps(run, 0.01)
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_adam_resume_after_a_crash_equals_uninterrupted(tmp_path):
+    """In-process crash after 2 epochs (optimizer moments must be checkpointed too)."""
+    from lastiterate.train.models import parameters_digest
+    from lastiterate.train.trainer import NoisyAdam
+
+    data = _digits()
+    kw = dict(batch_size=200, sampling="poisson", lr=0.05, noise_std=0.05, clip=1.0, l2=0.005, feature_norm=0.7, seed=3)
+
+    def crash(t, stop):
+        if t >= 2 * 8:
+            raise _Crash
+
+    m1 = GLM(data.n_features, data.n_classes)
+    with pytest.raises(_Crash):
+        NoisyAdam(m1, **kw).fit(data.X_train, data.y_train, epochs=5, checkpoint=tmp_path / "c.pt",
+                                ledger=tmp_path / "l.jsonl", on_epoch=crash)
+    crashed_at = load_checkpoint(tmp_path / "c.pt")["step"]
+    assert 0 < crashed_at < 36
+    m2 = GLM(data.n_features, data.n_classes)
+    res = NoisyAdam(m2, **kw).fit(data.X_train, data.y_train, epochs=5, checkpoint=tmp_path / "c.pt",
+                                  ledger=tmp_path / "l.jsonl", resume=True)
+    m3 = GLM(data.n_features, data.n_classes)
+    NoisyAdam(m3, **kw).fit(data.X_train, data.y_train, epochs=5, account=False)
+    assert res.resumed_from == crashed_at and parameters_digest(m2) == parameters_digest(m3)
+    assert not res.certificate.certified and "Adam" in res.certificate.reason
+    recs = read_ledger(tmp_path / "l.jsonl")
+    assert recs[-1]["steps_done"] == res.steps == res.run.T
+
+
+def test_learning_rate_schedule():
+    from lastiterate.train.trainer import NoisyGD
+
+    data = _digits()
+    meth = NoisyGD(GLM(data.n_features, data.n_classes), lr=lambda t: 1.0 / (1 + t) ** 0.5, noise_std=0.01, clip=1.0,
+                   l2=0.005, feature_norm=0.7)
+    res = meth.fit(data.X_train, data.y_train, steps=30)
+    assert not res.run.constant_lr and res.run.lr_schedule[4] == pytest.approx(1 / 5**0.5)
+    assert res.run.T == 30 and truncate(res.run, 10).lr_schedule == res.run.lr_schedule[:10]
+    assert res.report.best is not None
+
+
+def test_checkpoint_beyond_the_budget_is_refused(tmp_path):
+    data = _digits()
+    kw = dict(batch_size=128, sampling="shuffle", lr=1.0, noise_std=0.1, clip=1.0, l2=0.005, feature_norm=1.0)
+    NoisySGD(GLM(data.n_features, data.n_classes), **kw).fit(data.X_train, data.y_train, epochs=10, checkpoint=tmp_path / "c.pt")
+    from lastiterate.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="beyond the budget"):
+        NoisySGD(GLM(data.n_features, data.n_classes), **kw).fit(
+            data.X_train, data.y_train, epochs=10, checkpoint=tmp_path / "c.pt", resume=True, target_epsilon=2.0)

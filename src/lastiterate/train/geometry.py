@@ -159,7 +159,7 @@ def glm_certificate(
         if n is None or batch_size is None:
             raise ParameterError("batch_size", batch_size, "n and batch_size are needed for the Poisson certificate")
         M = (n / batch_size) * beta + lam
-        sampling_note = f"; Poisson batches normalised by b: worst-case batch n gives M = (n/b) beta + lambda"
+        sampling_note = "; Poisson batches normalised by b: the worst-case batch of all n examples gives M = (n/b) beta + lambda"
     else:
         M = beta + lam
         sampling_note = ""
@@ -202,7 +202,7 @@ def glm_certificate(
             if eta >= 2 / M:
                 return Certificate(
                     name, False,
-                    f"lr={eta:g} >= 2/M = {2 / M:.6g} (M = {M:.6g}): a gradient step is not a contraction",
+                    f"lr={eta:g} >= 2/M = {2 / M:.6g} (M = {M:.6g}{sampling_note}): a gradient step is not a contraction",
                     strong_convexity=m, smoothness=M, **common,
                     hint=f"use lr < {2 / M:.6g}",
                 )
@@ -211,7 +211,7 @@ def glm_certificate(
             if eta > 2 / M:
                 return Certificate(
                     name, False,
-                    f"lr={eta:g} > 2/M = {2 / M:.6g} (M = {M:.6g}): a gradient step is not non-expansive",
+                    f"lr={eta:g} > 2/M = {2 / M:.6g} (M = {M:.6g}{sampling_note}): a gradient step is not non-expansive",
                     strong_convexity=m, smoothness=M, **common,
                     hint=f"use lr <= {2 / M:.6g}",
                 )

@@ -161,6 +161,14 @@ class NoisyMethod:
         self.projection = projection
         self.feature_norm = None if feature_norm is None else check_positive("feature_norm", feature_norm)
         self.seed = int(seed)
+        if adjacency not in ("replace", "add-remove"):
+            raise ParameterError("adjacency", adjacency, "must be one of replace, add-remove")
+        if adjacency == "add-remove" and sampling != "poisson":
+            raise ParameterError(
+                "adjacency", adjacency,
+                "add-remove is only supported with Poisson sampling (normalised by the fixed b); the full, cyclic, "
+                "shuffled and fixed-size batches are defined on a dataset of fixed size n: use replace",
+            )
         self.adjacency = adjacency
         self.permute = permute
         self._adam_state: dict[str, Any] = {}
@@ -401,6 +409,12 @@ class NoisyMethod:
                             "were discarded (never released) and are replayed with the same batches and noise",
                 })
 
+        if start > stop:
+            raise ParameterError(
+                "target_epsilon", target_epsilon,
+                f"the checkpoint is already at step {start}, beyond the budget's stop at step {stop}: "
+                "its model must not be released under this budget",
+            )
         ends = [e for e in sampler.epoch_ends(stop) if e > start] if stop > 0 else []
         l_epoch = sampler.l
         bar = None
