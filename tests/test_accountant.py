@@ -37,9 +37,9 @@ def test_gd_composition_is_exact_gdp() -> None:
     gdp = report.result("gdp-composition")
     assert gdp is not None and gdp.mu == pytest.approx(mu, rel=1e-12)
     assert gdp.epsilon == pytest.approx(gdp_epsilon(1e-5, mu), rel=1e-12)
-    # the numerical PLD of the same Gaussian composition is a pessimistic upper bound, close to exact
+    # the PLD of a composed Gaussian is the Gaussian PLD of mu sqrt(T): analytic, equal to GDP
     pld = report.result("pld-composition")
-    assert pld is not None and gdp.epsilon <= pld.epsilon <= gdp.epsilon * 1.002
+    assert pld is not None and pld.epsilon == pytest.approx(gdp.epsilon, rel=1e-12)
     # RDP composition is valid but looser than the exact GDP value
     rdp = report.result("rdp-composition")
     assert rdp is not None and rdp.epsilon >= gdp.epsilon

@@ -161,11 +161,16 @@ def pld_composition(run: Run, query: Query) -> Result:
     if run.algorithm == "sgd" and run.sampling_scheme != "shuffle":
         pld_obj, theorem, reference, details = _sgd_pld(run)
     else:
+        # The privacy-loss distribution of G_mu composed k times is exactly that of G_{mu sqrt(k)}
+        # (the Gaussian PLD is N(mu^2/2, mu^2) and normals add), so no discretisation is needed.
         mu0, uses = _gaussian_uses(run)
-        pld_obj = pld.gaussian_pld(mu0).self_compose(uses)
-        theorem = "Gaussian mechanism composed over the steps using the example"
-        reference = "dp_accounting PLD"
-        details = {"per_step_mu": mu0, "compositions": uses}
+        res = gdp_result(
+            "pld-composition", theorem="Gaussian PLD composed over the steps using the example",
+            reference="Dong, Roth, Su 2022 (Gaussian PLD N(mu^2/2, mu^2) is closed under composition)",
+            mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
+            details={"per_step_mu": mu0, "compositions": uses, "discretization": "none (analytic PLD)"},
+        )
+        return res
     return _pld_to_result("pld-composition", pld_obj, theorem, reference, details, run, query)
 
 
