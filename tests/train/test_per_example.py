@@ -103,3 +103,15 @@ def test_empty_batch_gives_zero_gradient():
     y = torch.zeros(0, dtype=torch.long)
     summed, k = model.clipped_grad_sum(X, y, 1.0)
     assert k == 0 and all(float(s.abs().sum()) == 0 for s in summed)
+
+
+def test_shared_linear_layer_is_not_eligible_for_the_per_layer_path():
+    lin = torch.nn.Linear(3, 3).double()
+    net = torch.nn.Sequential(lin, torch.nn.Tanh(), lin)
+    model = ModuleModel(net, "cross-entropy")
+    assert model.method == "vmap"
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (5,), generator=g)
+    for a, b in zip(model.per_example_grads(X, y), _autograd_per_example(model, X, y)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)

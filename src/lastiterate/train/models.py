@@ -188,8 +188,15 @@ def mlp(n_features: int, n_outputs: int, hidden: Sequence[int] = (64,), activati
 
 
 def _linear_eligible(module: nn.Module) -> bool:
-    """A Sequential whose parametrised layers are all Linear, other layers parameter-free."""
+    """A Sequential whose parametrised layers are all (distinct) Linear layers, the others parameter-free.
+
+    The parameter-free layers must act on each example independently (activations, reshapes):
+    that is what makes row i of every layer's output gradient depend on example i only.
+    """
     if not isinstance(module, nn.Sequential):
+        return False
+    linears = [id(layer) for layer in module if isinstance(layer, nn.Linear)]
+    if len(set(linears)) != len(linears):  # a shared layer: its per-example gradient sums two uses
         return False
     for layer in module:
         if isinstance(layer, nn.Linear):
@@ -296,6 +303,14 @@ class ModuleModel:
         params = {n: p.detach() for n, p in self.module.named_parameters()}
         loss_name = self.loss_name
         module = self.module
+        if len(list(module.named_parameters(remove_duplicate=False))) != len(names):
+            # torch.func.functional_call leaves tied parameters of the module it is given replaced by
+            # plain tensors (torch 2.13): run it on a private copy, never on the user's module
+            if getattr(self, "_vmap_copy", None) is None:
+                import copy
+
+                self._vmap_copy = copy.deepcopy(module)
+            module = self._vmap_copy
 
         def one(prm: dict[str, Tensor], x: Tensor, t: Tensor) -> Tensor:
             out = functional_call(module, prm, (x.unsqueeze(0),))
