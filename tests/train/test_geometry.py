@@ -143,3 +143,9 @@ def test_clipped_multinomial_step_can_expand():
         for _ in range(2000)
     )
     assert best_ok <= 0.995 + 1e-12
+
+
+def test_schedule_contraction_is_the_worst_step():
+    c = glm_certificate("binary-logistic", feature_norm=1.0, l2=0.1, clip=1.0, lr=4.0, lr_min=0.5)
+    # a small step contracts less (1 - 0.5*0.1 = 0.95); a large one may overshoot (|1 - 4*0.35| = 0.4)
+    assert c.contraction == pytest.approx(max(1 - 0.5 * 0.1, abs(1 - 4.0 * 0.35)))

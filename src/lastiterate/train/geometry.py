@@ -130,12 +130,14 @@ def glm_certificate(
     sampling: str | None = None,
     n: int | None = None,
     batch_size: int | None = None,
+    lr_min: float | None = None,
 ) -> Certificate:
     """Certificate for a GLM with features clipped to ``||x|| <= feature_norm``.
 
     ``sampling='poisson'`` needs ``n`` and ``batch_size`` (worst-case batch size n, see the module
-    docstring).  ``lr`` (the largest step of a schedule) is used to report the contraction
-    ``c = max(|1 - lr m|, |1 - lr M|)`` and to refuse when ``lr >= 2/M``.
+    docstring).  ``lr`` (the largest step of a schedule; ``lr_min`` its smallest) is used to refuse
+    when ``lr >= 2/M`` and to report the worst contraction over the schedule,
+    ``c = max(|1 - lr_min m|, |1 - lr M|)`` (a smaller step contracts less).
     """
     if family not in FAMILIES:
         raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
@@ -206,7 +208,8 @@ def glm_certificate(
                     strong_convexity=m, smoothness=M, **common,
                     hint=f"use lr < {2 / M:.6g}",
                 )
-            c = max(abs(1 - eta * m), abs(1 - eta * M))
+            eta_min = eta if lr_min is None else min(eta, check_positive("lr_min", lr_min))
+            c = max(abs(1 - eta_min * m), abs(1 - eta * M))
         else:
             if eta > 2 / M:
                 return Certificate(

@@ -148,10 +148,11 @@ class GLM(nn.Module):
             return out, int((norms > clip).sum())
 
     def certificate(self, *, feature_norm: float | None, l2: float, clip: float, lr: float | None,
-                    sampling: str | None = None, n: int | None = None, batch_size: int | None = None) -> Certificate:
+                    sampling: str | None = None, n: int | None = None, batch_size: int | None = None,
+                    lr_min: float | None = None) -> Certificate:
         return glm_certificate(
             self.family, feature_norm=feature_norm, l2=l2, clip=clip, lr=lr, intercept=self.intercept,
-            sampling=sampling, n=n, batch_size=batch_size,
+            sampling=sampling, n=n, batch_size=batch_size, lr_min=lr_min,
         )
 
 

@@ -197,13 +197,14 @@ class NoisyMethod:
             return self.noise_std
         return float(self.noise_multiplier) * self.clip / sampler.batch_size  # type: ignore[arg-type]
 
-    def certificate(self, n: int, lr_max: float) -> Certificate:
+    def certificate(self, n: int, lr_max: float, lr_min: float | None = None) -> Certificate:
         if self.uses_adam:
             return uncertified(getattr(self.model, "family", "model"), ADAM_REASON, clip=self.clip, lr=lr_max)
         s = self.sampler(n)
+        kw = {"lr_min": lr_min} if lr_min is not None else {}
         return self.model.certificate(
             feature_norm=self.feature_norm, l2=self.l2, clip=self.clip, lr=lr_max,
-            sampling=s.sampling, n=n, batch_size=s.batch_size,
+            sampling=s.sampling, n=n, batch_size=s.batch_size, **kw,
         )
 
     def plan(self, n: int, *, epochs: float | None = None, steps: int | None = None) -> tuple[Run, Certificate, Sampler]:
@@ -215,7 +216,8 @@ class NoisyMethod:
         T = check_positive_int("steps", steps) if steps is not None else s.steps_for_epochs(check_positive("epochs", epochs))
         lr = self._schedule(T)
         lr_max = lr if isinstance(lr, float) else max(lr)
-        cert = self.certificate(n, lr_max)
+        lr_min = lr if isinstance(lr, float) else min(lr)
+        cert = self.certificate(n, lr_max, lr_min)
         run = Run(
             **s.run_kwargs(),  # type: ignore[arg-type]
             n=n, lr=lr, steps=T, noise_std=self._sigma(s), clip=self.clip, diameter=self.diameter,
