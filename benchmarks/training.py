@@ -24,7 +24,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -156,9 +155,11 @@ def main() -> None:
     lines = [
         f"# Noisy steps per second (batch {B}, float32, clip 1, Poisson rate {B}/{N} for ours, {N} synthetic examples)",
         "",
-        f"torch {torch.__version__}, opacus {opacus.__version__}, {platform.machine()}, "
-        f"{__import__('os').cpu_count()} CPUs (shared machine); best of 5 repeats; one process. "
-        "'vs Opacus' = ratio to Opacus GradSampleModule + DPOptimizer on the same model and thread count.",
+        (
+            f"torch {torch.__version__}, opacus {opacus.__version__}, {platform.machine()}, "
+            f"{__import__('os').cpu_count()} CPUs (shared machine); best of 5 repeats; one process. "
+            "'vs Opacus' = ratio to Opacus GradSampleModule + DPOptimizer on the same model and thread count."
+        ),
         "",
         head,
         "|---|---|" + "---:|---:|" * len(threads),

@@ -100,7 +100,7 @@ def test_coupled_test_has_power():
     X, y, X2, y2, i = _pair(family, n, d, K, R)
     m1, m2 = GLM(d, K, family), GLM(d, K, family)
     a, b = factory(m1), factory(m2)
-    run, cert, sampler = a.plan(n, steps=40)
+    run, _cert, sampler = a.plan(n, steps=40)
     # honest sampler for the bound, mutated one for the training
     bad = type(sampler)(sampler.scheme, sampler.n, sampler.batch_size, sampler.seed)
     object.__setattr__(bad, "normaliser", lambda batch: 1)

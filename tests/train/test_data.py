@@ -40,7 +40,7 @@ def _fake_mnist(d, n_train=60, n_test=20, gz=False):
 @pytest.mark.parametrize("gz", [False, True])
 def test_mnist_loader_on_generated_idx(tmp_path, gz):
     _fake_mnist(tmp_path, gz=gz)
-    Xtr, ytr, Xte, yte = load_mnist(tmp_path)
+    Xtr, ytr, Xte, _yte = load_mnist(tmp_path)
     assert Xtr.shape == (60, 16) and Xte.shape == (20, 16) and Xtr.max() <= 1.0 and ytr.max() == 9
     ds = load_dataset(str(tmp_path), feature_norm=1.0)
     assert ds.n == 60 and len(ds.y_test) == 20 and ds.n_classes == 10

@@ -8,14 +8,18 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from lastiterate.train.budget import allowed_steps, best_epsilon, truncate
-from lastiterate.train.ledger import Ledger, load_checkpoint, read_ledger, save_checkpoint, steps_counted
+from lastiterate.train.ledger import (
+    Ledger,
+    load_checkpoint,
+    read_ledger,
+    save_checkpoint,
+    steps_counted,
+)
 from lastiterate.train.models import GLM
 from lastiterate.train.trainer import NoisyCGD, NoisySGD
 
@@ -139,7 +143,7 @@ def test_kill_mid_run_and_resume_without_double_counting(tmp_path, capsys):
 
 def test_resume_refuses_a_different_run(tmp_path):
     data = _digits()
-    kw = dict(batch_size=256, lr=1.0, noise_std=0.05, clip=1.0, l2=0.005, feature_norm=0.7)
+    kw = {"batch_size": 256, "lr": 1.0, "noise_std": 0.05, "clip": 1.0, "l2": 0.005, "feature_norm": 0.7}
     NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(data.X_train, data.y_train, epochs=2, checkpoint=tmp_path / "c.pt")
     from lastiterate.errors import ParameterError
 
@@ -189,7 +193,7 @@ def test_adam_resume_after_a_crash_equals_uninterrupted(tmp_path):
     from lastiterate.train.trainer import NoisyAdam
 
     data = _digits()
-    kw = dict(batch_size=200, sampling="poisson", lr=0.05, noise_std=0.05, clip=1.0, l2=0.005, feature_norm=0.7, seed=3)
+    kw = {"batch_size": 200, "sampling": "poisson", "lr": 0.05, "noise_std": 0.05, "clip": 1.0, "l2": 0.005, "feature_norm": 0.7, "seed": 3}
 
     def crash(t, stop):
         if t >= 2 * 8:
@@ -226,7 +230,7 @@ def test_learning_rate_schedule():
 
 def test_checkpoint_beyond_the_budget_is_refused(tmp_path):
     data = _digits()
-    kw = dict(batch_size=128, sampling="shuffle", lr=1.0, noise_std=0.1, clip=1.0, l2=0.005, feature_norm=1.0)
+    kw = {"batch_size": 128, "sampling": "shuffle", "lr": 1.0, "noise_std": 0.1, "clip": 1.0, "l2": 0.005, "feature_norm": 1.0}
     NoisySGD(GLM(data.n_features, data.n_classes), **kw).fit(data.X_train, data.y_train, epochs=10, checkpoint=tmp_path / "c.pt")
     from lastiterate.errors import ParameterError
 

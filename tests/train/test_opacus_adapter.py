@@ -32,7 +32,7 @@ def test_matches_opacus_rdp_without_geometry(z, q, steps):
 
 def test_with_geometry_uses_the_accountant():
     n, b, z, lr = 1000, 50, 2.0, 0.5
-    kw = dict(n=n, batch_size=b, lr=lr, clip=1.0, strong_convexity=0.05, smoothness=1.0, sampling="uniform")
+    kw = {"n": n, "batch_size": b, "lr": lr, "clip": 1.0, "strong_convexity": 0.05, "smoothness": 1.0, "sampling": "uniform"}
     acc = LastIterateAccountant(**kw)
     for _ in range(400):
         acc.step(noise_multiplier=z, sample_rate=b / n)

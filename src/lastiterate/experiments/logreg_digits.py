@@ -44,7 +44,7 @@ def _train(algorithm: str, epochs: int, seed: int, data: Any, with_report: bool)
     b_min = n // l
     sigma = 2 * CLIP / (b_min * (2.0 / 3.0))  # L/(b_min sigma) = 2/3
     model = GLM(data.n_features, data.n_classes, "multinomial-logistic")
-    kw = dict(lr=LR, noise_std=sigma, clip=CLIP, l2=LAMBDA, feature_norm=R, seed=seed)
+    kw = {"lr": LR, "noise_std": sigma, "clip": CLIP, "l2": LAMBDA, "feature_norm": R, "seed": seed}
     if algorithm == "NoisyCGD":
         method: Any = NoisyCGD(model, batch_size=B, **kw)
     else:
@@ -84,7 +84,6 @@ def logreg_digits(quick: bool) -> Experiment:
                 if k == 0:
                     report = res.report
                     setting[algorithm] = res.run.setting()
-                    cert = res.certificate
             sd = statistics.stdev(tests) if len(tests) > 1 else 0.0
             sd_tr = statistics.stdev(trains) if len(trains) > 1 else 0.0
             ours = report.best
@@ -112,9 +111,11 @@ def logreg_digits(quick: bool) -> Experiment:
             f"(L/(b_min sigma) = {s['per_step_mu']:.4g}), certified m = {s['strong_convexity']}, M = {s['smoothness']:.4g}, "
             f"c = {s['contraction']:.4g}. Seeds {list(seeds)} (batches, noise). NoisySGD draws uniform fixed-size batches."
         ),
-        "'ours' is the best valid bound of `lastiterate account` for the Run the trainer executed; "
-        "Ye-Shokri RDP is `hidden-state-rdp` (n/a where no such theorem applies); composition is the tightest of "
-        "gdp-/pld-/rdp-composition (what releasing every iterate costs).",
+        (
+            "'ours' is the best valid bound of `lastiterate account` for the Run the trainer executed; "
+            "Ye-Shokri RDP is `hidden-state-rdp` (n/a where no such theorem applies); composition is the tightest of "
+            "gdp-/pld-/rdp-composition (what releasing every iterate costs)."
+        ),
     ]
 
     def plot(ax: Any) -> None:

@@ -58,7 +58,7 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--diameter", type=float, help="project onto the L2 ball of this diameter D (radius D/2) after every step")
     a.add_argument("--l2", type=float, default=0.0, help="L2 regularisation lambda (loss + lambda/2 ||x||^2; default 0)")
     a.add_argument("--seed", type=int, default=0, help="seed of the split, the batches, the noise and the MLP init (default 0)")
-    a.add_argument("--threads", type=int, help="torch threads (default: 1 for GLMs, torch's default for MLPs)")
+    a.add_argument("--threads", type=int, help="torch threads (default: 1 for small models, see NoisyMethod.fit)")
     o = p.add_argument_group("privacy bookkeeping and output")
     o.add_argument("--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)")
     o.add_argument("--ledger", help="JSON-lines privacy ledger, appended after every epoch")
@@ -109,7 +109,14 @@ def run_train(args: argparse.Namespace) -> int:
 
     from lastiterate.train.data import load_dataset
     from lastiterate.train.models import GLM, ModuleModel, mlp, parameters_digest
-    from lastiterate.train.trainer import NoisyAdam, NoisyCGD, NoisyGD, NoisySGD, composition_summary, evaluate
+    from lastiterate.train.trainer import (
+        NoisyAdam,
+        NoisyCGD,
+        NoisyGD,
+        NoisySGD,
+        composition_summary,
+        evaluate,
+    )
 
     data = load_dataset(args.dataset, seed=args.seed, test_size=args.test_size, feature_norm=args.feature_norm,
                         standardize=not args.no_standardize)
@@ -133,9 +140,9 @@ def run_train(args: argparse.Namespace) -> int:
             net = mlp(data.n_features, 1, hidden, args.activation, seed=args.seed, dtype=dtype)
             model = ModuleModel(net, "mse")
 
-    common: dict[str, Any] = dict(
-        lr=args.lr, clip=args.clip, l2=args.l2, diameter=args.diameter, feature_norm=args.feature_norm, seed=args.seed,
-    )
+    common: dict[str, Any] = {
+        "lr": args.lr, "clip": args.clip, "l2": args.l2, "diameter": args.diameter, "feature_norm": args.feature_norm, "seed": args.seed,
+    }
     if args.noise_std is not None:
         common["noise_std"] = args.noise_std
     elif args.noise_multiplier is not None:
@@ -246,8 +253,7 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
         lines.append(f"Geometry not certified (composition only): {g['reason']}")
         if g.get("hint"):
             lines.append(f"  hint: {g['hint']}")
-    for note in out["notes"]:
-        lines.append(note)
+    lines.extend(out["notes"])
     best = out["best"]
     if best is not None:
         lines.append(f"Releasing only the final model is ({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "

@@ -55,11 +55,11 @@ class Dataset:
 
     @property
     def n(self) -> int:
-        return int(len(self.y_train))
+        return len(self.y_train)
 
     def describe(self) -> dict[str, Any]:
         return {
-            "name": self.name, "task": self.task, "n_train": self.n, "n_test": int(len(self.y_test)),
+            "name": self.name, "task": self.task, "n_train": self.n, "n_test": len(self.y_test),
             "n_features": self.n_features, "n_classes": self.n_classes, "feature_norm": self.feature_norm,
             "notes": list(self.notes),
         }

@@ -165,10 +165,10 @@ def glm_certificate(
     else:
         M = beta + lam
         sampling_note = ""
-    common = dict(
-        data_smoothness=beta, feature_norm=R, effective_feature_norm=R_eff, l2=lam, clip=C,
-        gradient_bound=G, clipping_active=active, sensitivity=2 * C, lr=lr,
-    )
+    common = {
+        "data_smoothness": beta, "feature_norm": R, "effective_feature_norm": R_eff, "l2": lam, "clip": C,
+        "gradient_bound": G, "clipping_active": active, "sensitivity": 2 * C, "lr": lr,
+    }
     if lam <= 0:
         # convex but not strongly convex: smoothness still certified (bounded-domain theorems)
         m = 0.0

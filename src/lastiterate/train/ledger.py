@@ -42,7 +42,7 @@ CHECKPOINT_FORMAT = "lastiterate-checkpoint/1"
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def read_ledger(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ Per-example gradients -- measured, then chosen (``benchmarks/training.py``; 2 CP
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -179,7 +180,7 @@ def mlp(n_features: int, n_outputs: int, hidden: Sequence[int] = (64,), activati
     try:
         layers: list[nn.Module] = []
         widths = [n_features, *hidden]
-        for a, b in zip(widths[:-1], widths[1:]):
+        for a, b in itertools.pairwise(widths):
             layers += [nn.Linear(a, b), acts[activation]()]
         layers.append(nn.Linear(widths[-1], n_outputs))
         net = nn.Sequential(*layers).to(dtype)
@@ -397,4 +398,4 @@ def model_state(model: Any) -> dict[str, Any]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-__all__ = ["GLM", "ModuleModel", "mlp", "n_parameters", "flat_parameters", "parameters_digest"]
+__all__ = ["GLM", "ModuleModel", "flat_parameters", "mlp", "n_parameters", "parameters_digest"]

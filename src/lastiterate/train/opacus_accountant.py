@@ -152,11 +152,11 @@ class LastIterateAccountant(IAccountant):
     def _build_run(self, z: float, steps: int) -> Any:
         from lastiterate.run import Run
 
-        kw: dict[str, Any] = dict(
-            algorithm=self.algorithm, n=self.n, lr=self.lr, steps=steps, noise_multiplier=z, clip=self.clip,
-            strong_convexity=self.strong_convexity, smoothness=self.smoothness, convex=self.convex,
-            diameter=self.diameter, adjacency=self.adjacency,
-        )
+        kw: dict[str, Any] = {
+            "algorithm": self.algorithm, "n": self.n, "lr": self.lr, "steps": steps, "noise_multiplier": z, "clip": self.clip,
+            "strong_convexity": self.strong_convexity, "smoothness": self.smoothness, "convex": self.convex,
+            "diameter": self.diameter, "adjacency": self.adjacency,
+        }
         if self.algorithm != "gd":
             kw["batch_size"] = self.batch_size
         if self.sampling is not None:

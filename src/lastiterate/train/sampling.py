@@ -85,7 +85,7 @@ class Sampler:
         return self.scheme if self.scheme in ("shuffle", "uniform", "poisson") else None
 
     @property
-    def l(self) -> float:  # noqa: E743 - the papers' name
+    def l(self) -> float:
         """Batches per epoch, as :attr:`Run.l`: 1, ceil(n/b), or n/b for uniform/Poisson."""
         if self.scheme == "full":
             return 1
@@ -166,7 +166,7 @@ class Sampler:
         """The denominator of the averaged gradient: b (uniform, Poisson: fixed), else the realised size."""
         if self.scheme in ("uniform", "poisson"):
             return self.batch_size
-        return int(len(batch))
+        return len(batch)
 
 
 def make_sampler(algorithm: str, n: int, batch_size: int | None = None, sampling: str | None = None,

@@ -47,7 +47,6 @@ from lastiterate.run import Run
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
 from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint
-from lastiterate.train.models import GLM
 from lastiterate.train.sampling import Sampler, make_sampler
 
 LR = float | Sequence[float] | Callable[[int], float]
@@ -319,12 +318,16 @@ class NoisyMethod:
         epoch.  ``checkpoint`` (+ ``resume=True``): atomic checkpoint after every epoch; resuming
         continues the same run and ledger from the checkpoint's step.  ``account=False`` skips the
         final accounting (the ledger, the budget and ``result.report`` need it).  ``threads``:
-        torch intra-op threads while training (default: 1 for GLMs, whose small matrix products
-        only lose to thread synchronisation -- measured 70x faster on a loaded 2-core machine --,
-        torch's setting otherwise).
+        torch intra-op threads while training.  Default: 1 for small problems (parameters x batch
+        size < 5e7, e.g. every GLM and the MLPs of the CLI), whose small per-step kernels only lose
+        to thread synchronisation -- measured 40-70x faster on a loaded 2-core machine --; torch's
+        setting otherwise.
         """
-        if threads is None and isinstance(self.model, GLM):
-            threads = 1
+        if threads is None:
+            n_par = sum(int(p.numel()) for p in self.model.params())
+            b = self.batch_size or len(y)
+            if n_par * b < 5e7:
+                threads = 1
         old_threads = torch.get_num_threads()
         if threads is not None:
             torch.set_num_threads(check_positive_int("threads", threads))
@@ -589,6 +592,15 @@ def evaluate(model: Any, X: Any, y: Any, feature_norm: float | None = None) -> d
 
 
 __all__ = [
-    "NoisyGD", "NoisyCGD", "NoisySGD", "NoisyAdam", "NoisyMethod", "TrainResult", "evaluate",
-    "clip_rows", "l2_ball", "composition_summary", "guarantee_summary",
+    "NoisyAdam",
+    "NoisyCGD",
+    "NoisyGD",
+    "NoisyMethod",
+    "NoisySGD",
+    "TrainResult",
+    "clip_rows",
+    "composition_summary",
+    "evaluate",
+    "guarantee_summary",
+    "l2_ball",
 ]
