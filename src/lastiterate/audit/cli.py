@@ -1,7 +1,8 @@
 """``lastiterate audit``: Monte-Carlo audit of every bound the accountant reports for a run.
 
     lastiterate audit {auto,quadratic,linear} <the account run flags> [--samples N] [--seed S]
-        [--alpha A] [--delta DELTA] [--position J] [--bound ID ...] [--json]
+        [--alpha A] [--delta DELTA] [--position J] [--pair {auto,difference,antipodal}]
+        [--bound ID ...] [--json]
 
 Simulates N chains per world on the worst-case pair for the run (quadratic with the extremal
 curvature, or a linear loss; with ``--diameter`` the linear pair is the projected random walk),
@@ -30,6 +31,9 @@ def add_parser(subparsers: Any) -> None:
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     a.add_argument("--alpha", type=float, default=1e-3, help="false-alarm probability of the lower bounds (default 1e-3)")
     a.add_argument("--position", type=int, help="cgd: batch index of the differing example (default the last)")
+    a.add_argument("--pair", choices=("auto", "difference", "antipodal"), default="auto",
+                   help="differing gradients: g=0 vs g'=-L u (difference), +-L/2 u (antipodal, clipped); "
+                        "auto = antipodal with --clip, difference otherwise")
     a.add_argument("--noise-scale", type=float, default=1.0, help="mutation testing: simulate noise_std * this factor")
     a.add_argument("--sensitivity-scale", type=float, default=1.0, help="mutation testing: simulate sensitivity * this factor")
     p.set_defaults(func=_cmd_audit)
@@ -60,6 +64,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     res = audit_run(
         run, scenario=args.scenario, N=n_samples, seed=args.seed, alpha=alpha, delta=delta,
         bounds=args.bound, position=args.position, noise_scale=noise_scale, sensitivity_scale=sens_scale,
+        pair=args.pair,
     )
     if args.json:
         print(json.dumps(res.to_json()))

@@ -251,6 +251,7 @@ def projected_walk_curve(
     *,
     x0: float = 0.0,
     p_include: float = 1.0,
+    a_d: float = 0.0,
 ) -> ProjectedWalkCurve:
     """Exact (grid) last-iterate privacy curve of the 1-D projected random walk on K = [-D/2, D/2].
 
@@ -258,7 +259,8 @@ def projected_walk_curve(
         W'_{t+1} = Proj_K(W'_t + Y_t + Z_t)     (world D'),  Z_t ~ N(0, s^2),  W_0 = W'_0 = x0,
 
     with Y_t = a deterministic (NoisyGD: a = eta L / n, s = eta sigma), or Y_t = a with probability
-    ``p_include`` (NoisySGD with sampled batches: a = eta L / b).  The state space is ``bins`` equal
+    ``p_include`` (NoisySGD with sampled batches: a = eta L / b).  ``a_d`` is world D's own drift
+    (entering with the same probability; 0 in the AT22 construction).  The state space is ``bins`` equal
     interior cells (represented by their midpoints) plus the two boundary atoms.  T-step laws are
     computed by vector-matrix products or repeated squaring of the transition matrices.
     """
@@ -269,15 +271,18 @@ def projected_walk_curve(
     edges = np.linspace(-D / 2, D / 2, bins + 1)
     mids = (edges[:-1] + edges[1:]) / 2
     support = np.concatenate(([-D / 2], mids, [D / 2]))
-    P0 = _walk_matrix(support, edges, 0.0, s)
+    Pn = _walk_matrix(support, edges, 0.0, s)
+    P0 = _walk_matrix(support, edges, a_d, s) if a_d else Pn
     P1 = _walk_matrix(support, edges, a, s)
-    if p_include < 1.0:
-        P1 = p_include * P1 + (1 - p_include) * P0
     # the start point's own transition row (exact start, not snapped to a cell)
-    r0 = _walk_matrix(np.array([x0]), edges, 0.0, s)[0]
+    rn = _walk_matrix(np.array([x0]), edges, 0.0, s)[0]
+    r0 = _walk_matrix(np.array([x0]), edges, a_d, s)[0] if a_d else rn
     r1 = _walk_matrix(np.array([x0]), edges, a, s)[0]
     if p_include < 1.0:
-        r1 = p_include * r1 + (1 - p_include) * r0
+        P0 = p_include * P0 + (1 - p_include) * Pn
+        P1 = p_include * P1 + (1 - p_include) * Pn
+        r0 = p_include * r0 + (1 - p_include) * rn
+        r1 = p_include * r1 + (1 - p_include) * rn
     p = _propagate(r0, P0, T - 1)
     q = _propagate(r1, P1, T - 1)
     p = np.maximum(p, 0.0)
@@ -293,23 +298,29 @@ def composition_epsilon(T: int, mu0: float, delta: float) -> float:
 # ---------------------------------------------------------------------- linear NoisySGD (mixture)
 @dataclass(frozen=True)
 class MixtureCurve:
-    """P = sum_k w_k N(k a, v) (world D') against Q = N(0, v) (world D), exact by quadrature."""
+    """P = sum_k w_k N(k a, v) (world D') against Q = sum_k w_k N(k a_d, v) (world D; a_d = 0: the
+    single Gaussian N(0, v)), exact by quadrature on a fine grid."""
 
     weights: np.ndarray
     a: float
     sd: float
     grid: int = 20001
+    a_d: float = 0.0
 
     def _densities(self) -> tuple[np.ndarray, np.ndarray, float]:
         k = np.arange(self.weights.size)
-        lo = -12 * self.sd
-        hi = (self.weights.size - 1) * self.a + 12 * self.sd
-        x = np.linspace(lo, hi, self.grid)
+        ends = [0.0, (self.weights.size - 1) * self.a, (self.weights.size - 1) * self.a_d]
+        x = np.linspace(min(ends) - 12 * self.sd, max(ends) + 12 * self.sd, self.grid)
         h = x[1] - x[0]
-        z = (x[:, None] - k[None, :] * self.a) / self.sd
-        pdf_p = (np.exp(-0.5 * z * z) @ self.weights) / (self.sd * math.sqrt(2 * math.pi))
-        pdf_q = np.exp(-0.5 * (x / self.sd) ** 2) / (self.sd * math.sqrt(2 * math.pi))
-        return pdf_p, pdf_q, h
+        norm = self.sd * math.sqrt(2 * math.pi)
+
+        def mix(shift: float) -> np.ndarray:
+            if shift == 0.0:
+                return np.exp(-0.5 * (x / self.sd) ** 2) / norm
+            z = (x[:, None] - k[None, :] * shift) / self.sd
+            return (np.exp(-0.5 * z * z) @ self.weights) / norm
+
+        return mix(self.a), mix(self.a_d), h
 
     def delta(self, eps: float) -> float:
         p, q, h = self._densities()
@@ -331,17 +342,19 @@ class MixtureCurve:
         return float(optimize.brentq(dl, 0.0, hi, xtol=1e-10))
 
 
-def linear_sgd_curve(T: int, p: float, a: float, s: float, grid: int = 20001) -> MixtureCurve:
+def linear_sgd_curve(T: int, p: float, a: float, s: float, grid: int = 20001, *, a_d: float = 0.0) -> MixtureCurve:
     """NoisySGD on a linear loss without projection, exact: the differing example's gradient kick a
     (= eta L / b) enters each step independently with probability p (uniform fixed-size batches, or
     Poisson), so x'_T - x_T ~ a Binomial(T, p) and both carry N(0, s^2 T) noise (s = eta sigma).
-    This is the last-iterate heuristic of Steinke et al. 2025, exact for linear losses."""
+    This is the last-iterate heuristic of Steinke et al. 2025, exact for linear losses.
+    ``a_d``: the kick of world D's own differing example (e.g. -a/2 with a' = +a/2 for the
+    antipodal clipped pair; then use ``a`` for world D')."""
     w = special.comb(T, np.arange(T + 1)) * p ** np.arange(T + 1) * (1 - p) ** (T - np.arange(T + 1))
     w = np.asarray(w, dtype=float)
     keep = w > 1e-18 * w.max()
     last = int(np.nonzero(keep)[0].max())
     w = w[: last + 1]
-    return MixtureCurve(weights=w / w.sum(), a=a, sd=s * math.sqrt(T), grid=grid)
+    return MixtureCurve(weights=w / w.sum(), a=a, sd=s * math.sqrt(T), grid=grid, a_d=a_d)
 
 
 def linear_sgd_heuristic_curve(T: int, q: float, sigma: float, grid: int = 20001) -> MixtureCurve:

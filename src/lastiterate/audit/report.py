@@ -189,17 +189,19 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
         return None, None, ""
     eta = float(etas[0])
     s = eta * spec.sigma
+    g_d, g_dp = -spec.offset, spec.L - spec.offset  # per-inclusion pushes along u in D and D'
     if spec.diameter is not None and spec.x0 == 0.0 and delta is not None and s > 0:
         if spec.algorithm == "gd":
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * spec.L / spec.n, spec.T)
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.n, spec.T, a_d=eta * g_d / spec.n)
             return None, curve.epsilon(delta), "projected random walk, Markov chain (500 bins)"
         if spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson"):
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * spec.L / spec.b, spec.T, p_include=spec.b / spec.n)
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.b, spec.T, p_include=spec.b / spec.n,
+                                             a_d=eta * g_d / spec.b)
             return None, curve.epsilon(delta), "sampled projected random walk, Markov chain (500 bins)"
         return None, None, ""
     if spec.diameter is None and spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson") and delta is not None and s > 0:
-        curve = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * spec.L / spec.b, s)
-        return None, curve.epsilon(delta), "linear NoisySGD: Binomial mixture vs Gaussian (exact, quadrature)"
+        curve = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * g_dp / spec.b, s, a_d=eta * g_d / spec.b)
+        return None, curve.epsilon(delta), "linear NoisySGD: Binomial mixtures (exact, quadrature)"
     return None, None, ""
 
 
@@ -253,6 +255,7 @@ def audit_run(
     sensitivity_scale: float = 1.0,
     strategy: ThresholdStrategy | None = None,
     reference: bool = True,
+    pair: str = "auto",
 ) -> AuditResult:
     """Monte-Carlo audit of every bound the accountant reports for ``run``.
 
@@ -260,11 +263,33 @@ def audit_run(
     "auto" (see :func:`spec_from_run`).  ``noise_scale`` / ``sensitivity_scale`` simulate a test
     double (a mutated implementation) whose noise / gradient difference is scaled, while the claims
     are those of the unmodified run: a sound audit must then report VIOLATION.
+
+    ``pair``: the differing example's gradients (replace-one).  "difference": g = 0 in D and
+    g' = -L u in D' -- constrained only by the sensitivity L = sup ||g - g'|| that the Run
+    documents; "antipodal": g = +(L/2) u, g' = -(L/2) u, the worst case when every per-example
+    gradient also has norm <= C = L/2 (clipping); "auto": antipodal when the run declares a clip
+    norm, difference otherwise.  Full-batch and cyclic runs do not depend on this choice.
+
+    Add/remove adjacency is simulated only for Poisson batches with a linear loss (an example with
+    zero gradient is then the same as an absent one); other add/remove runs raise NotApplicable.
     """
     from lastiterate.accountant import account
+    from lastiterate.errors import NotApplicable, ParameterError
 
     t0 = time.perf_counter()
-    spec = spec_from_run(run, loss=scenario, position=position)
+    if pair not in ("auto", "difference", "antipodal"):
+        raise ParameterError("pair", pair, "must be one of auto, difference, antipodal")
+    if pair == "auto":
+        pair = "antipodal" if run.clip is not None and run.adjacency == "replace" else "difference"
+    offset = run.L / 2 if pair == "antipodal" else 0.0
+    spec = spec_from_run(run, loss=scenario, position=position, offset=offset)
+    if run.adjacency != "replace" and not (
+        run.algorithm == "sgd" and run.sampling_scheme == "poisson" and not np.any(spec.kappa) and offset == 0.0
+    ):
+        raise NotApplicable(
+            "the audit simulates replace-one pairs; add/remove adjacency is simulated only for Poisson "
+            "batches with a linear loss (pair 'difference')"
+        )
     sim = spec.with_(sigma=spec.sigma * noise_scale, L=spec.L * sensitivity_scale)
     x, y = simulate_pair(sim, N, seed)
     sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
@@ -298,6 +323,7 @@ def audit_run(
         details={
             "reference": ref_desc,
             "curvature": float(spec.kappa[0]),
+            "pair": pair,
             "noise_scale": noise_scale,
             "sensitivity_scale": sensitivity_scale,
             "not_applicable": "; ".join(f"{n.bound}: {n.reason}" for n in rep.not_applicable),

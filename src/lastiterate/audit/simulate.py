@@ -15,7 +15,10 @@ Datasets (a world pair, :class:`ChainSpec`): n examples, all with the loss
 example's loss is replaced so that its gradient changes by the CONSTANT vector ``-L u``
 (``||u|| = 1``): for a quadratic this is moving its centre, for a linear loss it is the AT22
 function f'(x) = -L <u, x>.  So world D' is pushed along +u by eta*L/norm whenever the differing
-example is in the batch.  These are the extremal instances of the last-iterate theorems:
+example is in the batch.  ``offset`` adds ``offset * u`` to the differing example's gradient in
+BOTH worlds (D: ``offset``, D': ``offset - L``): ``offset = L/2`` is the antipodal pair
+``g = +C u``, ``g' = -C u`` of clipped gradients (C = L/2), ``offset = 0`` the pair ``g = 0``,
+``g' = -L u`` that only the sensitivity (difference) bound L constrains.  These are the extremal instances of the last-iterate theorems:
 
 * kappa = m > 0, no projection: Bok-Su-Altschuler Thm 4.2 / 4.5 are exact (Gaussian iterates);
 * kappa = 0, no projection: no amplification, mu = mu_0 sqrt(T);
@@ -70,6 +73,7 @@ class ChainSpec:
     position: int | None = None  # cgd: batch index of the differing example (default: last batch)
     direction: tuple[float, ...] | None = None  # u (default e_1)
     dim: int = 1
+    offset: float = 0.0  # the differing example's own gradient along u in world D (D': offset - L)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ("gd", "cgd", "sgd"):
@@ -119,12 +123,16 @@ class ChainSpec:
         return replace(self, **changes)
 
 
-def spec_from_run(run: Any, *, loss: str = "auto", position: int | None = None, dim: int = 1) -> ChainSpec:
+def spec_from_run(
+    run: Any, *, loss: str = "auto", position: int | None = None, dim: int = 1, offset: float = 0.0,
+) -> ChainSpec:
     """The worst-case world pair for a :class:`lastiterate.run.Run`.
 
     ``loss``: "quadratic" (curvature = whichever of m, M gives the largest |1 - eta kappa|, or
     (1 - c)/eta from a declared contraction c), "linear" (curvature 0), or "auto" (quadratic when the
     run declares strong convexity or c < 1, linear otherwise).  The projection is the run's diameter.
+    ``offset``: the differing example's own gradient (see :class:`ChainSpec`); ``run.L / 2`` gives
+    the antipodal clipped pair.
     """
     etas = np.asarray(run.lr_schedule, dtype=float)
     eta_max = float(etas.max())
@@ -147,7 +155,7 @@ def spec_from_run(run: Any, *, loss: str = "auto", position: int | None = None, 
     return ChainSpec(
         algorithm=run.algorithm, n=run.n, T=run.T, lr=lr, sigma=run.sigma, L=run.L, curvature=kappa,
         batch_size=None if run.algorithm == "gd" else run.b, sampling=run.sampling_scheme,
-        diameter=run.D, position=position, dim=dim,
+        diameter=run.D, position=position, dim=dim, offset=offset,
     )
 
 
@@ -210,7 +218,9 @@ def simulate(spec: ChainSpec, world: int, N: int, rng: np.random.Generator | int
     x = np.empty((N, d))
     x[:] = np.broadcast_to(np.asarray(spec.x0, dtype=float), (d,))
     kappa, u, etas = spec.kappa, spec.u, spec.etas
-    shift = spec.L * u
+    # the differing example's constant gradient part: offset u (D) or (offset - L) u (D'); the step
+    # subtracts eta * w * (that), i.e. adds eta * w * shift
+    shift = ((spec.L if world == 1 else 0.0) - spec.offset) * u
     linear = not np.any(kappa)
     for t, (w, s) in enumerate(_kicks(spec, world, N, rng)):
         eta = etas[t]
@@ -221,7 +231,7 @@ def simulate(spec: ChainSpec, world: int, N: int, rng: np.random.Generator | int
                 x -= eta * (np.asarray(s, dtype=float)[:, None] * kappa) * x
             else:
                 x -= (eta * s) * kappa * x
-        if world == 1:
+        if np.any(shift):
             if np.ndim(w):
                 x += eta * np.multiply.outer(w, shift)
             elif w:
@@ -284,11 +294,12 @@ def coupled_trace(spec: ChainSpec, N: int = 16, seed: int = 0) -> CoupledTrace:
         eta = etas[t]
         s0a = np.broadcast_to(np.asarray(s0, dtype=float), (N,))[:, None]
         s1a = np.broadcast_to(np.asarray(s1, dtype=float), (N,))[:, None]
+        w0a = np.broadcast_to(np.asarray(w0, dtype=float), (N,))[:, None]
         w1a = np.broadcast_to(np.asarray(w1, dtype=float), (N,))[:, None]
-        g0 = s0a * kappa * x
-        g1 = s1a * kappa * y - w1a * spec.L * u
+        g0 = s0a * kappa * x + w0a * spec.offset * u
+        g1 = s1a * kappa * y + w1a * (spec.offset - spec.L) * u
         # the pre-noise gradient difference at the SAME point isolates the sensitivity
-        g1_at_x = s1a * kappa * x - w1a * spec.L * u
+        g1_at_x = s1a * kappa * x + w1a * (spec.offset - spec.L) * u
         gdiff.append(float(np.linalg.norm(g1_at_x - g0, axis=1).max()))
         shifts.append(float(eta * np.max(w1a) * spec.L))
         cmax = max(cmax, float(np.max(np.abs(1 - eta * np.outer(s0a.ravel(), kappa)))))
