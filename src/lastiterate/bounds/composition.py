@@ -94,7 +94,7 @@ def gdp_composition_sgd(run: Run, query: Query) -> Result:
 
 def _sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
-    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T)
+    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip)
     if key not in _PLD_CACHE:
         if len(_PLD_CACHE) > 32:
             _PLD_CACHE.clear()
@@ -120,6 +120,8 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
             "Bok, Su, Altschuler 2024, Thm 4.8; Dong, Roth, Su 2022, Thm 9",
             {"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T},
         )
+    if run.adjacency == "replace" and run.clip is None:
+        return _revealed_sampling_pld(run)
     z = _clip_noise_multiplier(run)
     one = pld.poisson_subsampled_gaussian_pld(run.p, z, adjacency=run.adjacency)
     return (
@@ -127,6 +129,71 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
         "Poisson-subsampled Gaussian, T-fold composition",
         "Bu, Dong, Long, Su 2020 (paper 004), Sec. 3; dp_accounting PLD",
         {"noise_multiplier": z, "sampling_rate": run.p, "compositions": run.T},
+    )
+
+
+class RevealedSamplingComposition:
+    """Poisson sampling under replace-one when only the sensitivity L = sup ||g - g'|| is known.
+
+    The replace pair of one step is (1-q) R + q N(g) vs (1-q) R + q N(g') where R is the rest of the
+    batch: without a bound on ||g|| itself (no clipping declared) the add/remove shift is unbounded
+    and subsampling amplifies epsilon much less than for clipped gradients (an audit of a linear
+    loss shows the clipped pair under-reports here).  Revealing which steps sampled the example is
+    post-processing in reverse, so the transcript is dominated by: K ~ Binomial(T, q) steps, each a
+    Gaussian mechanism G_{L/(b sigma)}, i.e.
+
+        delta(eps) = sum_k P(K = k) * delta_G(eps; mu sqrt(k)),   mu = L/(b sigma)
+
+    (theorems.md 1.2 for delta_G).  Binomial mass below 1e-30 relative is dropped and ADDED to delta.
+    """
+
+    discretization = "none (exact binomial mixture of Gaussian profiles)"
+
+    def __init__(self, T: int, q: float, mu: float) -> None:
+        import numpy as np
+        from scipy import stats
+
+        k = np.arange(T + 1)
+        w = stats.binom.pmf(k, T, q)
+        keep = w >= 1e-30 * w.max()
+        self._dropped = float(max(0.0, 1.0 - w[keep].sum()))
+        self._k = k[keep]
+        self._w = w[keep]
+        self._mu = mu
+
+    def delta(self, epsilon: float) -> float:
+        from lastiterate.notions.gdp import gdp_delta
+
+        total = self._dropped
+        for k, w in zip(self._k.tolist(), self._w.tolist()):
+            if k:
+                total += w * float(gdp_delta(epsilon, self._mu * math.sqrt(k)))
+        return min(1.0, total)
+
+    def epsilon(self, delta: float) -> float:
+        from scipy.optimize import brentq
+
+        if self.delta(0.0) <= delta:
+            return 0.0
+        hi = 1.0
+        while self.delta(hi) > delta:
+            hi *= 2.0
+            if hi > 1e6:
+                return math.inf
+        eps = brentq(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-10, rtol=1e-12)
+        while self.delta(eps) > delta:  # never report an epsilon whose delta exceeds the target
+            eps = math.nextafter(eps, math.inf) + 1e-12 * max(1.0, eps)
+        return float(eps)
+
+
+def _revealed_sampling_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
+    mu0 = run.L / (run.b * run.sigma)
+    return (
+        RevealedSamplingComposition(run.T, run.p, mu0),
+        "Poisson sampling, replace-one, sensitivity only: revealed-sampling Gaussian mixture",
+        "post-processing + Dong, Roth, Su 2022 Gaussian composition",
+        {"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T,
+         "note": "no clip norm declared: per-example gradient norms unbounded, so no amplification of epsilon is claimed"},
     )
 
 
