@@ -165,7 +165,7 @@ def test_projected_walk_worst_event_is_the_lower_atom_and_grid_converges() -> No
     curve = projected_walk_curve(1.0, 0.05, 0.002, 1000)
     (p_lo, q_lo), _ = curve.atom_masses["lower"], curve.atom_masses["upper"]
     assert p_lo == pytest.approx(0.033, abs=1e-3) and q_lo == pytest.approx(0.013, abs=1e-3)
-    coarse, fine = projected_walk_curve(1.0, 0.05, 0.002, 300), projected_walk_curve(1.0, 0.05, 0.002, 300, bins=1000)
+    coarse, fine = projected_walk_curve(1.0, 0.05, 0.002, 100), projected_walk_curve(1.0, 0.05, 0.002, 100, bins=1000)
     assert fine.epsilon(1e-5) == pytest.approx(coarse.epsilon(1e-5), abs=1e-3)
     # masses sum to one, delta is monotone, tradeoff is a tradeoff function
     assert curve.p.sum() == pytest.approx(1.0) and curve.q.sum() == pytest.approx(1.0)
