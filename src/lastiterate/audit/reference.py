@@ -242,6 +242,29 @@ def _propagate(v: np.ndarray, P: np.ndarray, k: int) -> np.ndarray:
     return v @ np.linalg.matrix_power(P, k)
 
 
+def _propagate_periodic(rn: np.ndarray, rk: np.ndarray, Pn: np.ndarray, Pk: np.ndarray, pattern: np.ndarray, T: int) -> np.ndarray:
+    """Law after T steps from x0 when step t uses pattern[t % l] * (kick) + (1 - .) * (no kick)."""
+    l = pattern.size
+    mats = [w * Pk + (1 - w) * Pn for w in pattern]
+    v = pattern[0] * rk + (1 - pattern[0]) * rn  # step 0 from the exact start point
+    t = 1
+    # finish the first period step by step, then whole periods by powers of the period matrix
+    while t < T and t % l:
+        v = v @ mats[t % l]
+        t += 1
+    full = (T - t) // l
+    if full:
+        period = mats[0]
+        for Mx in mats[1:]:
+            period = period @ Mx
+        v = _propagate(v, period, full) if l == 1 else v @ np.linalg.matrix_power(period, full)
+        t += full * l
+    while t < T:
+        v = v @ mats[t % l]
+        t += 1
+    return v
+
+
 def projected_walk_curve(
     D: float,
     s: float,
@@ -250,7 +273,7 @@ def projected_walk_curve(
     bins: int = 500,
     *,
     x0: float = 0.0,
-    p_include: float = 1.0,
+    p_include: float | Sequence[float] = 1.0,
     a_d: float = 0.0,
 ) -> ProjectedWalkCurve:
     """Exact (grid) last-iterate privacy curve of the 1-D projected random walk on K = [-D/2, D/2].
@@ -260,7 +283,10 @@ def projected_walk_curve(
 
     with Y_t = a deterministic (NoisyGD: a = eta L / n, s = eta sigma), or Y_t = a with probability
     ``p_include`` (NoisySGD with sampled batches: a = eta L / b).  ``a_d`` is world D's own drift
-    (entering with the same probability; 0 in the AT22 construction).  The state space is ``bins`` equal
+    (entering with the same probability; 0 in the AT22 construction).  ``p_include`` may also be a
+    PERIODIC schedule (one inclusion probability per step of a period of length l, step t uses entry
+    t mod l): NoisyCGD with the differing example in batch j is the 0/1 pattern with a 1 at j.
+    The state space is ``bins`` equal
     interior cells (represented by their midpoints) plus the two boundary atoms.  T-step laws are
     computed by vector-matrix products or repeated squaring of the transition matrices.
     """
@@ -278,13 +304,19 @@ def projected_walk_curve(
     rn = _walk_matrix(np.array([x0]), edges, 0.0, s)[0]
     r0 = _walk_matrix(np.array([x0]), edges, a_d, s)[0] if a_d else rn
     r1 = _walk_matrix(np.array([x0]), edges, a, s)[0]
-    if p_include < 1.0:
-        P0 = p_include * P0 + (1 - p_include) * Pn
-        P1 = p_include * P1 + (1 - p_include) * Pn
-        r0 = p_include * r0 + (1 - p_include) * rn
-        r1 = p_include * r1 + (1 - p_include) * rn
-    p = _propagate(r0, P0, T - 1)
-    q = _propagate(r1, P1, T - 1)
+    if np.ndim(p_include) == 0:
+        pi = float(p_include)  # type: ignore[arg-type]
+        if pi < 1.0:
+            P0 = pi * P0 + (1 - pi) * Pn
+            P1 = pi * P1 + (1 - pi) * Pn
+            r0 = pi * r0 + (1 - pi) * rn
+            r1 = pi * r1 + (1 - pi) * rn
+        p = _propagate(r0, P0, T - 1)
+        q = _propagate(r1, P1, T - 1)
+    else:
+        pattern = np.asarray(p_include, dtype=float)
+        p = _propagate_periodic(rn, r0, Pn, P0, pattern, T)
+        q = _propagate_periodic(rn, r1, Pn, P1, pattern, T)
     p = np.maximum(p, 0.0)
     q = np.maximum(q, 0.0)
     return ProjectedWalkCurve(p=p / p.sum(), q=q / q.sum(), support=support, T=T, D=D, s=s, a=a)

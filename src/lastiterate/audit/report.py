@@ -194,6 +194,14 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
         if spec.algorithm == "gd":
             curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.n, spec.T, a_d=eta * g_d / spec.n)
             return None, curve.epsilon(delta), "projected random walk, Markov chain (500 bins)"
+        if spec.algorithm == "cgd":
+            sizes = spec.partition_sizes()
+            pos = sizes.size - 1 if spec.position is None else spec.position
+            pattern = np.zeros(sizes.size)
+            pattern[pos] = 1.0
+            bsz = sizes[pos]
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / bsz, spec.T, p_include=pattern, a_d=eta * g_d / bsz)
+            return None, curve.epsilon(delta), "cyclic projected random walk, Markov chain (500 bins)"
         if spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson"):
             curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.b, spec.T, p_include=spec.b / spec.n,
                                              a_d=eta * g_d / spec.b)
