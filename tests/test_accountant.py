@@ -116,3 +116,17 @@ def test_calibrate_epochs_composition_is_finite() -> None:
 def test_calibrate_unreachable_target_is_a_clear_error() -> None:
     with pytest.raises(ParameterError, match="epsilon"):
         calibrate_epochs(plain_gd(steps=1, noise_std=1e-4), epsilon=0.5, delta=1e-5)
+
+
+def test_calibrate_epochs_unlimited_for_convergent_bound() -> None:
+    """Thm 4.3: convex, smooth, diameter D: mu* = (1/sigma) sqrt(3LD/(eta n) + (L/n)^2 ceil(Dn/(L eta)))
+    = (1/0.2) sqrt(0.03 + 0.01) = 1 for this run, independent of T; eps(1e-5; mu=1) = 4.37718 < 8."""
+    run = plain_gd(steps=1, noise_std=0.2, convex=True, smoothness=5.0, diameter=1.0)
+    cal = calibrate_epochs(run, epsilon=8.0, delta=1e-5)
+    assert cal.epochs is None
+    best = cal.to_json()["best"]
+    assert best["for_any_number_of_epochs"] and best["epsilon"] <= 8.0
+    assert best["epsilon"] == pytest.approx(4.37718, abs=1e-5)
+    # the claim must hold at a very long run too
+    far = account(run.replace(steps=200_000), delta=1e-5).best
+    assert far is not None and far.epsilon <= best["epsilon"] + 1e-9

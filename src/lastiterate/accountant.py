@@ -152,14 +152,28 @@ class Calibration:
     noise_multiplier: float | None
     epochs: float | None  # None = unlimited
     report: Report
+    #: when epochs is unlimited: the convergent result whose supremum over T is within the target
+    limit: Result | None = None
 
     def to_json(self) -> dict[str, Any]:
         rep = self.report.to_json()
+        best = rep["best"]
+        if self.limit is not None:
+            r = self.limit
+            best = {
+                "bound": r.bound,
+                "epsilon": float(r.details["epsilon_limit"]),
+                "delta": r.delta,
+                "mu": r.details.get("mu_limit"),
+                "kind": r.kind,
+                "theorem": r.theorem,
+                "for_any_number_of_epochs": True,
+            }
         return {
             "noise_std": self.noise_std,
             "noise_multiplier": self.noise_multiplier,
             "epochs": self.epochs,
-            "best": rep["best"],
+            "best": best,
             "setting": rep["setting"],
         }
 
@@ -240,10 +254,13 @@ def calibrate_epochs(
     eps1, rep1 = evaluate(1)
     if eps1 > target:
         raise ParameterError("epsilon", epsilon, f"is below the guarantee after one epoch ({eps1:.6g})")
-    for r in rep1.results:
-        limit = r.details.get("epsilon_limit") if r.kind == "bound" else None
-        if limit is not None and limit <= target:
-            return Calibration(run.sigma, _z(run), None, rep1)
+    limits = [
+        r for r in rep1.results
+        if r.kind == "bound" and r.details.get("epsilon_limit") is not None and r.details["epsilon_limit"] <= target
+    ]
+    if limits:
+        tightest = min(limits, key=lambda r: float(r.details["epsilon_limit"]))
+        return Calibration(run.sigma, _z(run), None, rep1, limit=tightest)
     lo, hi = 1, 2
     while True:
         eps_hi, _ = evaluate(hi)

@@ -232,7 +232,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         epochs = "unlimited (a convergent bound stays within the budget)" if out["epochs"] is None else f"{out['epochs']:g}"
         print(f"Largest number of epochs within ({args.epsilon:g}, {delta:g})-DP: {epochs}")
-    print(f"Best bound there: {best['bound']} ({best['theorem']}), epsilon = {best['epsilon']:.6g}")
+    if best.get("for_any_number_of_epochs"):
+        print(f"Guarantee for any number of epochs: {best['bound']} ({best['theorem']}), epsilon = {best['epsilon']:.6g}")
+    else:
+        print(f"Best bound there: {best['bound']} ({best['theorem']}), epsilon = {best['epsilon']:.6g}")
     return 0
 
 
