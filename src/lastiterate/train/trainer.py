@@ -78,6 +78,12 @@ def _step_seed(seed: int, t: int) -> int:
     return int(np.random.SeedSequence([int(seed), _NOISE_STREAM, int(t)]).generate_state(1, dtype=np.uint64)[0])
 
 
+def default_threads(model: Any, batch_size: int) -> int | None:
+    """The trainer's thread policy: 1 when parameters x batch size < 5e7, else None (torch's setting)."""
+    n_par = sum(int(p.numel()) for p in model.params())
+    return 1 if n_par * batch_size < 5e7 else None
+
+
 def composition_summary(report: Any) -> dict[str, Any] | None:
     """The tightest composition bound of a report (what releasing every iterate would cost)."""
     comp = [r for r in report.results if r.kind == "bound" and r.bound in COMPOSITION_IDS]
@@ -324,10 +330,7 @@ class NoisyMethod:
         setting otherwise.
         """
         if threads is None:
-            n_par = sum(int(p.numel()) for p in self.model.params())
-            b = self.batch_size or len(y)
-            if n_par * b < 5e7:
-                threads = 1
+            threads = default_threads(self.model, self.batch_size or len(y))
         old_threads = torch.get_num_threads()
         if threads is not None:
             torch.set_num_threads(check_positive_int("threads", threads))
@@ -600,6 +603,7 @@ __all__ = [
     "TrainResult",
     "clip_rows",
     "composition_summary",
+    "default_threads",
     "evaluate",
     "guarantee_summary",
     "l2_ball",
