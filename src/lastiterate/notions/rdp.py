@@ -1,0 +1,1017 @@
+"""Renyi differential privacy: curves, conversions to (eps, delta), and the sampled Gaussian
+mechanism.
+
+References: theorems.md section 1.4 (GDP -> RDP), 1.5 (RDP -> (eps, delta), four conversions,
+minimum of them), 1.9 (Renyi divergence of the sampled Gaussian in both directions; AT22 Lemma 2.12
+conditions).
+
+Conventions
+-----------
+* An RDP curve ``eps_R(alpha)`` means ``D_alpha(M(S) || M(S')) <= eps_R(alpha)`` for all adjacent S,
+  S' (both orders of the pair), for every order alpha > 1 listed (or for all alpha > 1 for a
+  callable / linear curve).
+* Every conversion below is a valid upper bound for every alpha, so the optimisation over alpha only
+  affects tightness, never validity: the reported epsilon is the formula evaluated at a concrete
+  order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import integrate, optimize, special
+
+from lastiterate.errors import (
+    NotApplicable,
+    ParameterError,
+    check_in_range,
+    check_nonnegative,
+    check_positive,
+)
+
+__all__ = [
+    "CONVERSION_METHODS",
+    "DEFAULT_ORDERS",
+    "DpConversion",
+    "RdpCurve",
+    "alpha_star",
+    "lemma_2_12_applies",
+    "lemma_2_12_bound",
+    "rdp_linear_to_epsilon",
+    "rdp_to_delta",
+    "rdp_to_epsilon",
+    "sampled_gaussian_rdp",
+]
+
+#: dp_accounting's default orders: 1.1, 1.2, ..., 10.9, 11, ..., 63, 128, 256, 512, 1024.
+DEFAULT_ORDERS: np.ndarray = np.concatenate(
+    [
+        1.0 + np.arange(1, 100) / 10.0,
+        np.arange(11, 64, dtype=float),
+        np.array([128.0, 256.0, 512.0, 1024.0]),
+    ]
+)
+DEFAULT_ORDERS.setflags(write=False)
+
+#: Conversion names accepted by :func:`rdp_to_epsilon` / :func:`rdp_to_delta` (theorems.md 1.5, plus
+#: KL-TV).
+CONVERSION_METHODS: tuple[str, ...] = (
+    "mironov",
+    "bun-steinke",
+    "balle2020",
+    "asoodeh2021",
+    "kl-tv",
+)
+
+# ------------------------------------------------------------------------------------------------
+# results and validation
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DpConversion:
+    """Result of an RDP -> (eps, delta) conversion: ``epsilon`` at the requested delta, the RDP
+    ``order`` at which it was obtained, and the conversion ``method`` (one of
+    :data:`CONVERSION_METHODS`)."""
+
+    epsilon: float
+    order: float
+    method: str
+
+
+def _check_delta(delta: float) -> float:
+    return check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _check_orders(orders: ArrayLike) -> np.ndarray:
+    try:
+        a = np.atleast_1d(np.asarray(orders, dtype=float))
+    except (TypeError, ValueError):
+        raise ParameterError("orders", orders, "must be an array of real numbers > 1") from None
+    if a.ndim != 1 or a.size == 0 or np.isnan(a).any() or (a <= 1).any() or np.isinf(a).any():
+        raise ParameterError(
+            "orders", orders, "must be a non-empty 1-D array of finite real numbers > 1"
+        )
+    return a
+
+
+def _check_methods(methods: Iterable[str] | None) -> tuple[str, ...]:
+    if methods is None:
+        return CONVERSION_METHODS
+    ms = tuple(methods)
+    bad = [m for m in ms if m not in CONVERSION_METHODS]
+    if bad or not ms:
+        raise ParameterError("methods", ms, f"must be a non-empty subset of {CONVERSION_METHODS}")
+    return ms
+
+
+# ------------------------------------------------------------------------------------------------
+# the four (+1) conversions, vectorised over orders
+# ------------------------------------------------------------------------------------------------
+
+
+def _log_expm1(x: np.ndarray) -> np.ndarray:
+    """``log(e^x - 1)`` for x >= 0 without overflow (``-inf`` at 0)."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(
+            x > 30.0,
+            x + np.log1p(-np.exp(-np.minimum(x, 1e300))),
+            np.log(np.expm1(np.minimum(x, 30.0))),
+        )
+
+
+def epsilon_mironov(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
+    """Mironov 2017 Prop. 3: ``eps = eps_R(alpha) + log(1/delta)/(alpha - 1)`` (theorems.md 1.5 item
+    1)."""
+    return rdp + math.log(1.0 / delta) / (alpha - 1.0)
+
+
+def epsilon_balle2020(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
+    """Balle et al. 2020 Thm 20 (= Canonne-Kamath-Steinke Prop 12; dp_accounting's conversion):
+    ``eps = eps_R + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1)`` (theorems.md 1.5
+    item 3)."""
+    return rdp + np.log1p(-1.0 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
+
+
+def epsilon_asoodeh2021(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
+    """Asoodeh et al. 2021 Lemma 1 as coded in paper 000's repository (theorems.md 1.5 item 4):
+
+        eps = log(1 + (exp((alpha - 1) eps_R) - 1) / (alpha delta)) / (alpha - 1),
+
+    evaluated as ``logaddexp(0, log_expm1((alpha-1) eps_R) - log(alpha delta)) / (alpha - 1)`` (no
+    overflow). Validity: with ``L = dP/dQ`` and ``c = e^eps``, ``(L - c)_+ <= (L^alpha - 1 - alpha
+    (L - 1)) / (alpha (c^{alpha-1} - 1))`` for all ``L >= 0`` (equality of values at ``L = c`` and
+    of derivatives ordered for ``L >= c``); taking ``E_Q`` gives ``delta <= (e^{(alpha-1) eps_R} -
+    1)/(alpha (c^{alpha-1} - 1))``.
+    """
+    x = (alpha - 1.0) * rdp
+    return np.logaddexp(0.0, _log_expm1(x) - np.log(alpha * delta)) / (alpha - 1.0)
+
+
+def epsilon_kl_tv(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
+    """KL / total-variation shortcut (used by dp_accounting): ``TV <= sqrt(1 - exp(-KL))``
+    (Bretagnolle-Huber) and ``KL <= D_alpha`` for alpha > 1, so ``delta >= sqrt(1 -
+    exp(-eps_R(alpha)))`` gives ``(0, delta)``-DP. Returns 0 where that holds and ``inf``
+    elsewhere."""
+    tv = np.sqrt(-np.expm1(-np.asarray(rdp, dtype=float)))
+    return np.where(tv <= delta, 0.0, np.inf)
+
+
+def epsilon_bun_steinke(rho: float, delta: float) -> tuple[float, float]:
+    """Bun-Steinke 2016 Lemma 3.5 for rho-zCDP (linear RDP ``rho alpha``): ``eps = rho + 2 sqrt(rho
+    log(1/delta))`` (theorems.md 1.5 item 2); returns ``(eps, optimal order 1 +
+    sqrt(log(1/delta)/rho))``."""
+    L = math.log(1.0 / delta)
+    if rho == 0.0:
+        return 0.0, math.inf
+    return rho + 2.0 * math.sqrt(rho * L), 1.0 + math.sqrt(L / rho)
+
+
+_Formula = Callable[[np.ndarray, np.ndarray, float], np.ndarray]
+
+_EPS_FORMULAS: dict[str, _Formula] = {
+    "mironov": epsilon_mironov,
+    "balle2020": epsilon_balle2020,
+    "asoodeh2021": epsilon_asoodeh2021,
+    "kl-tv": epsilon_kl_tv,
+}
+
+
+def delta_mironov(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
+    """Inverse of Mironov's conversion: ``log delta = (alpha - 1)(eps_R - eps)``; returns log
+    delta."""
+    return (alpha - 1.0) * (rdp - epsilon)
+
+
+def delta_balle2020(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
+    """Inverse of Balle et al. 2020: ``log delta = (alpha-1)(eps_R - eps + log(1 - 1/alpha)) - log
+    alpha``."""
+    return (alpha - 1.0) * (rdp - epsilon + np.log1p(-1.0 / alpha)) - np.log(alpha)
+
+
+def delta_asoodeh2021(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
+    """Inverse of the Asoodeh formula: ``delta = (e^{(a-1) eps_R} - 1) / (a (e^{(a-1) eps} - 1))``;
+    log delta."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _log_expm1((alpha - 1.0) * rdp) - np.log(alpha) - _log_expm1((alpha - 1.0) * epsilon)
+    return np.where(np.isnan(out), np.inf, out)
+
+
+def delta_kl_tv(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
+    """``log sqrt(1 - exp(-eps_R))`` (valid for every eps >= 0)."""
+    with np.errstate(divide="ignore"):
+        return 0.5 * np.log(-np.expm1(-np.asarray(rdp, dtype=float)))
+
+
+_LOG_DELTA_FORMULAS: dict[str, _Formula] = {
+    "mironov": delta_mironov,
+    "balle2020": delta_balle2020,
+    "asoodeh2021": delta_asoodeh2021,
+    "kl-tv": delta_kl_tv,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# RDP curves
+# ------------------------------------------------------------------------------------------------
+
+
+class RdpCurve:
+    """An RDP guarantee tabulated at ``orders`` (all > 1) with values ``epsilons`` (all >= 0,
+    ``inf`` allowed).
+
+    ``linear_rho`` is set for curves known to be ``rho * alpha`` at EVERY order alpha > 1 (zCDP,
+    GDP, Gaussian mechanism); conversions then optimise over all alpha > 1 and also use Bun-Steinke.
+    """
+
+    __slots__ = ("_eps", "_orders", "_rho")
+
+    def __init__(
+        self, orders: ArrayLike, epsilons: ArrayLike, *, linear_rho: float | None = None
+    ) -> None:
+        a = _check_orders(orders)
+        try:
+            e = np.atleast_1d(np.asarray(epsilons, dtype=float))
+        except (TypeError, ValueError):
+            raise ParameterError(
+                "epsilons", epsilons, "must be an array of real numbers >= 0"
+            ) from None
+        if e.shape != a.shape:
+            raise ParameterError(
+                "epsilons", epsilons, f"must have the same length as orders ({a.size})"
+            )
+        if np.isnan(e).any() or (e < 0).any():
+            raise ParameterError("epsilons", epsilons, "must be >= 0 (inf allowed), never NaN")
+        order = np.argsort(a, kind="stable")
+        a, e = a[order].copy(), e[order].copy()
+        if (np.diff(a) == 0).any():
+            raise ParameterError("orders", orders, "must not contain duplicates")
+        a.setflags(write=False)
+        e.setflags(write=False)
+        self._orders = a
+        self._eps = e
+        self._rho = None if linear_rho is None else check_nonnegative("linear_rho", linear_rho)
+
+    # -- constructors ---------------------------------------------------------------------------
+    @classmethod
+    def from_linear(cls, rho: float, orders: ArrayLike | None = None) -> RdpCurve:
+        """``eps_R(alpha) = rho * alpha`` (rho-zCDP), tabulated at ``orders`` (default
+        :data:`DEFAULT_ORDERS`)."""
+        r = check_nonnegative("rho", rho)
+        a = DEFAULT_ORDERS if orders is None else _check_orders(orders)
+        return cls(a, r * a, linear_rho=r)
+
+    @classmethod
+    def from_gdp(cls, mu: float, orders: ArrayLike | None = None) -> RdpCurve:
+        """mu-GDP -> ``(alpha, alpha mu^2/2)``-RDP (theorems.md 1.4)."""
+        m = check_nonnegative("mu", mu)
+        return cls.from_linear(m * m / 2.0, orders)
+
+    @classmethod
+    def from_sampled_gaussian(
+        cls,
+        q: float,
+        noise_multiplier: float,
+        steps: float = 1,
+        orders: ArrayLike | None = None,
+        direction: str = "max",
+    ) -> RdpCurve:
+        """``steps``-fold composition of the Poisson-sampled Gaussian (see
+        :func:`sampled_gaussian_rdp`)."""
+        k = check_nonnegative("steps", steps)
+        a = DEFAULT_ORDERS if orders is None else _check_orders(orders)
+        return cls(a, k * sampled_gaussian_rdp(q, noise_multiplier, a, direction=direction))
+
+    # -- accessors ------------------------------------------------------------------------------
+    @property
+    def orders(self) -> np.ndarray:
+        return self._orders
+
+    @property
+    def epsilons(self) -> np.ndarray:
+        return self._eps
+
+    @property
+    def linear_rho(self) -> float | None:
+        return self._rho
+
+    def __call__(self, alpha: float) -> float:
+        """Value at a tabulated order, or ``rho * alpha`` for a linear curve."""
+        a = check_positive("alpha", alpha)
+        if self._rho is not None:
+            return self._rho * a
+        idx = np.nonzero(self._orders == a)[0]
+        if idx.size == 0:
+            raise ParameterError("alpha", alpha, "must be one of the curve's orders")
+        return float(self._eps[idx[0]])
+
+    def __repr__(self) -> str:
+        lin = f", linear_rho={self._rho:g}" if self._rho is not None else ""
+        return (
+            f"RdpCurve(<{self._orders.size} orders {self._orders[0]:g}..{self._orders[-1]:g}>{lin})"
+        )
+
+    # -- calculus -------------------------------------------------------------------------------
+    def compose(self, other: RdpCurve) -> RdpCurve:
+        """Adaptive composition: RDP values add order by order (on the common orders; two linear
+        curves compose to the linear curve with the summed rho on the union of orders)."""
+        if not isinstance(other, RdpCurve):
+            raise ParameterError("other", other, "must be an RdpCurve")
+        if self._rho is not None and other._rho is not None:
+            return RdpCurve.from_linear(
+                self._rho + other._rho, np.union1d(self._orders, other._orders)
+            )
+        common, i, j = np.intersect1d(self._orders, other._orders, return_indices=True)
+        if common.size == 0:
+            raise ParameterError("other", other, "must share at least one order with this curve")
+        return RdpCurve(common, self._eps[i] + other._eps[j])
+
+    def scale(self, k: float) -> RdpCurve:
+        """``k``-fold composition (``k >= 0``): every value multiplied by k."""
+        kk = check_nonnegative("k", k)
+        rho = None if self._rho is None else self._rho * kk
+        return RdpCurve(self._orders, self._eps * kk, linear_rho=rho)
+
+    def to_dp(self, delta: float, methods: Iterable[str] | None = None) -> DpConversion:
+        """Best (smallest) epsilon at ``delta`` over the conversions (see
+        :func:`rdp_to_epsilon`)."""
+        return rdp_to_epsilon(self, delta, methods=methods)
+
+    def epsilon(self, delta: float) -> float:
+        return self.to_dp(delta).epsilon
+
+    def delta(self, epsilon: float) -> float:
+        """Smallest delta over the conversions at ``epsilon`` (see :func:`rdp_to_delta`)."""
+        return rdp_to_delta(self, epsilon)
+
+
+# ------------------------------------------------------------------------------------------------
+# RDP -> (eps, delta)
+# ------------------------------------------------------------------------------------------------
+
+
+def _evaluate_callable(rdp: Callable[[float], float], alphas: np.ndarray) -> np.ndarray:
+    vals = np.empty(alphas.size)
+    for k, a in enumerate(alphas.tolist()):
+        v = float(rdp(a))
+        if math.isnan(v) or v < 0:
+            raise ParameterError("rdp", rdp, f"must return a value >= 0 (got {v!r} at alpha={a!r})")
+        vals[k] = v
+    return vals
+
+
+def _best_on_table(
+    alphas: np.ndarray, vals: np.ndarray, delta: float, methods: tuple[str, ...]
+) -> DpConversion:
+    best = DpConversion(math.inf, float(alphas[0]), methods[0])
+    for m in methods:
+        f = _EPS_FORMULAS.get(m)
+        if f is None:
+            continue
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            e = f(alphas, vals, delta)
+        e = np.where(np.isnan(e), np.inf, e)
+        k = int(np.argmin(e))
+        if e[k] < best.epsilon:
+            best = DpConversion(float(e[k]), float(alphas[k]), m)
+    return best
+
+
+def _refine_callable(
+    rdp: Callable[[float], float],
+    delta: float,
+    methods: tuple[str, ...],
+    u_grid: np.ndarray,
+    vals: np.ndarray,
+) -> DpConversion:
+    alphas = 1.0 + np.exp(u_grid)
+    best = _best_on_table(alphas, vals, delta, methods)
+    for m in methods:
+        f = _EPS_FORMULAS.get(m)
+        if f is None or m == "kl-tv":
+            continue
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            e = f(alphas, vals, delta)
+        e = np.where(np.isnan(e), np.inf, e)
+        k = int(np.argmin(e))
+        if not math.isfinite(e[k]):
+            continue
+        lo, hi = u_grid[max(k - 1, 0)], u_grid[min(k + 1, u_grid.size - 1)]
+
+        def objective(u: float, f: _Formula = f) -> float:
+            a = 1.0 + math.exp(u)
+            r = float(rdp(a))
+            if math.isnan(r) or r < 0:
+                raise ParameterError(
+                    "rdp", rdp, f"must return a value >= 0 (got {r!r} at alpha={a!r})"
+                )
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                v = float(f(np.asarray(a), np.asarray(r), delta))
+            return v if math.isfinite(v) else math.inf
+
+        res = optimize.minimize_scalar(
+            objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
+        )
+        # re-evaluate: the reported value is the formula at this order
+        val = objective(float(res.x))
+        if val < best.epsilon:
+            best = DpConversion(val, 1.0 + math.exp(float(res.x)), m)
+    return best
+
+
+def rdp_to_epsilon(
+    rdp: Callable[[float], float] | RdpCurve,
+    delta: float,
+    *,
+    methods: Iterable[str] | None = None,
+    alpha_bounds: tuple[float, float] | None = None,
+) -> DpConversion:
+    """Smallest epsilon at ``delta`` over the RDP -> (eps, delta) conversions (theorems.md 1.5):
+
+    1. ``mironov``: ``eps_R(a) + log(1/delta)/(a - 1)`` (Mironov 2017 Prop. 3);
+    2. ``bun-steinke``: ``rho + 2 sqrt(rho log(1/delta))`` for linear curves ``rho a`` (zCDP);
+    3. ``balle2020``: ``eps_R(a) + log((a-1)/a) - (log delta + log a)/(a - 1)`` (BBG+20 Thm 20);
+    4. ``asoodeh2021``: ``log(1 + (e^{(a-1) eps_R(a)} - 1)/(a delta))/(a - 1)``, in log space;
+    5. ``kl-tv``: 0 when ``delta >= sqrt(1 - e^{-eps_R(a)})`` (extra, as in dp_accounting).
+
+    ``rdp`` is either an :class:`RdpCurve` (minimised over its tabulated orders; a linear curve is
+    treated as valid at every alpha > 1) or a callable ``alpha -> eps_R(alpha)`` valid for every
+    alpha > 1, minimised over ``log(alpha - 1)`` in ``log(alpha_bounds - 1)`` (default alpha in [1 +
+    1e-6, 1 + 1e8]) by a coarse grid (241 points, to avoid local minima) followed by bounded scalar
+    minimisation around the best grid point of each formula. Each formula is valid at every order,
+    so the minimisation can only affect tightness; the value returned is the formula evaluated at
+    the returned order. The result is >= 0 and never NaN (``inf`` if every order gives ``inf``).
+    """
+    d = _check_delta(delta)
+    ms = _check_methods(methods)
+    if isinstance(rdp, RdpCurve):
+        best = _best_on_table(rdp.orders, rdp.epsilons, d, ms)
+        if rdp.linear_rho is not None:
+            rho = rdp.linear_rho
+            lin = rdp_linear_to_epsilon(rho, d, methods=ms)
+            if lin.epsilon < best.epsilon:
+                best = lin
+    elif callable(rdp):
+        lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
+        lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
+        hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
+        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 241)
+        vals = _evaluate_callable(rdp, 1.0 + np.exp(u_grid))
+        best = _refine_callable(rdp, d, ms, u_grid, vals)
+    else:
+        raise ParameterError("rdp", rdp, "must be an RdpCurve or a callable alpha -> eps_R(alpha)")
+    eps = best.epsilon
+    if math.isnan(eps):  # pragma: no cover - formulas above never produce NaN after filtering
+        raise ParameterError("rdp", rdp, "produced NaN epsilon")
+    return DpConversion(max(0.0, eps), best.order, best.method)
+
+
+def rdp_linear_to_epsilon(
+    rho: float, delta: float, *, methods: Iterable[str] | None = None
+) -> DpConversion:
+    """Conversion of the linear RDP curve ``eps_R(alpha) = rho alpha`` (valid for all alpha > 1) at
+    ``delta``: minimum of Bun-Steinke's closed form and the optimised formulas 1, 3, 4 (theorems.md
+    1.5; paper 000's ``table_privacy_lr.py``). ``rho = 0`` gives 0. Used by the CLI ``--rdp-linear
+    RHO --delta D``."""
+    r = check_nonnegative("rho", rho)
+    d = _check_delta(delta)
+    ms = _check_methods(methods)
+    if r == 0.0:
+        return DpConversion(0.0, math.inf, ms[0])
+    best = DpConversion(math.inf, math.nan, ms[0])
+    others = tuple(m for m in ms if m != "bun-steinke")
+    if others:
+        # every formula's optimum lies near Bun-Steinke's order: widen the default range around it
+        a_bs = 1.0 + math.sqrt(math.log(1.0 / d) / r)
+        lo = 1.0 + min(1e-6, (a_bs - 1.0) * 1e-4)
+        hi = 1.0 + max(1e8, (a_bs - 1.0) * 1e4)
+        best = rdp_to_epsilon(lambda a: r * a, d, methods=others, alpha_bounds=(lo, hi))
+    if "bun-steinke" in ms:
+        e, a = epsilon_bun_steinke(r, d)
+        if e < best.epsilon:
+            best = DpConversion(e, a, "bun-steinke")
+    return DpConversion(max(0.0, best.epsilon), best.order, best.method)
+
+
+def rdp_to_delta(
+    rdp: Callable[[float], float] | RdpCurve,
+    epsilon: float,
+    *,
+    methods: Iterable[str] | None = None,
+    alpha_bounds: tuple[float, float] | None = None,
+) -> float:
+    """Smallest delta at ``epsilon >= 0`` over the inverted conversions (theorems.md 1.5):
+    ``mironov`` ``log delta = (a-1)(eps_R - eps)``, ``balle2020`` ``(a-1)(eps_R - eps + log(1-1/a))
+    - log a``, ``asoodeh2021`` ``(e^{(a-1) eps_R} - 1)/(a (e^{(a-1) eps} - 1))``, ``kl-tv``
+    ``sqrt(1 - e^{-eps_R})``, and for linear curves ``bun-steinke`` ``exp(-(eps - rho)^2/(4 rho))``
+    (eps >= rho).
+
+    ``rdp`` is an :class:`RdpCurve` (minimised over its orders; a linear curve also over all orders
+    a > 1) or a callable valid at every order a > 1 (grid in ``log(a - 1)`` over ``alpha_bounds``,
+    default [1 + 1e-6, 1 + 1e8], plus bounded refinement per formula). Every value is a formula
+    evaluated at a concrete order, hence valid. Clipped to [0, 1]; never NaN.
+    """
+    e = check_nonnegative("epsilon", epsilon)
+    ms = _check_methods(methods)
+    if isinstance(rdp, RdpCurve):
+        best_log = 0.0
+        for m in ms:
+            f = _LOG_DELTA_FORMULAS.get(m)
+            if f is None:
+                continue
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                v = f(rdp.orders, rdp.epsilons, e)
+            v = np.where(np.isnan(v), np.inf, v)
+            best_log = min(best_log, float(np.min(v)))
+        if rdp.linear_rho is not None:
+            rho = rdp.linear_rho
+            if rho == 0.0:
+                return 0.0
+            if "bun-steinke" in ms and e >= rho:
+                best_log = min(best_log, -((e - rho) ** 2) / (4.0 * rho))
+            # the optimum sits near a - 1 = eps/rho: widen the default range around it
+            centre = math.log(e / rho) if e > rho else 0.0
+            u_grid = np.linspace(
+                min(math.log(1e-6), centre - 10.0), max(math.log(1e8), centre + 10.0), 401
+            )
+            best_log = min(best_log, _best_log_delta_callable(lambda a: rho * a, e, ms, u_grid))
+    elif callable(rdp):
+        lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
+        lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
+        hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
+        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 241)
+        best_log = _best_log_delta_callable(rdp, e, ms, u_grid)
+    else:
+        raise ParameterError("rdp", rdp, "must be an RdpCurve or a callable alpha -> eps_R(alpha)")
+    return float(min(1.0, max(0.0, math.exp(best_log))))
+
+
+def _best_log_delta_callable(
+    rdp: Callable[[float], float],
+    epsilon: float,
+    methods: tuple[str, ...],
+    u_grid: np.ndarray,
+) -> float:
+    """Smallest log delta (<= 0) of the inverted formulas for a curve valid at every order: the grid
+    ``u_grid`` in ``log(a - 1)`` and a bounded refinement around each formula's best grid point."""
+    alphas = 1.0 + np.exp(u_grid)
+    vals = _evaluate_callable(rdp, alphas)
+    best = 0.0
+    for m in methods:
+        f = _LOG_DELTA_FORMULAS.get(m)
+        if f is None:
+            continue
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            grid_vals = f(alphas, vals, epsilon)
+        grid_vals = np.where(np.isnan(grid_vals), np.inf, grid_vals)
+        k = int(np.argmin(grid_vals))
+        best = min(best, float(grid_vals[k]))
+        if not math.isfinite(grid_vals[k]) or m == "kl-tv":
+            continue
+
+        def objective(u: float, f: _Formula = f) -> float:
+            a = 1.0 + math.exp(u)
+            r = float(rdp(a))
+            if math.isnan(r) or r < 0:
+                raise ParameterError(
+                    "rdp", rdp, f"must return a value >= 0 (got {r!r} at alpha={a!r})"
+                )
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                v = float(f(np.asarray(a), np.asarray(r), epsilon))
+            return v if not math.isnan(v) else math.inf
+
+        lo, hi = u_grid[max(k - 1, 0)], u_grid[min(k + 1, u_grid.size - 1)]
+        res = optimize.minimize_scalar(
+            objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
+        )
+        best = min(best, objective(float(res.x)))
+    return best
+
+
+# ------------------------------------------------------------------------------------------------
+# the sampled Gaussian mechanism
+# ------------------------------------------------------------------------------------------------
+
+_DIRECTIONS = ("mixture-first", "literal", "max")
+
+
+#: Relative rounding margin added to every sampled-Gaussian RDP value (see
+#: ``sampled_gaussian_rdp``).
+_RDP_REL_MARGIN = 1e-12
+_U = float(np.finfo(float).eps)
+
+
+def _log_a_int(q: float, sigma: float, alpha: int) -> float:
+    """``log A_alpha`` for integer alpha (Mironov-Talwar-Zhang 2019; theorems.md 1.9): ``A_alpha =
+    sum_k C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2 - k)/(2 sigma^2))``.
+
+    Because the binomial weights sum to 1, ``A_alpha - 1 = sum_{k>=2} C(alpha,k) (1-q)^{alpha-k} q^k
+    expm1((k^2 - k)/(2 sigma^2))``: all terms are positive, so ``log A_alpha = log1p(A_alpha - 1)``
+    is obtained with full RELATIVE accuracy even when the RDP is tiny (q small, sigma large), where
+    summing the original terms loses digits (log A ~ 1e-10 with an absolute error ~1e-16).
+    """
+    k = np.arange(2, alpha + 1, dtype=float)
+    log_c = (
+        special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(alpha - k + 1.0)
+    )
+    terms = (
+        log_c
+        + k * math.log(q)
+        + (alpha - k) * math.log1p(-q)
+        + _log_expm1((k * k - k) / (2.0 * sigma * sigma))
+    )
+    log_s = float(special.logsumexp(terms))
+    return float(np.logaddexp(0.0, log_s))
+
+
+def _log_half_gauss_tail_term(k: np.ndarray, z0: float, sigma: float, upper: bool) -> np.ndarray:
+    """``(k^2 - k)/(2 s^2) + log Phi(x)`` with ``x = (z0 - k)/s`` (upper=False) or ``(k - z0)/s``
+    (upper=True).
+
+    For ``x < 0`` it uses ``log Phi(x) = log(erfcx(-x/sqrt2)/2) - x^2/2`` and cancels the quadratic
+    terms algebraically: ``(k^2 - k)/(2 s^2) - (k - z0)^2/(2 s^2) = (k (2 z0 - 1) - z0^2)/(2 s^2)``,
+    so no precision is lost for huge |k|.
+    """
+    x = (k - z0) / sigma if upper else (z0 - k) / sigma
+    out = np.empty_like(k)
+    neg = x < 0
+    kn, xn = k[neg], x[neg]
+    out[neg] = (kn * (2.0 * z0 - 1.0) - z0 * z0) / (2.0 * sigma * sigma) + np.log(
+        0.5 * special.erfcx(-xn / math.sqrt(2.0))
+    )
+    kp, xp = k[~neg], x[~neg]
+    out[~neg] = (kp * kp - kp) / (2.0 * sigma * sigma) + special.log_ndtr(xp)
+    return out
+
+
+_FRAC_CHUNK = 512
+_FRAC_MAX_TERMS = 50_000
+_FRAC_REL_STOP = math.log(1e-13)
+
+
+def _log_a_frac(
+    q: float, sigma: float, alpha: float, series: str = "signed"
+) -> tuple[float, float] | None:
+    """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (theorems.md 1.9), and a bound on
+    its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both halves
+    in binomial series (``j = alpha - i``):
+
+        A_alpha = sum_i C(alpha, i) [ (1-q)^{alpha-i} q^i e^{(i^2-i)/(2s^2)} Phi((z0 - i)/s)
+                                    + q^{alpha-i} (1-q)^i e^{(j^2-j)/(2s^2)} Phi((j - z0)/s) ].
+
+    ``series="signed"`` (default) keeps the sign of ``C(alpha, i)`` (alternating for i > alpha + 1):
+    that is the exact value of the integral (both binomial series converge absolutely, so summation
+    and integration commute), as in TF-Privacy / Opacus. ``series="absolute"`` sums ``|C(alpha,
+    i)|`` as dp_accounting 0.6 does, a strictly larger upper bound.
+
+    Truncation: terms are summed in chunks until, past ``i > alpha + 2``, the combined term
+    magnitudes are decreasing over the last chunk and below ``1e-13`` of the running total. For the
+    signed series the remainder of an alternating series with decreasing magnitudes is bounded by
+    the next term, so the magnitude of the last term is ADDED (upper bound). For the absolute series
+    the last term times the number of terms summed so far is added (the tail decays at least like
+    ``i^{-alpha-2}``).
+
+    Returns ``(log A, err)`` with ``err = 16 u (P + N)/A`` (``P``, ``N`` the sums of positive /
+    negative terms, ``u`` the unit roundoff): the cancellation-amplified rounding error of ``log
+    A``. Returns ``None`` when the series has not converged within 50,000 terms (this happens only
+    for extreme parameters, e.g. ``q`` within ~1e-10 of 1, where the terms decay polynomially);
+    the caller then uses :func:`_log_a_quadrature`.
+    """
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
+    log_gamma_a1 = special.gammaln(alpha + 1.0)
+    log_p = log_n = -math.inf
+    i0 = 0
+    while i0 < _FRAC_MAX_TERMS:
+        i = np.arange(i0, i0 + _FRAC_CHUNK, dtype=float)
+        j = alpha - i
+        log_c = log_gamma_a1 - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
+        sign = special.gammasgn(j + 1.0)
+        s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(i, z0, sigma, upper=False)
+        s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+        mag = np.logaddexp(s0, s1)
+        if series == "absolute":
+            log_p = float(np.logaddexp(log_p, special.logsumexp(mag)))
+        else:
+            if (sign > 0).any():
+                log_p = float(np.logaddexp(log_p, special.logsumexp(mag[sign > 0])))
+            if (sign < 0).any():
+                log_n = float(np.logaddexp(log_n, special.logsumexp(mag[sign < 0])))
+        i0 += _FRAC_CHUNK
+        if not log_n < log_p:  # pragma: no cover - impossible once the leading terms are in
+            continue
+        log_total = log_p + math.log1p(-math.exp(log_n - log_p))
+        last = float(mag[-1])
+        decreasing = bool(np.all(np.diff(mag[-_FRAC_CHUNK // 4 :]) <= 0))
+        if i[-1] > alpha + 2 and decreasing and last < log_total + _FRAC_REL_STOP:
+            tail = last + math.log(i0) if series == "absolute" else last
+            log_a = float(np.logaddexp(log_total, tail))
+            amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
+            return log_a, 16.0 * _U * amplification
+    return None
+
+
+def _log_mix(z: np.ndarray, log_q: float, log_1mq: float, s2: float) -> np.ndarray:
+    """``log(1 + X(z)) = log(1 - q + q exp((2z - 1)/(2 s^2)))`` (vectorised, no overflow)."""
+    return np.logaddexp(log_1mq, log_q + (2.0 * z - 1.0) / (2.0 * s2))
+
+
+def _log_a_quadrature(q: float, sigma: float, alpha: float) -> float:
+    """``log A_alpha = log E_{z ~ N(0, s^2)}[(1 + X)^alpha]``, ``X = q expm1((2z - 1)/(2 s^2))``, by
+    quadrature (used when the fractional series does not converge; also valid at integer orders).
+
+    The log-integrand ``l(z) = -z^2/(2 s^2) + alpha log(1 + X)`` may have two local maxima (near 0
+    and near alpha), so it is first evaluated on a 4001-point grid over
+    ``[-40 s, alpha + 1 + 40 s]`` (outside, ``l`` is below a Gaussian of std s centred in
+    ``[0, alpha]``, so the neglected mass is < e^-800 relative), the best grid point is refined
+    with a bounded scalar search, and ``exp(l - max)`` is integrated by ``quad`` (epsrel 1e-13)
+    with the grid's local maxima as breakpoints. When ``log A < 0.01`` the integral is recomputed
+    as ``A - 1 = E[h(X)]`` with the non-negative ``h(x) = (1 + x)^alpha - 1 - alpha x``
+    (``E[X] = 0``) for full relative accuracy.
+    """
+    s2 = sigma * sigma
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    norm = -math.log(sigma * math.sqrt(2.0 * math.pi))
+    lo, hi = -40.0 * sigma, alpha + 1.0 + 40.0 * sigma
+    grid = np.linspace(lo, hi, 4001)
+    lg = -np.square(grid) / (2.0 * s2) + alpha * _log_mix(grid, log_q, log_1mq, s2)
+    interior = np.nonzero((lg[1:-1] >= lg[:-2]) & (lg[1:-1] >= lg[2:]))[0] + 1
+    k = int(np.argmax(lg))
+
+    def neg_l(z: float) -> float:
+        return -float(-z * z / (2.0 * s2) + alpha * _log_mix(np.asarray(z), log_q, log_1mq, s2))
+
+    a_k, b_k = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    res = optimize.minimize_scalar(neg_l, bounds=(a_k, b_k), method="bounded")
+    l_max = max(float(lg[k]), -float(res.fun))
+    peaks = sorted({float(grid[i]) for i in interior} | {float(res.x)})[:20]
+
+    def integrand(z: float) -> float:
+        return math.exp(-neg_l(z) - l_max)
+
+    val, _ = integrate.quad(integrand, lo, hi, points=peaks, epsabs=0.0, epsrel=1e-13, limit=1000)
+    log_a = math.log(val) + l_max + norm
+    if log_a < 0.01:
+
+        def h_density(z: float) -> float:
+            x = q * math.expm1((2.0 * z - 1.0) / (2.0 * s2))
+            return math.exp(-z * z / (2.0 * s2) + norm) * _binomial_remainder_scalar(x, alpha)
+
+        pts = sorted({0.0, 0.5, 1.0, alpha, *peaks})[:20]
+        a_m1, _ = integrate.quad(
+            h_density, lo, hi, points=pts, epsabs=0.0, epsrel=1e-13, limit=1000
+        )
+        log_a = math.log1p(max(a_m1, 0.0))
+    return log_a
+
+
+@lru_cache(maxsize=65536)
+def _rdp_mixture_first_scalar(q: float, sigma: float, alpha: float, series: str) -> float:
+    """``log(A_alpha)/(alpha - 1)`` rounded up: relative margin ``_RDP_REL_MARGIN`` and, for
+    fractional orders, the absolute rounding bound of ``log A`` from :func:`_log_a_frac`."""
+    if float(alpha).is_integer():
+        log_a, err = _log_a_int(q, sigma, int(alpha)), 0.0
+    else:
+        frac = _log_a_frac(q, sigma, alpha, series)
+        if frac is None:  # documented: extreme q, series too slow -> exact integral by quadrature
+            log_a, err = _log_a_quadrature(q, sigma, alpha), 1e-13
+        else:
+            log_a, err = frac
+    return max(0.0, (log_a + err) / (alpha - 1.0) * (1.0 + _RDP_REL_MARGIN))
+
+
+def _binomial_remainder_scalar(x: float, beta: float) -> float:
+    """``h(x) = (1 + x)^beta - 1 - beta x`` for x > -1, accurately (>= 0 when beta < 0 or beta > 1).
+
+    For ``|x| < 0.05`` the binomial series ``sum_{k>=2} C(beta, k) x^k`` (24 terms, error < 1e-28
+    relative to x^2) avoids the cancellation of the direct form; elsewhere ``expm1(beta log1p(x)) -
+    beta x``.
+    """
+    if abs(x) < 0.05:
+        term = beta * (beta - 1.0) / 2.0 * x * x
+        acc = term
+        for k in range(3, 27):
+            term = term * (beta - k + 1.0) / k * x
+            acc += term
+        return acc
+    try:
+        return math.expm1(beta * math.log1p(x)) - beta * x
+    except OverflowError:
+        return math.inf
+
+
+@lru_cache(maxsize=65536)
+def _rdp_literal_scalar(q: float, sigma: float, alpha: float) -> float:
+    """``S_alpha(q, s) = D_alpha(N(0,s^2) || (1-q)N(0,s^2) + q N(1,s^2))`` by quadrature
+    (theorems.md 1.9):
+
+        S_alpha = log I / (alpha - 1),   I = E_{z ~ N(0, s^2)}[ (1 + X)^{1 - alpha} ],
+        X = q expm1((2z - 1)/(2 s^2)).
+
+    Large values (log I >= 0.01): the log-integrand ``l(z) = -z^2/(2s^2) + (1 - alpha) log(1 + X)``
+    is concave with curvature <= -1/s^2, so it has a single mode ``z_m`` in ``[-alpha, 1]`` (brentq
+    on l') and ``exp(l - l(z_m)) <= exp(-(z - z_m)^2/(2 s^2))``; ``exp(l - l(z_m))`` is integrated
+    over ``z_m +- 40 s`` (neglected tails < e^-800 relative) with ``quad(epsrel=1e-13)``. Small
+    values (log I < 0.01, where ``log I`` would lose relative accuracy): since ``E[X] = 0``, ``I - 1
+    = E[h(X)]`` with ``h(x) = (1 + x)^{1-alpha} - 1 - (1 - alpha) x >= 0`` (convex), integrated with
+    ``quad`` on ``[min(z_m, 0) - 40 s, 1 + 40 s]``, and ``log I = log1p(I - 1)``. The result is
+    clipped at 0 and increased by the relative margin 1e-10 (quadrature tolerance).
+    """
+    s2 = sigma * sigma
+    log_1mq, log_q = math.log1p(-q), math.log(q)
+
+    def dlog(z: float) -> float:
+        u = (2.0 * z - 1.0) / (2.0 * s2)
+        w = special.expit(u + log_q - log_1mq)  # q e^u / (1 - q + q e^u)
+        return -z / s2 + (1.0 - alpha) * w / s2
+
+    z_m = optimize.brentq(dlog, -alpha, 1.0, xtol=1e-13 * max(1.0, alpha), maxiter=500)
+
+    def log_integrand(z: float) -> float:
+        u = (2.0 * z - 1.0) / (2.0 * s2)
+        a_, b_ = log_1mq, log_q + u
+        lmix = max(a_, b_) + math.log1p(math.exp(-abs(a_ - b_)))
+        return -z * z / (2.0 * s2) + (1.0 - alpha) * lmix
+
+    l_m = log_integrand(z_m)
+    width = 40.0 * sigma
+    val, _ = integrate.quad(
+        lambda z: math.exp(log_integrand(z) - l_m),
+        z_m - width,
+        z_m + width,
+        points=[z_m],
+        epsabs=0.0,
+        epsrel=1e-13,
+        limit=500,
+    )
+    norm = -math.log(sigma * math.sqrt(2.0 * math.pi))
+    log_i = math.log(val) + l_m + norm
+    if log_i < 0.01:
+        beta = 1.0 - alpha
+
+        def h_density(z: float) -> float:
+            x = q * math.expm1((2.0 * z - 1.0) / (2.0 * s2))
+            return math.exp(-z * z / (2.0 * s2) + norm) * _binomial_remainder_scalar(x, beta)
+
+        lo = min(z_m, 0.0) - width
+        hi = 1.0 + width
+        i_m1, _ = integrate.quad(
+            h_density,
+            lo,
+            hi,
+            points=sorted({z_m, 0.0, 0.5, 1.0}),
+            epsabs=0.0,
+            epsrel=1e-13,
+            limit=500,
+        )
+        log_i = math.log1p(max(i_m1, 0.0))
+    return max(0.0, log_i / (alpha - 1.0)) * (1.0 + 1e-10)
+
+
+def sampled_gaussian_rdp(
+    q: float,
+    noise_multiplier: float,
+    orders: ArrayLike | None = None,
+    direction: str = "max",
+    *,
+    fractional_series: str = "signed",
+) -> np.ndarray:
+    """RDP of one step of the Poisson-sampled Gaussian mechanism with rate ``q`` and noise
+    multiplier ``s`` (noise std / sensitivity), at ``orders`` (default :data:`DEFAULT_ORDERS`);
+    theorems.md 1.9.
+
+    ``direction``:
+
+    * ``"mixture-first"``: ``D_alpha((1-q)N(0,s^2) + qN(1,s^2) || N(0,s^2))``
+      ``= log(A_alpha)/(alpha - 1)`` (Mironov-Talwar-Zhang 2019): integer orders by the closed form
+      in log space, fractional orders by the two-series expansion (``fractional_series="signed"``,
+      the exact value, default; ``"absolute"`` gives dp_accounting's looser bound). Equal to
+      dp_accounting / Opacus at integer orders. Why signed: the expansion is exact (absolutely
+      convergent binomial series), the truncation remainder is bounded and ADDED, and tests check
+      it against 40-digit quadrature of ``A_alpha`` (agreement ~1e-12); the absolute-value variant
+      is only a looser bound with no extra safety. If the series has not converged after 50,000
+      terms (only for extreme q, e.g. within ~1e-10 of 1), ``A_alpha`` is computed by quadrature of
+      its defining integral instead (same exact quantity, see ``_log_a_quadrature``).
+    * ``"literal"``: AT22 Def. 2.10, ``D_alpha(N(0,s^2) || (1-q)N(0,s^2) + qN(1,s^2))``, by
+      quadrature.
+    * ``"max"`` (default): the larger of the two, a valid RDP bound for the sampled Gaussian under
+      add/remove adjacency whatever the order of the pair (the accountant must not assume which
+      direction dominates).
+
+    ``q`` in [0, 1] (``q = 0`` gives 0; ``q = 1`` gives the Gaussian ``alpha / (2 s^2)``); ``s >
+    0``. Returns an array with the shape of ``orders`` (1-D).
+
+    Rounding is upwards: mixture-first values carry a relative margin of 1e-12 (plus, at fractional
+    orders, the series' absolute rounding bound on log A divided by alpha - 1), literal values
+    1e-10, so the returned numbers exceed the exact divergences by at most those amounts and are
+    never below them by floating-point error. Results are cached per (q, s, alpha).
+    """
+    qq = check_in_range("q", q, 0.0, 1.0)
+    s = check_positive("noise_multiplier", noise_multiplier)
+    a = DEFAULT_ORDERS if orders is None else _check_orders(orders)
+    if direction not in _DIRECTIONS:
+        raise ParameterError("direction", direction, f"must be one of {_DIRECTIONS}")
+    if fractional_series not in ("signed", "absolute"):
+        raise ParameterError(
+            "fractional_series", fractional_series, "must be 'signed' or 'absolute'"
+        )
+    if qq == 0.0:
+        return np.zeros(a.shape)
+    if qq == 1.0:
+        return a / (2.0 * s * s)
+    out = np.empty(a.shape)
+    for k, alpha in enumerate(a.tolist()):
+        mf = lit = 0.0
+        if direction in ("mixture-first", "max"):
+            mf = _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
+        if direction in ("literal", "max"):
+            lit = _rdp_literal_scalar(qq, s, float(alpha))
+        out[k] = max(mf, lit)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# AT22 Lemma 2.12 (Mironov-Talwar-Zhang Thm 11)
+# ------------------------------------------------------------------------------------------------
+
+
+def _lemma_2_12_margins(q: float, sigma: float, alpha: float) -> tuple[float, float]:
+    """Slack of the two order conditions of Mironov et al. Thm 11 at ``alpha`` (both must be >= 0):
+
+    * ``M sigma^2 / 2 - log(sigma^2) - alpha``;
+    * ``M^2 sigma^2 / 2 - log(5 sigma^2) - alpha (M + log(q alpha) + 1/(2 sigma^2))`` (the
+      denominator ``M + log(q alpha) + 1/(2 sigma^2) = log(q alpha + alpha/(alpha - 1)) + 1/(2
+      sigma^2)`` is > 0),
+
+    with ``M = log(1 + 1/(q (alpha - 1)))``."""
+    M = math.log1p(1.0 / (q * (alpha - 1.0)))
+    s2 = sigma * sigma
+    g1 = M * s2 / 2.0 - math.log(s2) - alpha
+    g2 = (
+        M * M * s2 / 2.0 - math.log(5.0 * s2) - alpha * (M + math.log(q * alpha) + 1.0 / (2.0 * s2))
+    )
+    return g1, g2
+
+
+def lemma_2_12_applies(q: float, sigma: float, alpha: float) -> bool:
+    """True iff AT22 Lemma 2.12 (Mironov-Talwar-Zhang 2019 Thm 11) applies: ``q in (0, 1/5)``,
+    ``sigma >= 4`` and ``1 < alpha`` satisfying both order conditions at alpha (see
+    :func:`alpha_star`); theorems.md 1.9. The open interval for q is the stricter of the two
+    readings (applies less often)."""
+    qq = check_in_range("q", q, 0.0, 1.0)
+    s = check_positive("sigma", sigma)
+    a = check_positive("alpha", alpha)
+    if not (0.0 < qq < 0.2 and s >= 4.0 and a > 1.0):
+        return False
+    g1, g2 = _lemma_2_12_margins(qq, s, a)
+    return g1 >= 0.0 and g2 >= 0.0
+
+
+def alpha_star(q: float, sigma: float) -> float:
+    """``alpha*(q, sigma)``: the largest alpha such that every order in ``(1, alpha]`` satisfies
+    both order conditions of Lemma 2.12 (theorems.md 1.9 last bullet). Found by scanning ``log(alpha
+    - 1)`` from 1e-8 upwards for the FIRST violation and refining with brentq, so it never
+    over-states the range. Requires ``q in (0, 1/5)`` and ``sigma >= 4``; returns 1.0 if no order
+    qualifies."""
+    qq = check_in_range("q", q, 0.0, 0.2, low_open=True, high_open=True)
+    s = check_in_range("sigma", sigma, 4.0, math.inf, high_open=True)
+
+    def h(a: float) -> float:
+        return min(_lemma_2_12_margins(qq, s, a))
+
+    grid = 1.0 + np.exp(np.linspace(math.log(1e-8), math.log(1e9), 2000))
+    prev = None
+    for a in grid.tolist():
+        if h(a) < 0.0:
+            if prev is None:
+                return 1.0
+            root = optimize.brentq(h, prev, a, xtol=1e-12, rtol=1e-14, maxiter=500)
+            # nudge down so that the returned order itself satisfies the conditions
+            step = root * 2.0**-52
+            while h(root) < 0.0 and root > prev:
+                root = max(prev, root - step)
+                step *= 2.0
+            return float(root)
+        prev = a
+    return float(grid[-1])  # pragma: no cover - conditions always fail for huge alpha
+
+
+def lemma_2_12_bound(q: float, sigma: float, alpha: float) -> float:
+    """``S_alpha(q, sigma) <= 2 alpha q^2 / sigma^2`` under AT22 Lemma 2.12; raises
+    :class:`~lastiterate.errors.NotApplicable` (with the failed condition) otherwise."""
+    qq = check_in_range("q", q, 0.0, 1.0)
+    s = check_positive("sigma", sigma)
+    a = check_positive("alpha", alpha)
+    if not 0.0 < qq < 0.2:
+        raise NotApplicable(f"Lemma 2.12 needs q in (0, 1/5); got q={qq!r}")
+    if s < 4.0:
+        raise NotApplicable(f"Lemma 2.12 needs sigma >= 4; got sigma={s!r}")
+    if not lemma_2_12_applies(qq, s, a):
+        raise NotApplicable(f"Lemma 2.12 needs 1 < alpha <= alpha*(q, sigma); got alpha={a!r}")
+    return 2.0 * a * qq * qq / (s * s)
