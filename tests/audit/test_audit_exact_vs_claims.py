@@ -85,7 +85,7 @@ def test_cgd_quadratic_every_position(m: float, ratio: float, frac: float, l: in
 )
 def test_linear_unconstrained(algorithm: str, M: float, frac: float, l: int, T: int, rel_sigma: float, delta: float) -> None:
     eta = frac * 2 / M
-    kw = dict(n=3, steps=T) if algorithm == "gd" else dict(n=2 * l, batch_size=2, epochs=max(1, T // l))
+    kw = {"n": 3, "steps": T} if algorithm == "gd" else {"n": 2 * l, "batch_size": 2, "epochs": max(1, T // l)}
     run = Run(algorithm=algorithm, lr=eta, noise_std=rel_sigma, sensitivity=1.0, convex=True, smoothness=M, **kw)  # type: ignore[arg-type]
     check_claims(run, spec_from_run(run, loss="linear"), delta)
 
@@ -129,7 +129,7 @@ def test_sgd_linear(sampling: str, n: int, T: int, mu0: float, antipodal: bool, 
     """NoisySGD, linear loss, no projection: binomial mixtures.  With a declared clip norm only the
     antipodal pair is admissible (every gradient has norm <= C = L/2)."""
     b = 2
-    kw = dict(clip=mu0) if clip else dict(sensitivity=2 * mu0)  # L = 2 mu0, sigma = 1: per-step L/(b sigma) = mu0
+    kw = {"clip": mu0} if clip else {"sensitivity": 2 * mu0}  # L = 2 mu0, sigma = 1: per-step L/(b sigma) = mu0
     run = Run(algorithm="sgd", n=n, batch_size=b, lr=0.1, steps=T, noise_std=1.0, convex=True, smoothness=1.0, sampling=sampling, **kw)  # type: ignore[arg-type]
     assert math.isclose(run.L, 2 * mu0)
     spec = spec_from_run(run, loss="linear", offset=run.L / 2 if (antipodal or clip) else 0.0)

@@ -208,8 +208,8 @@ def test_projected_walk_without_projection_is_caught() -> None:
 
 # ---------------------------------------------------------------------- 7. NoisySGD
 def sgd_linear_run(sampling: str, **kw: object) -> Run:
-    base = dict(algorithm="sgd", n=10, batch_size=2, lr=0.1, steps=100, noise_std=1.0, sensitivity=2.0,
-                convex=True, smoothness=1.0, sampling=sampling)
+    base = {"algorithm": "sgd", "n": 10, "batch_size": 2, "lr": 0.1, "steps": 100, "noise_std": 1.0,
+            "sensitivity": 2.0, "convex": True, "smoothness": 1.0, "sampling": sampling}
     base.update(kw)
     return Run(**base)  # type: ignore[arg-type]
 

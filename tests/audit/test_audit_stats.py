@@ -47,7 +47,7 @@ def test_clopper_pearson_known_values() -> None:
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 10_000), frac=st.floats(0, 1), alpha=st.floats(1e-6, 0.5))
 def test_clopper_pearson_brackets_the_estimate(n: int, frac: float, alpha: float) -> None:
-    k = int(round(frac * n))
+    k = round(frac * n)
     lo, up = clopper_pearson_lower(k, n, alpha), clopper_pearson_upper(k, n, alpha)
     assert 0.0 <= lo <= k / n <= up <= 1.0
     # a smaller alpha widens the bound
@@ -109,7 +109,7 @@ def test_gdp_duality_independent_copy_matches_library() -> None:
 
 
 def test_fdp_violation() -> None:
-    f = lambda a: gaussian_tradeoff(a, 1.0)  # noqa: E731
+    f = lambda a: gaussian_tradeoff(a, 1.0)
     a = np.array([0.1, 0.3])
     assert not fdp_violation(f, a, f(a) + 1e-3)
     assert fdp_violation(f, a, f(a) - 1e-3)

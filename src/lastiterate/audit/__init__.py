@@ -59,7 +59,37 @@ _EXPORTS = {
     "projected_walk_curve": "reference",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "DKW",
+    "AuditResult",
+    "Bonferroni",
+    "ChainSpec",
+    "ClaimCheck",
+    "Explicit",
+    "Split",
+    "audit_run",
+    "audit_scores",
+    "audit_spec",
+    "cgd_quadratic_mu",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "coupled_trace",
+    "dkw_epsilon",
+    "eps_lb_two_sided",
+    "fdp_violation",
+    "gaussian_propagation_mu",
+    "gaussian_quadratic_mu",
+    "linear_sgd_curve",
+    "linear_sgd_heuristic_curve",
+    "linear_unconstrained_mu",
+    "mu_lb_gdp",
+    "projected_walk_curve",
+    "reference_for_spec",
+    "simulate",
+    "simulate_pair",
+    "spec_from_run",
+    "verdict_for",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -41,7 +41,12 @@ def add_parser(subparsers: Any) -> None:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     from lastiterate.cli import UsageError, _apply_config, _run_from_args
-    from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
+    from lastiterate.errors import (
+        ParameterError,
+        check_in_range,
+        check_positive,
+        check_positive_int,
+    )
 
     _apply_config(args)
     run = _run_from_args(args)

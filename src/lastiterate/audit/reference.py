@@ -34,11 +34,11 @@ from scipy import optimize, special
 from lastiterate.audit.stats import gdp_delta, gdp_epsilon
 
 __all__ = [
-    "ProjectedWalkCurve",
     "DiscreteCurve",
+    "MixtureCurve",
+    "ProjectedWalkCurve",
     "cgd_quadratic_mu",
     "composition_epsilon",
-    "MixtureCurve",
     "gaussian_propagation_mu",
     "gaussian_quadratic_mu",
     "linear_sgd_curve",

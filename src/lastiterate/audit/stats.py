@@ -48,13 +48,14 @@ from scipy import optimize, special, stats
 Direction = Literal["greater", "less"]
 
 __all__ = [
-    "Bonferroni",
     "DKW",
+    "Bonferroni",
     "Explicit",
     "ScoreAudit",
     "Split",
     "TestOutcome",
     "ThresholdStrategy",
+    "audit_scores",
     "clopper_pearson_lower",
     "clopper_pearson_upper",
     "dkw_epsilon",
@@ -64,7 +65,6 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "mu_lb_gdp",
-    "audit_scores",
     "point_mu_gaussian",
 ]
 
@@ -379,7 +379,7 @@ def _random_split(v: np.ndarray, fraction: float, rng: np.random.Generator) -> t
     if not (0 < fraction < 1):
         raise ValueError(f"fraction={fraction!r} must be in (0, 1)")
     perm = rng.permutation(v.size)
-    k = int(round(fraction * v.size))
+    k = round(fraction * v.size)
     return v[perm[:k]], v[perm[k:]]
 
 
