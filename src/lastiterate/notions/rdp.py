@@ -443,7 +443,7 @@ def rdp_to_epsilon(
     ``rdp`` is either an :class:`RdpCurve` (minimised over its tabulated orders; a linear curve is
     treated as valid at every alpha > 1) or a callable ``alpha -> eps_R(alpha)`` valid for every
     alpha > 1, minimised over ``log(alpha - 1)`` in ``log(alpha_bounds - 1)`` (default alpha in [1 +
-    1e-6, 1 + 1e8]) by a coarse grid (241 points, to avoid local minima) followed by bounded scalar
+    1e-6, 1 + 1e8]) by a coarse grid (97 points, step 1/3 in log(alpha - 1), to avoid local minima) followed by bounded scalar
     minimisation around the best grid point of each formula. Each formula is valid at every order,
     so the minimisation can only affect tightness; the value returned is the formula evaluated at
     the returned order. The result is >= 0 and never NaN (``inf`` if every order gives ``inf``).
@@ -461,7 +461,7 @@ def rdp_to_epsilon(
         lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
         lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
         hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
-        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 241)
+        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 97)
         vals = _evaluate_callable(rdp, 1.0 + np.exp(u_grid))
         best = _refine_callable(rdp, d, ms, u_grid, vals)
     else:
@@ -545,7 +545,7 @@ def rdp_to_delta(
         lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
         lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
         hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
-        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 241)
+        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 97)
         best_log = _best_log_delta_callable(rdp, e, ms, u_grid)
     else:
         raise ParameterError("rdp", rdp, "must be an RdpCurve or a callable alpha -> eps_R(alpha)")
