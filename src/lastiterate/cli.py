@@ -294,7 +294,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         paths = write_experiment(exp, outdir)
         bad = [c for c in exp.comparisons if not c.agrees]
         print(f"{name}: {desc}")
-        print(f"  wrote " + ", ".join(str(p) for p in paths))
+        print("  wrote " + ", ".join(str(p) for p in paths))
         if exp.comparisons:
             print(f"  {len(exp.comparisons) - len(bad)}/{len(exp.comparisons)} printed values reproduced to the printed precision")
             for c in bad:

@@ -258,7 +258,7 @@ class Run:
         return math.ceil(self.T / self.l - 1e-9)
 
     @property
-    def l(self) -> float:  # noqa: E743 - the papers' name
+    def l(self) -> float:
         """Batches per epoch: 1 (gd), ceil(n/b) (cgd, shuffle), n/b (poisson, uniform)."""
         return self._derived["batches_per_epoch"]
 

@@ -159,7 +159,7 @@ def register(
 
 def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
     """The registered theorems (all bound modules imported), optionally restricted to ``ids``."""
-    from lastiterate import bounds  # noqa: F401  (imports every bound module)
+    from lastiterate import bounds
 
     bounds.load_all()
     if ids is None:
@@ -208,35 +208,6 @@ def gdp_result(
     )
 
 
-def rdp_delta_for_epsilon(rdp: Callable[[float], float], epsilon: float) -> float:
-    """delta(eps) from an RDP curve: min over alpha of the Balle et al. 2020 (Thm 20) conversion
-
-        log delta = (alpha-1)(eps_R(alpha) - eps) + (alpha-1) log(1 - 1/alpha) - log alpha,
-
-    which is never larger than Mironov's exp((alpha-1)(eps_R - eps)).  Minimised over a log grid of
-    orders and refined; any alpha gives a valid delta, so the minimiser's accuracy only affects
-    tightness, never validity.
-    """
-    from scipy.optimize import minimize_scalar
-
-    def log_delta(log_am1: float) -> float:
-        a = 1.0 + math.exp(log_am1)
-        val = rdp(a)
-        if not math.isfinite(val):
-            return math.inf
-        return (a - 1) * (val - epsilon) + (a - 1) * math.log1p(-1 / a) - math.log(a)
-
-    grid = np.linspace(-6, 9, 61)
-    vals = [log_delta(x) for x in grid]
-    i = int(np.argmin(vals))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    best = vals[i]
-    if hi > lo:
-        res = minimize_scalar(log_delta, bounds=(lo, hi), method="bounded")
-        best = min(best, float(res.fun))
-    return float(min(1.0, math.exp(min(best, 0.0))))
-
-
 def rdp_result(
     spec_id: str,
     *,
@@ -256,7 +227,7 @@ def rdp_result(
     or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must
     include the query's report orders).  ``linear_rho`` marks a linear curve rho*alpha.
     """
-    from lastiterate.notions.rdp import RdpCurve, rdp_to_delta, rdp_to_epsilon
+    from lastiterate.notions.rdp import rdp_to_delta, rdp_to_epsilon
 
     curve = tuple((float(a), float(rdp(a))) for a in query.report_orders)
     extra: dict[str, Any] = dict(details or {})
@@ -266,10 +237,7 @@ def rdp_result(
         extra.setdefault("order", float(conv.order))
         extra.setdefault("conversion", conv.method)
     else:
-        if isinstance(rdp, RdpCurve):
-            eps, delta = float(query.epsilon), float(rdp_to_delta(rdp, float(query.epsilon)))  # type: ignore[arg-type]
-        else:
-            eps, delta = float(query.epsilon), rdp_delta_for_epsilon(rdp, float(query.epsilon))  # type: ignore[arg-type]
+        eps, delta = float(query.epsilon), float(rdp_to_delta(rdp, float(query.epsilon)))  # type: ignore[arg-type]
     if linear_rho is not None:
         extra.setdefault("rho", float(linear_rho))
     return Result(

@@ -223,7 +223,6 @@ def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
 @register("pld-composition", theorem="numerical PLD composition", reference="dp_accounting PLD (Doroshenko et al. 2022, connect-the-dots)")
 def pld_composition(run: Run, query: Query) -> Result:
     """Privacy-loss-distribution composition of every step's mechanism (pessimistic discretisation)."""
-    from lastiterate.notions import pld
 
     if run.algorithm == "sgd" and run.sampling_scheme != "shuffle":
         pld_obj, theorem, reference, details = _sgd_pld(run)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_delta_for_epsilon, rdp_result, register
+from lastiterate.bounds._base import Query, Result, rdp_result, register
 from lastiterate.bounds.shifted_interpolation import one_minus_power
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.rdp import rdp_to_delta
 from lastiterate.run import Run
 
 BOUND_ID = "hidden-state-rdp"
@@ -85,7 +86,7 @@ def _limit_details(rho_limit: float, query: Query) -> dict[str, Any]:
     if query.delta is not None:
         out["epsilon_limit"] = float(rdp_to_epsilon(curve, query.delta).epsilon)
     else:
-        out["delta_limit"] = rdp_delta_for_epsilon(curve, float(query.epsilon))  # type: ignore[arg-type]
+        out["delta_limit"] = float(rdp_to_delta(curve, float(query.epsilon)))  # type: ignore[arg-type]
     return out
 
 
