@@ -107,3 +107,9 @@ def test_lr_schedule() -> None:
         _ = run.eta
     with pytest.raises(ParameterError, match="lr"):
         Run(algorithm="gd", n=10, steps=3, lr=[0.1, 0.2], noise_std=1.0, sensitivity=1.0)
+
+
+def test_contraction_of_a_schedule_is_the_worst_step() -> None:
+    # lr in {0.01, 0.1}, m = 1, M = 5: worst |1 - lr m| = 0.99 (smallest lr), worst |1 - lr M| = 0.5
+    run = Run(algorithm="gd", n=10, steps=2, lr=[0.01, 0.1], noise_std=1.0, sensitivity=1.0, strong_convexity=1.0, smoothness=5.0)
+    assert run.c == pytest.approx(0.99)

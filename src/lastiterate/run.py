@@ -228,11 +228,12 @@ class Run:
         if M is None:
             return None, "no smoothness M declared"
         etas = d["lr_schedule"] or (float(self.lr),)  # type: ignore[arg-type]
-        eta = max(etas)
+        eta, eta_min = max(etas), min(etas)
         if m is not None and m > 0:
             if eta >= 2 / M:
                 return None, f"lr={eta:g} >= 2/M={2 / M:g}: a gradient step is not a contraction"
-            return max(abs(1 - eta * m), abs(1 - eta * M)), "c = max(|1 - lr m|, |1 - lr M|)"
+            # worst step of a schedule: |1 - lr m| is largest at the smallest lr, |1 - lr M| at the largest
+            return max(abs(1 - eta_min * m), abs(1 - eta * M)), "c = max(|1 - lr m|, |1 - lr M|)"
         if d["convex"]:
             if eta > 2 / M:
                 return None, f"lr={eta:g} > 2/M={2 / M:g}: a gradient step is not non-expansive"
