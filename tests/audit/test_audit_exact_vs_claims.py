@@ -136,6 +136,16 @@ def test_sgd_linear(sampling: str, n: int, T: int, mu0: float, antipodal: bool, 
     check_claims(run, spec, delta)
 
 
+@SETTINGS
+@given(n=st.integers(3, 30), T=st.integers(1, 150), mu0=st.floats(0.2, 2.0), clip=st.booleans(), delta=deltas)
+def test_sgd_poisson_add_remove_linear(n: int, T: int, mu0: float, clip: bool, delta: float) -> None:
+    """Add/remove with Poisson batches normalised by the fixed b: an example with zero gradient is
+    an absent example, so the 'difference' pair (g' = -L u, ||g'|| = L = C) is the add/remove pair."""
+    kw = {"clip": mu0 * 2} if clip else {"sensitivity": mu0 * 2}  # add/remove: L = C
+    run = Run(algorithm="sgd", n=n, batch_size=2, lr=0.1, steps=T, noise_std=1.0, sampling="poisson", adjacency="add-remove", **kw)  # type: ignore[arg-type]
+    check_claims(run, spec_from_run(run, loss="linear"), delta)
+
+
 def test_reference_for_spec_knows_its_limits() -> None:
     """No reference is claimed where none is exact (quadratic NoisySGD, shuffled batches)."""
     run = Run(algorithm="sgd", n=10, batch_size=2, lr=0.1, steps=10, noise_std=1.0, sensitivity=1.0, strong_convexity=1.0,

@@ -330,51 +330,83 @@ def composition_epsilon(T: int, mu0: float, delta: float) -> float:
 # ---------------------------------------------------------------------- linear NoisySGD (mixture)
 @dataclass(frozen=True)
 class MixtureCurve:
-    """P = sum_k w_k N(k a, v) (world D') against Q = sum_k w_k N(k a_d, v) (world D; a_d = 0: the
-    single Gaussian N(0, v)), exact by quadrature on a fine grid."""
+    """P = sum_k w_k N(k a, sd^2) (world D') against Q = sum_k w_k N(k a_d, sd^2) (world D), a_d <= 0 <= a.
+
+    The likelihood ratio p/q is then increasing in x, so the optimal (Neyman-Pearson) sets are
+    half-lines: delta(eps) = max( P(X > t1) - e^eps Q(X > t1), Q(X < t2) - e^eps P(X < t2) ) with
+    log p/q (t1) = eps and log p/q (t2) = -eps.  Evaluated in closed form (normal tails in log
+    space, thresholds by root finding): no quadrature error.
+    """
 
     weights: np.ndarray
     a: float
     sd: float
-    grid: int = 20001
     a_d: float = 0.0
 
-    def _densities(self) -> tuple[np.ndarray, np.ndarray, float]:
+    def __post_init__(self) -> None:
+        if not (self.a_d <= 0.0 <= self.a):
+            raise ValueError("need a_d <= 0 <= a (monotone likelihood ratio)")
+
+    def _logw(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(self.weights, dtype=float))
+
+    def _log(self, kind: str, t: float, shift: float) -> float:
         k = np.arange(self.weights.size)
-        ends = [0.0, (self.weights.size - 1) * self.a, (self.weights.size - 1) * self.a_d]
-        x = np.linspace(min(ends) - 12 * self.sd, max(ends) + 12 * self.sd, self.grid)
-        h = x[1] - x[0]
-        norm = self.sd * math.sqrt(2 * math.pi)
+        z = (t - k * shift) / self.sd
+        if kind == "pdf":
+            terms = -0.5 * z * z
+        elif kind == "sf":
+            terms = special.log_ndtr(-z)
+        else:
+            terms = special.log_ndtr(z)
+        return float(special.logsumexp(self._logw() + terms))
 
-        def mix(shift: float) -> np.ndarray:
-            if shift == 0.0:
-                return np.exp(-0.5 * (x / self.sd) ** 2) / norm
-            z = (x[:, None] - k[None, :] * shift) / self.sd
-            return (np.exp(-0.5 * z * z) @ self.weights) / norm
+    def _llr(self, t: float) -> float:
+        return self._log("pdf", t, self.a) - self._log("pdf", t, self.a_d)
 
-        return mix(self.a), mix(self.a_d), h
+    def _root(self, level: float) -> float | None:
+        """t with llr(t) = level; -inf / +inf (None meaning +inf) when out of range."""
+        n = self.weights.size - 1
+        lo = min(0.0, n * self.a_d) - 40 * self.sd
+        hi = max(0.0, n * self.a) + 40 * self.sd
+        f_lo, f_hi = self._llr(lo) - level, self._llr(hi) - level
+        if f_lo >= 0:
+            return -math.inf
+        if f_hi <= 0:
+            return None
+        return float(optimize.brentq(lambda t: self._llr(t) - level, lo, hi, xtol=1e-13 * self.sd, rtol=1e-15))
 
     def delta(self, eps: float) -> float:
-        p, q, h = self._densities()
         e = math.exp(eps)
-        return float(h * max(np.maximum(p - e * q, 0).sum(), np.maximum(q - e * p, 0).sum()))
+        out = 0.0
+        t1 = self._root(eps)
+        if t1 is not None:
+            if t1 == -math.inf:
+                out = max(out, 1.0 - e)
+            else:
+                out = max(out, math.exp(self._log("sf", t1, self.a)) - e * math.exp(self._log("sf", t1, self.a_d)))
+        t2 = self._root(-eps)
+        if t2 is None:
+            out = max(out, 1.0 - e)
+        elif t2 != -math.inf:
+            out = max(out, math.exp(self._log("cdf", t2, self.a_d)) - e * math.exp(self._log("cdf", t2, self.a)))
+        return float(min(1.0, max(out, 0.0)))
 
     def epsilon(self, delta: float) -> float:
-        p, q, h = self._densities()
-
-        def dl(eps: float) -> float:
-            e = math.exp(eps)
-            return float(h * max(np.maximum(p - e * q, 0).sum(), np.maximum(q - e * p, 0).sum())) - delta
-
-        if dl(0.0) <= 0:
+        if not (0 < delta < 1):
+            raise ValueError(f"delta={delta!r} must be in (0, 1)")
+        if self.delta(0.0) <= delta:
             return 0.0
         hi = 1.0
-        while dl(hi) > 0:
+        while self.delta(hi) > delta:
             hi *= 2
-        return float(optimize.brentq(dl, 0.0, hi, xtol=1e-10))
+            if hi > 1e4:
+                return math.inf
+        return float(optimize.brentq(lambda x: self.delta(x) - delta, 0.0, hi, xtol=1e-12, rtol=1e-13))
 
 
-def linear_sgd_curve(T: int, p: float, a: float, s: float, grid: int = 20001, *, a_d: float = 0.0) -> MixtureCurve:
+def linear_sgd_curve(T: int, p: float, a: float, s: float, *, a_d: float = 0.0) -> MixtureCurve:
     """NoisySGD on a linear loss without projection, exact: the differing example's gradient kick a
     (= eta L / b) enters each step independently with probability p (uniform fixed-size batches, or
     Poisson), so x'_T - x_T ~ a Binomial(T, p) and both carry N(0, s^2 T) noise (s = eta sigma).
@@ -386,12 +418,12 @@ def linear_sgd_curve(T: int, p: float, a: float, s: float, grid: int = 20001, *,
     keep = w > 1e-18 * w.max()
     last = int(np.nonzero(keep)[0].max())
     w = w[: last + 1]
-    return MixtureCurve(weights=w / w.sum(), a=a, sd=s * math.sqrt(T), grid=grid, a_d=a_d)
+    return MixtureCurve(weights=w / w.sum(), a=a, sd=s * math.sqrt(T), a_d=a_d)
 
 
-def linear_sgd_heuristic_curve(T: int, q: float, sigma: float, grid: int = 20001) -> MixtureCurve:
+def linear_sgd_heuristic_curve(T: int, q: float, sigma: float) -> MixtureCurve:
     """Steinke et al. 2025 normalisation: Binomial(T, q) + N(0, sigma^2 T) vs N(0, sigma^2 T)."""
-    return linear_sgd_curve(T, q, 1.0, sigma, grid)
+    return linear_sgd_curve(T, q, 1.0, sigma)
 
 
 def gdp_curve_delta(eps: float, mu: float) -> float:
