@@ -35,13 +35,15 @@ SETTINGS = settings(
 def check_claims(run: Run, spec, delta: float) -> None:  # type: ignore[no-untyped-def]
     mu_ref, eps_ref, desc = reference_for_spec(spec, delta)
     assert eps_ref is not None or mu_ref is not None, "no exact reference for this family"
+    # projected walks are grid approximations (~1e-3 in eps); the other references are exact
+    rtol = 2e-3 if "Markov chain" in desc else 1e-7
     rep = account(run, delta=delta)
     assert rep.best is not None
     for r in rep.results:
         if r.kind != "bound":
             continue
         if eps_ref is not None:
-            assert r.epsilon >= eps_ref * (1 - 1e-7) - 1e-9, (
+            assert r.epsilon >= eps_ref * (1 - rtol) - 1e-9, (
                 f"{r.bound} ({r.theorem}) claims eps={r.epsilon:.6g} < exact {eps_ref:.6g} [{desc}] "
                 f"at delta={delta:g} for {run.setting()} (offset {spec.offset}, position {spec.position})"
             )

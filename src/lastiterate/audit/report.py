@@ -35,6 +35,12 @@ VERDICTS = ("ok", "VIOLATION", "inconclusive")
 
 #: relative slack for comparing an exact (numerically computed) reference value with a claim
 REFERENCE_RTOL = 1e-6
+#: the projected-walk references are grid approximations (500 vs 1000 bins agree to ~1e-3 in eps)
+GRID_REFERENCE_RTOL = 2e-3
+
+
+def _reference_rtol(description: str) -> float:
+    return GRID_REFERENCE_RTOL if "Markov chain" in description else REFERENCE_RTOL
 
 
 @dataclass(frozen=True)
@@ -138,11 +144,13 @@ def verdict_for(
     claim_eps: float | None,
     reference_mu: float | None = None,
     reference_eps: float | None = None,
+    reference_rtol: float = REFERENCE_RTOL,
 ) -> tuple[str, str]:
-    """(verdict, reason) of one claim against the certified lower bounds and the exact reference."""
+    """(verdict, reason) of one claim against the certified lower bounds and the exact reference
+    (which must exceed the claim by more than ``reference_rtol``, its numerical accuracy)."""
     if claim_mu is None and claim_eps is None:
         return "inconclusive", "no claim"
-    tol = 1 + REFERENCE_RTOL
+    tol = 1 + reference_rtol
     if claim_mu is not None and mu_lb > claim_mu:
         return "VIOLATION", f"mu_lb {mu_lb:.6g} > claimed mu {claim_mu:.6g}"
     if claim_eps is not None and eps_lb is not None and eps_lb > claim_eps:
@@ -239,7 +247,7 @@ def audit_spec(
     sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
     ref_mu, ref_eps, ref_desc = reference_for_spec(sim, delta) if reference else (None, None, "")
     verdict, reason = verdict_for(mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, claim_mu=claim_mu, claim_eps=claim_eps,
-                                  reference_mu=ref_mu, reference_eps=ref_eps)
+                                  reference_mu=ref_mu, reference_eps=ref_eps, reference_rtol=_reference_rtol(ref_desc))
     check = ClaimCheck(claim_bound or "claim", "", claim_mu, claim_eps if claim_eps is not None else math.nan, delta, verdict, reason)
     return AuditResult(
         name=name, claim_mu=claim_mu, claim_eps=claim_eps, delta=delta, mu_lb=sa.mu_lb, eps_lb=sa.eps_lb,
@@ -308,7 +316,7 @@ def audit_run(
         if r.kind != "bound":
             continue
         v, reason = verdict_for(mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, claim_mu=r.mu, claim_eps=r.epsilon,
-                                reference_mu=ref_mu, reference_eps=ref_eps)
+                                reference_mu=ref_mu, reference_eps=ref_eps, reference_rtol=_reference_rtol(ref_desc))
         checks.append(ClaimCheck(r.bound, r.theorem, r.mu, r.epsilon, r.delta, v, reason))
     best = rep.best
     if any(c.verdict == "VIOLATION" for c in checks):
