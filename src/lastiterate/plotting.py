@@ -17,7 +17,7 @@ def epsilon_delta_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> n
 
 
 def plot_report(report: Any, path: Path | str) -> Path:
-    """Draw the tradeoff curve of every result of ``report`` (type I error alpha vs type II error).
+    """Draw the tradeoff curve of every result of ``report`` (type I error alpha, log scale, vs type II error).
 
     GDP results are drawn exactly (G_mu); results known only through (epsilon, delta) — RDP and PLD
     results — are drawn as the tradeoff curve of the reported (epsilon, delta) pair.  Higher curves
@@ -30,8 +30,8 @@ def plot_report(report: Any, path: Path | str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    alpha = np.concatenate([np.geomspace(1e-6, 1e-2, 200), np.linspace(1e-2, 1, 400)])
-    fig, ax = plt.subplots(figsize=(6, 5.2))
+    alpha = np.geomspace(1e-40, 1.0, 800)
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
     ax.plot(alpha, 1 - alpha, color="0.7", lw=1, ls=":", label="perfect privacy")
     best = report.best
     for r in report.results:
@@ -44,12 +44,13 @@ def plot_report(report: Any, path: Path | str) -> Path:
         style = "--" if r.kind == "estimate" else "-"
         width = 2.6 if r is best else 1.3
         ax.plot(alpha, beta, ls=style, lw=width, label=f"{r.bound} [{r.kind}] {how}")
-    ax.set_xlabel("type I error (alpha)")
-    ax.set_ylabel("type II error (beta)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
+    ax.set_xscale("log")
+    ax.set_xlabel("type I error alpha (log scale: strong guarantees differ at tiny alpha)")
+    ax.set_ylabel("type II error beta")
+    ax.set_xlim(alpha[0], 1)
+    ax.set_ylim(0, 1.02)
     ax.set_title("Tradeoff curves of the released last iterate\n(higher = more private; thick = best bound)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -113,7 +113,9 @@ def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
 
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
         exp.plot(ax)
-        ax.set_title(exp.title, fontsize=9)
+        import textwrap
+
+        ax.set_title("\n".join(textwrap.wrap(exp.title, 70)), fontsize=9)
         fig.tight_layout()
         png = outdir / f"{exp.name}.png"
         fig.savefig(png, dpi=120)
