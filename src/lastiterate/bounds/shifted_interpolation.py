@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds._base import Query, Result, gdp_result, register
+from lastiterate.bounds._base import Kind, Query, Result, gdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
@@ -254,6 +254,35 @@ def _convex_integer_argmin(func: Callable[[np.ndarray], np.ndarray], x0: float, 
     return int(xs[i]), float(vals[i])
 
 
+def _optimal_window(func: Callable[[np.ndarray], np.ndarray], x0: float) -> tuple[int, float]:
+    """Best window over ALL lengths >= 1 of a window bound convex in its length with continuous
+    minimiser ``x0`` (the T -> infinity value on a bounded domain: independent of T once the
+    run is longer than the optimal window)."""
+    return _convex_integer_argmin(func, x0, 1, max(math.ceil(x0) + 1, 2))
+
+
+def _bounded_windows(
+    win_c: Callable[[np.ndarray], np.ndarray],
+    win_1: Callable[[np.ndarray], np.ndarray],
+    x0: float,
+    longest: int,
+    n_sat: int,
+) -> tuple[list[tuple[int, float]], float, float]:
+    """Windows of Thm C.3 with ``z_tau = D`` (strongly convex AND bounded domain).
+
+    ``win_c`` is the contraction-aware window bound (searched exhaustively up to ``n_sat``, where
+    ``c^N`` saturates), ``win_1`` the c = 1 window bound (convex, continuous minimiser ``x0``).
+    Returns the best ``(length, mu)`` of each among lengths 1..``longest`` (none when ``longest < 1``)
+    and the best value of each over all lengths (their T -> infinity limits)."""
+    found: list[tuple[int, float]] = []
+    if longest >= 1:
+        found.append(integer_argmin(win_c, 1, min(longest, n_sat)))
+        found.append(_convex_integer_argmin(win_1, x0, 1, longest))
+    _, lim_c = integer_argmin(win_c, 1, n_sat)
+    _, lim_1 = _optimal_window(win_1, x0)
+    return found, lim_c, lim_1
+
+
 # ============================================================================ shared checks
 def _common_checks(run: Run) -> float:
     """Assumptions shared by every theorem of paper 000; returns the constant step ``eta``."""
@@ -308,6 +337,28 @@ def _limit_details(mu_limit: float, query: Query) -> dict[str, Any]:
     return out
 
 
+def _shift_result(
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    reference: str,
+    mu: float,
+    mu_limit: float,
+    c: float,
+    details: dict[str, Any],
+    kind: Kind = "bound",
+    assumptions: Sequence[str] = (),
+) -> Result:
+    """The mu-GDP result of one theorem of paper 000: ``details`` completed by the limit values
+    (:func:`_limit_details`), the geometry notes followed by the extra ``assumptions``."""
+    details.update(_limit_details(mu_limit, query))
+    return gdp_result(
+        BOUND_ID, theorem=theorem, reference=reference, mu=mu, query=query, run=run, kind=kind,
+        details=details, assumptions=_geometry_notes(run, c) + list(assumptions),
+    )
+
+
 # ============================================================================ NoisyGD
 def _gd_setup(run: Run) -> tuple[float, float, float]:
     """(eta, c, step_mu = L/(n sigma))."""
@@ -338,10 +389,9 @@ def noisy_gd_strongly_convex(run: Run, query: Query) -> Result:
         "composition_mu": step_mu * math.sqrt(T),
         "crossover_steps": crossing_count(mu_limit, step_mu),
     }
-    details.update(_limit_details(mu_limit, query))
-    return gdp_result(
-        BOUND_ID, theorem="Thm 4.2 (NoisyGD, strongly convex)", reference=REFERENCE + ", Thm 4.2",
-        mu=mu, query=query, run=run, details=details, assumptions=_geometry_notes(run, c),
+    return _shift_result(
+        run, query, theorem="Thm 4.2 (NoisyGD, strongly convex)", reference=REFERENCE + ", Thm 4.2",
+        mu=mu, mu_limit=mu_limit, c=c, details=details,
     )
 
 
@@ -366,7 +416,7 @@ def noisy_gd_bounded_convex(run: Run, query: Query) -> Result:
     nu0 = r / step_mu
     nu, mu_win = _convex_integer_argmin(win, nu0, 1, T)
     mu_comp = step_mu * math.sqrt(T)
-    nu_lim, mu_limit = _convex_integer_argmin(win, nu0, 1, max(math.ceil(nu0) + 1, 2))
+    nu_lim, mu_limit = _optimal_window(win, nu0)
     mu_star = thm43_mu_star(step_mu, r)
     if mu_comp <= mu_win:
         mu, tau, chosen = mu_comp, 0, "composition (tau = 0, common start)"
@@ -384,10 +434,9 @@ def noisy_gd_bounded_convex(run: Run, query: Query) -> Result:
         "optimal_window_steps": nu_lim,
         "crossover_steps": crossing_count(mu_limit, step_mu),
     }
-    details.update(_limit_details(mu_limit, query))
-    return gdp_result(
-        BOUND_ID, theorem="Thm 4.3 (NoisyGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.3",
-        mu=mu, query=query, run=run, details=details, assumptions=_geometry_notes(run, c),
+    return _shift_result(
+        run, query, theorem="Thm 4.3 (NoisyGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.3",
+        mu=mu, mu_limit=mu_limit, c=c, details=details,
     )
 
 
@@ -410,15 +459,10 @@ def noisy_gd_strongly_convex_bounded(run: Run, query: Query) -> Result:
     cands: list[tuple[float, int, str]] = [(thm42_mu(step_mu, c, T), 0, "Thm 4.2 (tau = 0)")]
     win_c = functools.partial(shift_window_mu, step_mu, c, r)
     win_1 = functools.partial(thm43_window_mu, step_mu, r)
-    n_sat = _saturation_steps(c)
-    if T >= 2:
-        nu, val = integer_argmin(win_c, 1, min(T - 1, n_sat))
-        cands.append((val, T - nu, "contraction-aware window (z_tau = D)"))
-        nu1, val1 = _convex_integer_argmin(win_1, r / step_mu, 1, T - 1)
-        cands.append((val1, T - nu1, "Thm 4.3 window (c = 1, z_tau = D)"))
+    windows, lim_c, lim_1 = _bounded_windows(win_c, win_1, r / step_mu, T - 1, _saturation_steps(c))
+    labels = ("contraction-aware window (z_tau = D)", "Thm 4.3 window (c = 1, z_tau = D)")
+    cands.extend((val, T - nu, label) for (nu, val), label in zip(windows, labels))
     mu, tau, chosen = min(cands, key=lambda x: x[0])
-    _, lim_c = integer_argmin(win_c, 1, n_sat)
-    _, lim_1 = _convex_integer_argmin(win_1, r / step_mu, 1, max(math.ceil(r / step_mu) + 1, 2))
     mu_limit = min(thm42_mu(step_mu, c, math.inf), lim_c, lim_1)
     details: dict[str, Any] = {
         "tau": tau,
@@ -429,10 +473,9 @@ def noisy_gd_strongly_convex_bounded(run: Run, query: Query) -> Result:
         "composition_mu": step_mu * math.sqrt(T),
         "crossover_steps": crossing_count(mu_limit, step_mu),
     }
-    details.update(_limit_details(mu_limit, query))
-    return gdp_result(
-        BOUND_ID, theorem="Thm C.3 (NoisyGD, strongly convex + bounded domain)", reference=REFERENCE + ", Thm C.3 (with Thms 4.2, 4.3)",
-        mu=mu, query=query, run=run, details=details, assumptions=_geometry_notes(run, c),
+    return _shift_result(
+        run, query, theorem="Thm C.3 (NoisyGD, strongly convex + bounded domain)", reference=REFERENCE + ", Thm C.3 (with Thms 4.2, 4.3)",
+        mu=mu, mu_limit=mu_limit, c=c, details=details,
     )
 
 
@@ -480,10 +523,9 @@ def noisy_cgd_strongly_convex(run: Run, query: Query) -> Result:
         "composition_mu": step_mu * math.sqrt(E),
         "crossover_epoch": crossing_count(mu_limit, step_mu),
     }
-    details.update(_limit_details(mu_limit, query))
-    return gdp_result(
-        BOUND_ID, theorem="Thm 4.5 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 4.5",
-        mu=mu, query=query, run=run, details=details, assumptions=_geometry_notes(run, c),
+    return _shift_result(
+        run, query, theorem="Thm 4.5 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 4.5",
+        mu=mu, mu_limit=mu_limit, c=c, details=details,
     )
 
 
@@ -518,7 +560,7 @@ def noisy_cgd_bounded_convex(run: Run, query: Query) -> Result:
         kk, val = _convex_integer_argmin(win, k0, 1, E - 1)
         if val < mu:
             mu, k, chosen = val, kk, "window"
-    k_lim, mu_limit = _convex_integer_argmin(win, k0, 1, max(math.ceil(k0) + 1, 2))
+    k_lim, mu_limit = _optimal_window(win, k0)
     details: dict[str, Any] = {
         "window_epochs": k,
         "tau_epoch": (E - 1 - k) if k else 0,
@@ -532,10 +574,9 @@ def noisy_cgd_bounded_convex(run: Run, query: Query) -> Result:
         "optimal_window_epochs": k_lim,
         "crossover_epoch": crossing_count(mu_limit, step_mu),
     }
-    details.update(_limit_details(mu_limit, query))
-    return gdp_result(
-        BOUND_ID, theorem="Thm 4.6 (NoisyCGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.6",
-        mu=mu, query=query, run=run, details=details, assumptions=_geometry_notes(run, c),
+    return _shift_result(
+        run, query, theorem="Thm 4.6 (NoisyCGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.6",
+        mu=mu, mu_limit=mu_limit, c=c, details=details,
     )
 
 
@@ -557,15 +598,10 @@ def noisy_cgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
         (thm45_mu(step_mu, c, l, E), 0, "Thm 4.5 (common start)"),
         (step_mu * math.sqrt(E), 0, "composition (Thm 4.4)"),
     ]
-    k_sat = max(1, _saturation_steps(c) // l + 1)
-    if E >= 2:
-        kc, vc = integer_argmin(win_c, 1, min(E - 1, k_sat))
-        cands.append((vc, kc, "contraction-aware window (z_tau = D)"))
-        k1, v1 = _convex_integer_argmin(win_1, k0, 1, E - 1)
-        cands.append((v1, k1, "Thm 4.6 window (c = 1)"))
+    windows, lim_c, lim_1 = _bounded_windows(win_c, win_1, k0, E - 1, max(1, _saturation_steps(c) // l + 1))
+    labels = ("contraction-aware window (z_tau = D)", "Thm 4.6 window (c = 1)")
+    cands.extend((val, kk, label) for (kk, val), label in zip(windows, labels))
     mu, k, chosen = min(cands, key=lambda x: x[0])
-    _, lim_c = integer_argmin(win_c, 1, k_sat)
-    _, lim_1 = _convex_integer_argmin(win_1, k0, 1, max(math.ceil(k0) + 1, 2))
     mu_limit = min(thm45_mu(step_mu, c, l, math.inf), lim_c, lim_1)
     details: dict[str, Any] = {
         "window_epochs": k,
@@ -577,10 +613,9 @@ def noisy_cgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
         "composition_mu": step_mu * math.sqrt(E),
         "crossover_epoch": crossing_count(mu_limit, step_mu),
     }
-    details.update(_limit_details(mu_limit, query))
-    return gdp_result(
-        BOUND_ID, theorem="Thm C.3 (NoisyCGD, strongly convex + bounded domain)", reference=REFERENCE + ", Thm C.3 (with Thms 4.5, 4.6)",
-        mu=mu, query=query, run=run, details=details, assumptions=_geometry_notes(run, c),
+    return _shift_result(
+        run, query, theorem="Thm C.3 (NoisyCGD, strongly convex + bounded domain)", reference=REFERENCE + ", Thm C.3 (with Thms 4.5, 4.6)",
+        mu=mu, mu_limit=mu_limit, c=c, details=details,
     )
 
 
@@ -764,6 +799,69 @@ def _sgd_result(
     )
 
 
+def _sgd_window_result(
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    reference: str,
+    c: float,
+    window_value: Callable[[int, float, float | None], float],
+    search: Callable[[int], tuple[float, int, float]],
+    best_overall: tuple[float, int, float],
+    best_overall_at_T: Callable[[], float],
+    gaussian_mu: Callable[[int, float], float],
+    geometry_details: dict[str, Any],
+    reading_details: dict[str, Any],
+) -> Result:
+    """Thm 4.8's composition (tau = 0) against the windows of Thm 4.9 / 4.10, then the chosen one
+    recomputed at the default grid width (every coarse value is itself a valid pessimistic bound).
+
+    ``window_value(nu, theta, disc)`` is the window bound at this run's T, ``search(hi)`` the coarse
+    search over windows 1..hi (:func:`_search_window_theta`), ``best_overall`` = (value, nu, theta)
+    the coarse best window over all lengths (the supremum over T) and ``best_overall_at_T()`` that
+    window's coarse value at this run's T.  ``gaussian_mu(nu, theta)`` is the Gaussian factor of the
+    chosen window; ``geometry_details`` / ``reading_details`` are placed in ``details`` before
+    ``per_step_mu`` / before the limit value."""
+    T, p = run.T, run.p
+    step_mu = run.L / (run.b * run.sigma)
+    limit_value, nu_lim, th_lim = best_overall
+    comp_coarse = _sgd_composition_value(run, query, SEARCH_DISCRETIZATION)
+    coarse: list[tuple[float, int, float | None, str]] = [(comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")]
+    if T >= 2:
+        if nu_lim <= T - 1:
+            coarse.append((best_overall_at_T(), nu_lim, th_lim, "window"))
+        elif limit_value < 1.2 * comp_coarse:
+            # the best window overall does not improve with T: if even it loses clearly to
+            # composition, no window shorter than T can win (skipping only affects tightness)
+            coarse.append(search(T - 1) + ("window",))
+    best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
+    disc = _final_discretization(best_coarse, query)
+    value = _sgd_composition_value(run, query, disc) if theta is None else window_value(nu, theta, disc)
+    comp = value if theta is None else comp_coarse
+    details: dict[str, Any] = {
+        "tau": T - nu,
+        "window_steps": nu,
+        "theta": theta,
+        "chosen": chosen,
+        "subsampled_mu": None if theta is None else lemma_c12_mu(step_mu, theta),
+        "gaussian_mu": None if theta is None else gaussian_mu(nu, theta),
+        **geometry_details,
+        "per_step_mu": step_mu,
+        "sampling_rate": p,
+        "composition_" + ("epsilon" if query.delta is not None else "delta"): comp,
+        "composition_discretization": (disc or pld_default()) if theta is None else SEARCH_DISCRETIZATION,
+        "optimal_window_steps": nu_lim,
+        "optimal_theta": th_lim,
+        **reading_details,
+        _limit_key(query): max(limit_value, value),
+    }
+    return _sgd_result(
+        run, query, theorem=theorem, reference=reference, value=value, details=details,
+        assumptions=_geometry_notes(run, c) + ["uniformly random size-b batches (p = b/n), drawn independently each step"],
+    )
+
+
 def _memoized(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Result]:
     """Remember the last few results (and refusals) of an expensive bound: the combined NoisySGD
     theorem re-uses the results of Thms 4.9 and 4.10 computed for the same run and query."""
@@ -826,7 +924,7 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
     """
     eta, c = _sgd_checks(run)
     D = _require_diameter(run)
-    T, p = run.T, run.p
+    p = run.p
     step_mu = run.L / (run.b * run.sigma)
     r = D / (eta * run.sigma)
 
@@ -849,39 +947,13 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
         return _search_window_theta(lambda k, th: window_value(k, th, SEARCH_DISCRETIZATION), hi, clt_nu, theta_clt)
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
-    limit_value, nu_lim, th_lim = search(nu_cap)  # coarse grid: itself a valid (pessimistic) bound
-    comp_coarse = _sgd_composition_value(run, query, SEARCH_DISCRETIZATION)
-    coarse: list[tuple[float, int, float | None, str]] = [(comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")]
-    if T >= 2:
-        if nu_lim <= T - 1:
-            coarse.append((limit_value, nu_lim, th_lim, "window"))
-        elif limit_value < 1.2 * comp_coarse:
-            # the window does not depend on T: if even the best window overall loses clearly to
-            # composition, no window shorter than T can win (skipping only affects tightness)
-            coarse.append(search(T - 1) + ("window",))
-    best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
-    disc = _final_discretization(best_coarse, query)
-    value = _sgd_composition_value(run, query, disc) if theta is None else window_value(nu, theta, disc)
-    comp = value if theta is None else comp_coarse
-    details: dict[str, Any] = {
-        "tau": T - nu,
-        "window_steps": nu,
-        "theta": theta,
-        "chosen": chosen,
-        "subsampled_mu": None if theta is None else lemma_c12_mu(step_mu, theta),
-        "gaussian_mu": None if theta is None else r / math.sqrt((1 - theta) * nu),
-        "per_step_mu": step_mu,
-        "sampling_rate": p,
-        "composition_" + ("epsilon" if query.delta is not None else "delta"): comp,
-        "composition_discretization": (disc or pld_default()) if theta is None else SEARCH_DISCRETIZATION,
-        "optimal_window_steps": nu_lim,
-        "optimal_theta": th_lim,
-        _limit_key(query): max(limit_value, value),
-    }
-    return _sgd_result(
-        run, query, theorem="Thm 4.10 (NoisySGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.10",
-        value=value, details=details,
-        assumptions=_geometry_notes(run, c) + ["uniformly random size-b batches (p = b/n), drawn independently each step"],
+    best_overall = search(nu_cap)  # coarse grid: itself a valid (pessimistic) bound
+    return _sgd_window_result(
+        run, query, theorem="Thm 4.10 (NoisySGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.10", c=c,
+        window_value=window_value, search=search, best_overall=best_overall,
+        best_overall_at_T=lambda: best_overall[0],  # the window bound does not depend on T
+        gaussian_mu=lambda nu, theta: r / math.sqrt((1 - theta) * nu),
+        geometry_details={}, reading_details={},
     )
 
 
@@ -949,44 +1021,26 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
         )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
-    limit_value, nu_lim, th_lim = search(nu_cap, lambda k: math.inf)  # coarse: a valid bound
-    comp_coarse = _sgd_composition_value(run, query, SEARCH_DISCRETIZATION)
-    coarse: list[tuple[float, int, float | None, str]] = [(comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")]
-    if T >= 2:
-        if nu_lim <= T - 1:
-            # same window with the actual (finite) tau: never worse than the limit window
-            coarse.append((window_value(nu_lim, th_lim, T - nu_lim, SEARCH_DISCRETIZATION), nu_lim, th_lim, "window"))
-        elif limit_value < 1.2 * comp_coarse:
-            coarse.append(search(T - 1, lambda k: T - k) + ("window",))
-    best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
-    disc = _final_discretization(best_coarse, query)
-    value = _sgd_composition_value(run, query, disc) if theta is None else window_value(nu, theta, T - nu, disc)
-    comp = value if theta is None else comp_coarse
-    details: dict[str, Any] = {
-        "tau": T - nu,
-        "window_steps": nu,
-        "theta": theta,
-        "chosen": chosen,
-        "subsampled_mu": None if theta is None else lemma_c12_mu(step_mu, theta),
-        "gaussian_mu": None if theta is None else thm49_gaussian_mu(step_mu, c, theta, nu, T - nu),
-        "contraction": c,
-        "per_step_mu": step_mu,
-        "sampling_rate": p,
-        "composition_" + ("epsilon" if query.delta is not None else "delta"): comp,
-        "composition_discretization": (disc or pld_default()) if theta is None else SEARCH_DISCRETIZATION,
-        "optimal_window_steps": nu_lim,
-        "optimal_theta": th_lim,
-        "reading": "conservative: noise split in every factor, factor 2 in the gap [R-]",
-        _limit_key(query): max(limit_value, value),
-    }
-    return _sgd_result(
+    best_overall = search(nu_cap, lambda k: math.inf)  # coarse: a valid bound
+    _, nu_lim, th_lim = best_overall
+    return _sgd_window_result(
         run, query, theorem="Thm 4.9 (NoisySGD, strongly convex)", reference=REFERENCE + ", Thm 4.9 (conservative reading)",
-        value=value, details=details,
-        assumptions=_geometry_notes(run, c) + ["uniformly random size-b batches (p = b/n), drawn independently each step"],
+        c=c,
+        window_value=lambda nu, theta, disc: window_value(nu, theta, T - nu, disc),
+        search=lambda hi: search(hi, lambda k: T - k),
+        best_overall=best_overall,
+        # same window with the actual (finite) tau: never worse than the limit window
+        best_overall_at_T=lambda: window_value(nu_lim, th_lim, T - nu_lim, SEARCH_DISCRETIZATION),
+        gaussian_mu=lambda nu, theta: thm49_gaussian_mu(step_mu, c, theta, nu, T - nu),
+        geometry_details={"contraction": c},
+        reading_details={"reading": "conservative: noise split in every factor, factor 2 in the gap [R-]"},
     )
 
 
 # ---------------------------------------------------------------------------- CLT estimates
+_CLT_ASSUMPTIONS = ("asymptotic CLT approximation: NOT a guarantee at finite T",)
+
+
 def _clt_checks(run: Run) -> tuple[float, float]:
     eta, c = _sgd_checks(run)
     return eta, c
@@ -1015,16 +1069,14 @@ def noisy_sgd_bounded_convex_clt(run: Run, query: Query) -> Result:
 
     nu0 = r / (p * math.sqrt(h))
     nu, mu = _convex_integer_argmin(mu_of, nu0, 1, T)
-    nu_lim, mu_lim = _convex_integer_argmin(mu_of, nu0, 1, max(math.ceil(nu0) + 1, 2))
+    nu_lim, mu_lim = _optimal_window(mu_of, nu0)
     details: dict[str, Any] = {
         "tau": T - nu, "window_steps": nu, "theta": 0.5, "clt_h": h,
         "mu_closed_form": 2 * math.sqrt(r * p * math.sqrt(h)), "optimal_window_steps": nu_lim,
     }
-    details.update(_limit_details(mu_lim, query))
-    return gdp_result(
-        BOUND_ID, theorem="Prop C.15 (NoisySGD, convex, bounded domain; CLT)", reference=REFERENCE + ", Prop C.15",
-        mu=mu, query=query, run=run, kind="estimate", details=details,
-        assumptions=_geometry_notes(run, c) + ["asymptotic CLT approximation: NOT a guarantee at finite T"],
+    return _shift_result(
+        run, query, theorem="Prop C.15 (NoisySGD, convex, bounded domain; CLT)", reference=REFERENCE + ", Prop C.15",
+        mu=mu, mu_limit=mu_lim, c=c, details=details, kind="estimate", assumptions=_CLT_ASSUMPTIONS,
     )
 
 
@@ -1058,11 +1110,9 @@ def noisy_sgd_strongly_convex_clt(run: Run, query: Query) -> Result:
             nu_star = math.log(a2) / (2 * math.log(c))
             details["nu_star_closed_form"] = nu_star
             details["mu_closed_form"] = math.sqrt(2 * p * p * h * nu_star + p * p * h / -math.log(c))
-    details.update(_limit_details(mu_lim, query))
-    return gdp_result(
-        BOUND_ID, theorem="Prop C.14 (NoisySGD, strongly convex; CLT)", reference=REFERENCE + ", Prop C.14",
-        mu=mu, query=query, run=run, kind="estimate", details=details,
-        assumptions=_geometry_notes(run, c) + ["asymptotic CLT approximation: NOT a guarantee at finite T"],
+    return _shift_result(
+        run, query, theorem="Prop C.14 (NoisySGD, strongly convex; CLT)", reference=REFERENCE + ", Prop C.14",
+        mu=mu, mu_limit=mu_lim, c=c, details=details, kind="estimate", assumptions=_CLT_ASSUMPTIONS,
     )
 
 
