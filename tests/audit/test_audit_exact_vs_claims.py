@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -157,3 +158,29 @@ def test_reference_for_spec_knows_its_limits() -> None:
     assert reference_for_spec(spec_from_run(run, loss="linear"), 1e-5)[:2] == (None, None)
     with pytest.raises(ValueError):
         spec_from_run(run, loss="quadratic")
+
+
+@SETTINGS
+@given(
+    algorithm=st.sampled_from(["gd", "sgd"]), eta0=st.floats(0.05, 1.0), decay=st.sampled_from(["sqrt", "linear", "step"]),
+    T=st.integers(2, 500), log_s=st.floats(-2.0, -0.7), log_ratio=st.floats(-1.5, 0.3), antipodal=st.booleans(), delta=deltas,
+)
+def test_projected_walk_with_lr_schedule(
+    algorithm: str, eta0: float, decay: str, T: int, log_s: float, log_ratio: float, antipodal: bool, delta: float
+) -> None:
+    """Step-size schedules (AT22 eq. 5.7 is the only last-iterate theorem that takes them): the
+    projected walk with per-step noise eta_t sigma and kicks eta_t L / b, exact by a time-varying chain."""
+    t = np.arange(1, T + 1)
+    etas = {"sqrt": eta0 / np.sqrt(t), "linear": eta0 * (1 - 0.9 * (t - 1) / T), "step": np.where(t <= T // 2, eta0, eta0 / 4)}[decay]
+    s_min = 10**log_s  # the smallest per-step noise eta_T sigma
+    sigma = s_min / float(etas.min())
+    b = 2
+    if algorithm == "gd":
+        L = s_min * 10**log_ratio / float(etas.min())  # eta_T L / n at the last step, n = 1
+        run = Run(algorithm="gd", n=1, lr=list(etas), steps=T, noise_std=sigma, sensitivity=L, convex=True,
+                  smoothness=1.0 / eta0, diameter=1.0)
+    else:
+        L = b * s_min * 10**log_ratio / float(etas.min())
+        run = Run(algorithm="sgd", n=3 * b, batch_size=b, lr=list(etas), steps=T, noise_std=sigma, sensitivity=L, convex=True,
+                  smoothness=1.0 / eta0, diameter=1.0, sampling="uniform")
+    check_claims(run, spec_from_run(run, loss="linear", offset=run.L / 2 if antipodal else 0.0), delta)

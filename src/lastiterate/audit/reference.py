@@ -45,6 +45,8 @@ __all__ = [
     "linear_sgd_heuristic_curve",
     "linear_unconstrained_mu",
     "projected_walk_curve",
+    "projected_walk_schedule_curve",
+    "walk_bins_needed",
     "thm42_mu",
     "thm45_mu",
 ]
@@ -242,6 +244,64 @@ def _propagate(v: np.ndarray, P: np.ndarray, k: int) -> np.ndarray:
     return v @ np.linalg.matrix_power(P, k)
 
 
+def _walk_step_from_point(x: float, edges: np.ndarray, drift: float, s: float, p_inc: float) -> np.ndarray:
+    row = _walk_matrix(np.array([x]), edges, drift, s)[0]
+    if p_inc < 1.0:
+        row = p_inc * row + (1 - p_inc) * _walk_matrix(np.array([x]), edges, 0.0, s)[0]
+    return row
+
+
+def _walk_step(v: np.ndarray, edges: np.ndarray, drift: float, s: float, p_inc: float) -> np.ndarray:
+    """One step of the grid chain (v over [lower atom, cells..., upper atom]) by convolution:
+    from cell midpoints the transition depends only on the cell offset (Toeplitz), O(K^2) per step
+    without building the matrix; kick w.p. ``p_inc``."""
+    K = edges.size - 1
+    h = edges[1] - edges[0]
+    lo_edge, hi_edge = edges[0], edges[-1]
+    mids = (edges[:-1] + edges[1:]) / 2
+
+    def kernel(dr: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = np.arange(-(K - 1), K)  # target cell - source cell
+        w = special.ndtr(((k + 0.5) * h - dr) / s) - special.ndtr(((k - 0.5) * h - dr) / s)
+        to_lo = special.ndtr((lo_edge - mids - dr) / s)
+        to_hi = special.ndtr(-(hi_edge - mids - dr) / s)
+        return w, to_lo, to_hi
+
+    def apply(dr: float) -> np.ndarray:
+        w, to_lo, to_hi = kernel(dr)
+        cells = v[1:-1]
+        out = np.empty_like(v)
+        out[1:-1] = np.convolve(cells, w)[K - 1 : 2 * K - 1]
+        out[0] = cells @ to_lo
+        out[-1] = cells @ to_hi
+        atoms = _walk_matrix(np.array([lo_edge, hi_edge]), edges, dr, s)
+        out += v[0] * atoms[0] + v[-1] * atoms[1]
+        return out
+
+    if p_inc >= 1.0:
+        return apply(drift)
+    if p_inc <= 0.0 or drift == 0.0:
+        return apply(0.0)
+    return p_inc * apply(drift) + (1 - p_inc) * apply(0.0)
+
+
+#: the grid chain is accurate only when one step's noise spans several cells
+MIN_CELLS_PER_NOISE_STD = 4.0
+
+
+def walk_bins_needed(D: float, s_min: float) -> int:
+    """The smallest number of cells giving MIN_CELLS_PER_NOISE_STD cells per noise std s_min."""
+    return max(2, math.ceil(MIN_CELLS_PER_NOISE_STD * D / s_min))
+
+
+def _check_resolution(D: float, s_min: float, bins: int) -> None:
+    if bins < walk_bins_needed(D, s_min):
+        raise ValueError(
+            f"bins={bins} is too coarse for noise std {s_min:g} on a domain of diameter {D:g}: "
+            f"need >= {walk_bins_needed(D, s_min)} (>= {MIN_CELLS_PER_NOISE_STD:g} cells per noise std)"
+        )
+
+
 def _propagate_periodic(rn: np.ndarray, rk: np.ndarray, Pn: np.ndarray, Pk: np.ndarray, pattern: np.ndarray, T: int) -> np.ndarray:
     """Law after T steps from x0 when step t uses pattern[t % l] * (kick) + (1 - .) * (no kick)."""
     l = pattern.size
@@ -294,6 +354,7 @@ def projected_walk_curve(
         raise ValueError("need D > 0, s > 0, a >= 0, T >= 1, bins >= 2")
     if not (abs(x0) <= D / 2):
         raise ValueError(f"x0={x0} must lie in [-D/2, D/2]")
+    _check_resolution(D, s, bins)
     edges = np.linspace(-D / 2, D / 2, bins + 1)
     mids = (edges[:-1] + edges[1:]) / 2
     support = np.concatenate(([-D / 2], mids, [D / 2]))
@@ -320,6 +381,39 @@ def projected_walk_curve(
     p = np.maximum(p, 0.0)
     q = np.maximum(q, 0.0)
     return ProjectedWalkCurve(p=p / p.sum(), q=q / q.sum(), support=support, T=T, D=D, s=s, a=a)
+
+
+def projected_walk_schedule_curve(
+    D: float,
+    s: Sequence[float],
+    a: Sequence[float],
+    bins: int = 500,
+    *,
+    x0: float = 0.0,
+    p_include: float | Sequence[float] = 1.0,
+    a_d: Sequence[float] | None = None,
+) -> ProjectedWalkCurve:
+    """The projected walk with per-step noise s_t = eta_t sigma and kicks a_t = eta_t L / b (a
+    learning-rate schedule).  ``p_include``: a constant inclusion probability or one per step.
+    One O(bins^2) convolution step per iteration (the chain is Toeplitz on the cells)."""
+    s_arr = np.asarray(s, dtype=float)
+    a_arr = np.asarray(a, dtype=float)
+    T = s_arr.size
+    if a_arr.size != T or T < 1:
+        raise ValueError("s and a need one value per step")
+    _check_resolution(D, float(s_arr.min()), bins)
+    ad = np.zeros(T) if a_d is None else np.asarray(a_d, dtype=float)
+    pin = np.broadcast_to(np.asarray(p_include, dtype=float), (T,))
+    edges = np.linspace(-D / 2, D / 2, bins + 1)
+    support = np.concatenate(([-D / 2], (edges[:-1] + edges[1:]) / 2, [D / 2]))
+    p = _walk_step_from_point(x0, edges, ad[0], s_arr[0], pin[0])
+    q = _walk_step_from_point(x0, edges, a_arr[0], s_arr[0], pin[0])
+    for t in range(1, T):
+        p = _walk_step(p, edges, ad[t], s_arr[t], pin[t])
+        q = _walk_step(q, edges, a_arr[t], s_arr[t], pin[t])
+    p = np.maximum(p, 0.0)
+    q = np.maximum(q, 0.0)
+    return ProjectedWalkCurve(p=p / p.sum(), q=q / q.sum(), support=support, T=T, D=D, s=float(s_arr.max()), a=float(a_arr.max()))
 
 
 def composition_epsilon(T: int, mu0: float, delta: float) -> float:

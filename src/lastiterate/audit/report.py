@@ -37,6 +37,8 @@ VERDICTS = ("ok", "VIOLATION", "inconclusive")
 REFERENCE_RTOL = 1e-6
 #: the projected-walk references are grid approximations (500 vs 1000 bins agree to ~1e-3 in eps)
 GRID_REFERENCE_RTOL = 2e-3
+#: finer grids cost O(bins^2) per step (O(bins^3) per squaring); beyond this no walk reference is given
+MAX_WALK_BINS = 2000
 
 
 def _reference_rtol(description: str) -> float:
@@ -193,31 +195,48 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
         mu = ref.gaussian_propagation_mu(A, kicks, etas * spec.sigma) if spec.sigma > 0 else math.inf
         eps = gdp_epsilon(delta, mu) if delta is not None and math.isfinite(mu) else None
         return mu, eps, "Gaussian mean/variance propagation (exact)"
-    if spec.dim != 1 or np.any(kappa) or not const_lr:
+    if spec.dim != 1 or np.any(kappa):
         return None, None, ""
+    bins = 500
+    if spec.diameter is not None and spec.sigma > 0:
+        bins = max(bins, ref.walk_bins_needed(spec.diameter, float(etas.min()) * spec.sigma))
+        if bins > MAX_WALK_BINS:
+            return None, None, ""  # noise too small against the domain for an accurate grid chain
+    g_d, g_dp = -spec.offset, spec.L - spec.offset  # per-inclusion pushes along u in D and D'
+    if not const_lr:
+        if spec.diameter is None or spec.x0 != 0.0 or delta is None or spec.sigma <= 0:
+            return None, None, ""
+        if spec.algorithm == "gd":
+            norm, pin = float(spec.n), 1.0
+        elif spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson"):
+            norm, pin = float(spec.b), spec.b / spec.n
+        else:
+            return None, None, ""
+        curve = ref.projected_walk_schedule_curve(spec.diameter, etas * spec.sigma, etas * g_dp / norm, bins, p_include=pin,
+                                                  a_d=etas * g_d / norm)
+        return None, curve.epsilon(delta), f"projected random walk with a step-size schedule, Markov chain ({bins} bins)"
     eta = float(etas[0])
     s = eta * spec.sigma
-    g_d, g_dp = -spec.offset, spec.L - spec.offset  # per-inclusion pushes along u in D and D'
     if spec.diameter is not None and spec.x0 == 0.0 and delta is not None and s > 0:
         if spec.algorithm == "gd":
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.n, spec.T, a_d=eta * g_d / spec.n)
-            return None, curve.epsilon(delta), "projected random walk, Markov chain (500 bins)"
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.n, spec.T, bins, a_d=eta * g_d / spec.n)
+            return None, curve.epsilon(delta), f"projected random walk, Markov chain ({bins} bins)"
         if spec.algorithm == "cgd":
             sizes = spec.partition_sizes()
             pos = sizes.size - 1 if spec.position is None else spec.position
             pattern = np.zeros(sizes.size)
             pattern[pos] = 1.0
             bsz = sizes[pos]
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / bsz, spec.T, p_include=pattern, a_d=eta * g_d / bsz)
-            return None, curve.epsilon(delta), "cyclic projected random walk, Markov chain (500 bins)"
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / bsz, spec.T, bins, p_include=pattern, a_d=eta * g_d / bsz)
+            return None, curve.epsilon(delta), f"cyclic projected random walk, Markov chain ({bins} bins)"
         if spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson"):
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.b, spec.T, p_include=spec.b / spec.n,
+            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.b, spec.T, bins, p_include=spec.b / spec.n,
                                              a_d=eta * g_d / spec.b)
-            return None, curve.epsilon(delta), "sampled projected random walk, Markov chain (500 bins)"
+            return None, curve.epsilon(delta), f"sampled projected random walk, Markov chain ({bins} bins)"
         return None, None, ""
     if spec.diameter is None and spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson") and delta is not None and s > 0:
         curve = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * g_dp / spec.b, s, a_d=eta * g_d / spec.b)
-        return None, curve.epsilon(delta), "linear NoisySGD: Binomial mixtures (exact, quadrature)"
+        return None, curve.epsilon(delta), "linear NoisySGD: Binomial mixtures (exact, closed form)"
     return None, None, ""
 
 
