@@ -46,9 +46,9 @@ __all__ = [
     "linear_unconstrained_mu",
     "projected_walk_curve",
     "projected_walk_schedule_curve",
-    "walk_bins_needed",
     "thm42_mu",
     "thm45_mu",
+    "walk_bins_needed",
 ]
 
 
