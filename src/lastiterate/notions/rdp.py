@@ -356,14 +356,53 @@ class RdpCurve:
 # ------------------------------------------------------------------------------------------------
 
 
+def _rdp_value(rdp: Callable[[float], float], a: float) -> float:
+    """``eps_R(a)`` of a callable curve, checked to be a number >= 0."""
+    v = float(rdp(a))
+    if math.isnan(v) or v < 0:
+        raise ParameterError("rdp", rdp, f"must return a value >= 0 (got {v!r} at alpha={a!r})")
+    return v
+
+
 def _evaluate_callable(rdp: Callable[[float], float], alphas: np.ndarray) -> np.ndarray:
     vals = np.empty(alphas.size)
     for k, a in enumerate(alphas.tolist()):
-        v = float(rdp(a))
-        if math.isnan(v) or v < 0:
-            raise ParameterError("rdp", rdp, f"must return a value >= 0 (got {v!r} at alpha={a!r})")
-        vals[k] = v
+        vals[k] = _rdp_value(rdp, a)
     return vals
+
+
+def _formula_on_orders(f: _Formula, alphas: np.ndarray, vals: np.ndarray, x: float) -> np.ndarray:
+    """Conversion formula ``f`` (at ``delta`` or ``epsilon`` = ``x``) at every tabulated order,
+    NaN read as ``inf`` (no information)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        v = f(alphas, vals, x)
+    return np.where(np.isnan(v), np.inf, v)
+
+
+def _formula_at_order(rdp: Callable[[float], float], f: _Formula, u: float, x: float) -> float:
+    """Conversion formula ``f`` (at ``x``) of a callable curve at the order ``a = 1 + e^u`` (NaN kept)."""
+    a = 1.0 + math.exp(u)
+    r = _rdp_value(rdp, a)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return float(f(np.asarray(a), np.asarray(r), x))
+
+
+def _refine_order(objective: Callable[[float], float], u_grid: np.ndarray, k: int) -> float:
+    """``u = log(a - 1)`` minimising ``objective`` between the grid neighbours of ``u_grid[k]``
+    (bounded scalar minimisation; only tightness depends on it)."""
+    lo, hi = u_grid[max(k - 1, 0)], u_grid[min(k + 1, u_grid.size - 1)]
+    res = optimize.minimize_scalar(
+        objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
+    )
+    return float(res.x)
+
+
+def _order_grid(alpha_bounds: tuple[float, float] | None) -> np.ndarray:
+    """Coarse grid of 97 points in ``log(a - 1)`` over ``alpha_bounds`` (default [1 + 1e-6, 1 + 1e8])."""
+    lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
+    lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
+    hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
+    return np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 97)
 
 
 def _best_on_table(
@@ -374,9 +413,7 @@ def _best_on_table(
         f = _EPS_FORMULAS.get(m)
         if f is None:
             continue
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            e = f(alphas, vals, delta)
-        e = np.where(np.isnan(e), np.inf, e)
+        e = _formula_on_orders(f, alphas, vals, delta)
         k = int(np.argmin(e))
         if e[k] < best.epsilon:
             best = DpConversion(float(e[k]), float(alphas[k]), m)
@@ -396,32 +433,20 @@ def _refine_callable(
         f = _EPS_FORMULAS.get(m)
         if f is None or m == "kl-tv":
             continue
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            e = f(alphas, vals, delta)
-        e = np.where(np.isnan(e), np.inf, e)
+        e = _formula_on_orders(f, alphas, vals, delta)
         k = int(np.argmin(e))
         if not math.isfinite(e[k]):
             continue
-        lo, hi = u_grid[max(k - 1, 0)], u_grid[min(k + 1, u_grid.size - 1)]
 
         def objective(u: float, f: _Formula = f) -> float:
-            a = 1.0 + math.exp(u)
-            r = float(rdp(a))
-            if math.isnan(r) or r < 0:
-                raise ParameterError(
-                    "rdp", rdp, f"must return a value >= 0 (got {r!r} at alpha={a!r})"
-                )
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                v = float(f(np.asarray(a), np.asarray(r), delta))
+            v = _formula_at_order(rdp, f, u, delta)
             return v if math.isfinite(v) else math.inf
 
-        res = optimize.minimize_scalar(
-            objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
-        )
+        u = _refine_order(objective, u_grid, k)
         # re-evaluate: the reported value is the formula at this order
-        val = objective(float(res.x))
+        val = objective(u)
         if val < best.epsilon:
-            best = DpConversion(val, 1.0 + math.exp(float(res.x)), m)
+            best = DpConversion(val, 1.0 + math.exp(u), m)
     return best
 
 
@@ -458,10 +483,7 @@ def rdp_to_epsilon(
             if lin.epsilon < best.epsilon:
                 best = lin
     elif callable(rdp):
-        lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
-        lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
-        hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
-        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 97)
+        u_grid = _order_grid(alpha_bounds)
         vals = _evaluate_callable(rdp, 1.0 + np.exp(u_grid))
         best = _refine_callable(rdp, d, ms, u_grid, vals)
     else:
@@ -525,9 +547,7 @@ def rdp_to_delta(
             f = _LOG_DELTA_FORMULAS.get(m)
             if f is None:
                 continue
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                v = f(rdp.orders, rdp.epsilons, e)
-            v = np.where(np.isnan(v), np.inf, v)
+            v = _formula_on_orders(f, rdp.orders, rdp.epsilons, e)
             best_log = min(best_log, float(np.min(v)))
         if rdp.linear_rho is not None:
             rho = rdp.linear_rho
@@ -542,10 +562,7 @@ def rdp_to_delta(
             )
             best_log = min(best_log, _best_log_delta_callable(lambda a: rho * a, e, ms, u_grid))
     elif callable(rdp):
-        lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
-        lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
-        hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
-        u_grid = np.linspace(math.log(lo - 1.0), math.log(hi - 1.0), 97)
+        u_grid = _order_grid(alpha_bounds)
         best_log = _best_log_delta_callable(rdp, e, ms, u_grid)
     else:
         raise ParameterError("rdp", rdp, "must be an RdpCurve or a callable alpha -> eps_R(alpha)")
@@ -567,30 +584,17 @@ def _best_log_delta_callable(
         f = _LOG_DELTA_FORMULAS.get(m)
         if f is None:
             continue
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            grid_vals = f(alphas, vals, epsilon)
-        grid_vals = np.where(np.isnan(grid_vals), np.inf, grid_vals)
+        grid_vals = _formula_on_orders(f, alphas, vals, epsilon)
         k = int(np.argmin(grid_vals))
         best = min(best, float(grid_vals[k]))
         if not math.isfinite(grid_vals[k]) or m == "kl-tv":
             continue
 
         def objective(u: float, f: _Formula = f) -> float:
-            a = 1.0 + math.exp(u)
-            r = float(rdp(a))
-            if math.isnan(r) or r < 0:
-                raise ParameterError(
-                    "rdp", rdp, f"must return a value >= 0 (got {r!r} at alpha={a!r})"
-                )
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                v = float(f(np.asarray(a), np.asarray(r), epsilon))
+            v = _formula_at_order(rdp, f, u, epsilon)
             return v if not math.isnan(v) else math.inf
 
-        lo, hi = u_grid[max(k - 1, 0)], u_grid[min(k + 1, u_grid.size - 1)]
-        res = optimize.minimize_scalar(
-            objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
-        )
-        best = min(best, objective(float(res.x)))
+        best = min(best, objective(_refine_order(objective, u_grid, k)))
     return best
 
 
