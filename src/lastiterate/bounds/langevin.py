@@ -196,6 +196,34 @@ def _limit_details(rdp_limit: Callable[[float], float], query: Query) -> dict[st
     return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
 
 
+def _linear_rdp_result(
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    reference: str,
+    rdp: Callable[[float], float],
+    rdp_lim: Callable[[float], float],
+    details: dict[str, Any],
+    assumptions: tuple[str, ...],
+) -> Result:
+    """Result of a linear RDP curve ``rdp(alpha) = rho alpha`` (both corollaries are of this form):
+    ``details`` completed by ``rho``, ``rho_limit`` (sup over T) and ``epsilon_limit``."""
+    details.update({"rho": rdp(1.0), "rho_limit": rdp_lim(1.0)})
+    details.update(_limit_details(rdp_lim, query))
+    return rdp_result(
+        "langevin-lsi",
+        theorem=theorem,
+        reference=reference,
+        rdp=rdp,
+        query=query,
+        run=run,
+        details=details,
+        linear_rho=rdp(1.0),
+        assumptions=assumptions,
+    )
+
+
 # ---------------------------------------------------------------------------- registered bounds
 @register(
     "langevin-lsi",
@@ -226,23 +254,14 @@ def langevin_corollary1(run: Run, query: Query) -> Result:
     def rdp_lim(alpha: float) -> float:
         return corollary1_rdp_limit(alpha, L=L, n=n, m=m, eta=eta, sigma=sigma)
 
-    details: dict[str, Any] = {
-        "sigma_prime": sp,
-        "lsi_constant": lemma5_lsi_constant(sp, m),
-        "init_variance": init_var,
-        "rho": rdp(1.0),
-        "rho_limit": rdp_lim(1.0),
-    }
-    details.update(_limit_details(rdp_lim, query))
-    return rdp_result(
-        "langevin-lsi",
+    return _linear_rdp_result(
+        run,
+        query,
         theorem="Corollary 1 (Thm 2 + Lemma 5)",
         reference=REFERENCE + ", Corollary 1, Lemma 5, Thm 2",
         rdp=rdp,
-        query=query,
-        run=run,
-        details=details,
-        linear_rho=rdp(1.0),
+        rdp_lim=rdp_lim,
+        details={"sigma_prime": sp, "lsi_constant": lemma5_lsi_constant(sp, m), "init_variance": init_var},
         assumptions=(
             f"full-batch gd, m={m:g}-strongly convex and M={M:g}-smooth losses, lr={eta:g} < 1/M",
             (f"initialisation theta_0 ~ Proj_C(N(0, (2 sigma'^2/m) I)) with sigma'^2 = lr sigma^2/2, "
@@ -284,17 +303,14 @@ def langevin_corollary2(run: Run, query: Query) -> Result:
     def rdp_lim(alpha: float) -> float:
         return corollary2_rdp_limit(alpha, L=L, n=n, lam=m, eta=eta, sigma=sigma)
 
-    details: dict[str, Any] = {"rho": rdp(1.0), "rho_limit": rdp_lim(1.0)}
-    details.update(_limit_details(rdp_lim, query))
-    return rdp_result(
-        "langevin-lsi",
+    return _linear_rdp_result(
+        run,
+        query,
         theorem="Corollary 2 (l2-squared loss)",
         reference=REFERENCE + ", Corollary 2, Thm 2",
         rdp=rdp,
-        query=query,
-        run=run,
-        details=details,
-        linear_rho=rdp(1.0),
+        rdp_lim=rdp_lim,
+        details={},
         assumptions=(
             f"loss (m/2)||theta - x||^2 with m = M = {m:g} (declared m = M), unconstrained, full-batch gd",
             f"lr m = {eta * m:g} < 1; any fixed start point",
