@@ -130,3 +130,16 @@ def test_calibrate_epochs_unlimited_for_convergent_bound() -> None:
     # the claim must hold at a very long run too
     far = account(run.replace(steps=200_000), delta=1e-5).best
     assert far is not None and far.epsilon <= best["epsilon"] + 1e-9
+
+
+def test_calibrate_noise_under_a_last_iterate_bound_is_tight_and_safe() -> None:
+    """Headline cgd run (Thm 4.5): the calibrated sigma meets eps = 4 and 0.1% less noise does not."""
+    run = Run(algorithm="cgd", n=60000, batch_size=1500, epochs=200, lr=0.05, noise_std=0.01, clip=5.0,
+              strong_convexity=0.002, smoothness=32.5)
+    cal = calibrate_noise(run, epsilon=4.0, delta=1e-5)
+    best = cal.report.best
+    assert best is not None and best.bound == "shifted-interpolation" and best.epsilon <= 4.0
+    worse = account(run.replace(noise_std=cal.noise_std * 0.999), delta=1e-5).best
+    assert worse is not None and worse.epsilon > 4.0
+    # Opacus convention: z = sigma b / C
+    assert cal.noise_multiplier == pytest.approx(cal.noise_std * 1500 / 5.0)
