@@ -54,6 +54,26 @@ def _clip_factors(norms: Tensor, clip: float) -> Tensor:
     return torch.clamp(clip / torch.clamp(norms, min=1e-30), max=1.0)
 
 
+def _mean_loss(model: Any, X: Tensor, y: Tensor) -> float:
+    """Average of ``model.per_example_losses`` (NaN on an empty set), without gradients."""
+    with torch.no_grad():
+        return float(model.per_example_losses(X, y).mean()) if len(y) else float("nan")
+
+
+def _predictions(out: Tensor, loss: str) -> Tensor:
+    """Predictions from the outputs ``[B, K]``: the class (argmax) for ``"cross-entropy"``, 1 when
+    the logit is positive for ``"bce"``, the target (one output: squeezed) for ``"mse"``."""
+    if loss == "cross-entropy":
+        return out.argmax(1)
+    if loss == "bce":
+        return (out[:, 0] > 0).long()
+    return out[:, 0] if out.shape[1] == 1 else out
+
+
+#: the generic loss name of each GLM family (same per-example loss)
+_GLM_LOSS = {"multinomial-logistic": "cross-entropy", "binary-logistic": "bce", "least-squares": "mse"}
+
+
 class GLM(nn.Module):
     """Generalised linear model ``z = W x (+ b)`` with closed-form per-example gradients.
 
@@ -106,17 +126,11 @@ class GLM(nn.Module):
         return 0.5 * (z[:, 0] - y.to(z.dtype)) ** 2
 
     def loss(self, X: Tensor, y: Tensor) -> float:
-        with torch.no_grad():
-            return float(self.per_example_losses(X, y).mean()) if len(y) else float("nan")
+        return _mean_loss(self, X, y)
 
     def predict(self, X: Tensor) -> Tensor:
         with torch.no_grad():
-            z = self.forward(X)
-            if self.family == "multinomial-logistic":
-                return z.argmax(1)
-            if self.family == "binary-logistic":
-                return (z[:, 0] > 0).long()
-            return z[:, 0]
+            return _predictions(self.forward(X), _GLM_LOSS[self.family])  # least-squares: one output
 
     def per_example_grads(self, X: Tensor, y: Tensor) -> list[Tensor]:
         """Unclipped g_i for every parameter tensor: ``[B, K, d]`` (and ``[B, K]`` for the bias)."""
@@ -252,17 +266,11 @@ class ModuleModel:
         return _per_example_loss(self.module(X), y, self.loss_name)
 
     def loss(self, X: Tensor, y: Tensor) -> float:
-        with torch.no_grad():
-            return float(self.per_example_losses(X, y).mean()) if len(y) else float("nan")
+        return _mean_loss(self, X, y)
 
     def predict(self, X: Tensor) -> Tensor:
         with torch.no_grad():
-            out = self.module(X)
-            if self.loss_name == "cross-entropy":
-                return out.argmax(1)
-            if self.loss_name == "bce":
-                return (out[:, 0] > 0).long()
-            return out[:, 0] if out.shape[1] == 1 else out
+            return _predictions(self.module(X), self.loss_name)
 
     def certificate(self, **_: Any) -> Certificate:
         return uncertified("mlp", MLP_REASON, clip=_.get("clip"), lr=_.get("lr"))
