@@ -172,6 +172,26 @@ def _gaussian_parts(eps: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray]
     return np.maximum(delta, 0.0), np.exp(log_qe)
 
 
+def _reflect(x: np.ndarray, delta_at_x: np.ndarray) -> np.ndarray:
+    r"""Profile of a symmetric tradeoff at :math:`-x` from its value at :math:`x \ge 0`:
+    :math:`\delta(-x) = 1 - e^{-x} + e^{-x}\delta(x)`."""
+    return -np.expm1(-x) + np.exp(-x) * delta_at_x
+
+
+def _symmetric_profile(
+    epsilon: float | np.ndarray, mu: float, positive_side: Callable[[np.ndarray], np.ndarray]
+) -> float | np.ndarray:
+    """Profile of a symmetric tradeoff at every real epsilon from ``positive_side(x)`` (x >= 0);
+    ``mu = 0`` is perfect privacy (``delta(x) = 0`` for x >= 0)."""
+    arr = np.asarray(epsilon, dtype=float)
+    if np.any(np.isnan(arr)):
+        raise ParameterError("epsilon", epsilon, "must be a real number, not NaN")
+    x = np.abs(arr)
+    pos = np.zeros_like(x) if mu == 0.0 else positive_side(x)
+    out = np.where(arr >= 0, pos, _reflect(x, pos))
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
     r"""Exact privacy profile of the Gaussian tradeoff :math:`G_\mu`, for every real epsilon.
 
@@ -184,16 +204,7 @@ def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray
     :math:`\max(0, 1 - e^\varepsilon)` (perfect privacy).
     """
     mu = check_nonnegative("mu", mu)
-    arr = np.asarray(epsilon, dtype=float)
-    if np.any(np.isnan(arr)):
-        raise ParameterError("epsilon", epsilon, "must be a real number, not NaN")
-    x = np.abs(arr)
-    if mu == 0.0:
-        pos = np.zeros_like(x)
-    else:
-        pos, _ = _gaussian_parts(x, mu)
-    out = np.where(arr >= 0, pos, -np.expm1(-x) + np.exp(-x) * pos)
-    return float(out) if np.ndim(out) == 0 else out
+    return _symmetric_profile(epsilon, mu, lambda x: _gaussian_parts(x, mu)[0])
 
 
 def _log_amplified(eps: np.ndarray, p: float) -> np.ndarray:
@@ -235,7 +246,7 @@ def _subsampled_parts(eps: np.ndarray, p: float, mu: float) -> tuple[np.ndarray,
     if np.any(~pos):
         x = -ep[~pos]
         dx, _ = _gaussian_parts(x, mu)
-        d[~pos] = -np.expm1(-x) + np.exp(-x) * dx
+        d[~pos] = _reflect(x, dx)
     log_qe[:] = special.log_ndtr(-ep / mu - mu / 2.0) + e
     delta[~flat] = np.clip(p * d, 0.0, 1.0)
     qe[~flat] = np.exp(log_qe)
@@ -255,17 +266,7 @@ def symmetric_subsampled_gaussian_delta(
     """
     p = check_probability("p", p)
     mu = check_nonnegative("mu", mu)
-    arr = np.asarray(epsilon, dtype=float)
-    if np.any(np.isnan(arr)):
-        raise ParameterError("epsilon", epsilon, "must be a real number, not NaN")
-    x = np.abs(arr)
-    if mu == 0.0:
-        pos = np.zeros_like(x)
-    else:
-        pos, _ = _subsampled_parts(x.ravel(), p, mu)
-        pos = pos.reshape(x.shape)
-    out = np.where(arr >= 0, pos, -np.expm1(-x) + np.exp(-x) * pos)
-    return float(out) if np.ndim(out) == 0 else out
+    return _symmetric_profile(epsilon, mu, lambda x: _subsampled_parts(x.ravel(), p, mu)[0].reshape(x.shape))
 
 
 # ---------------------------------------------------------------------------------------------
