@@ -46,27 +46,30 @@ def _clip_noise_multiplier(run: Run) -> float:
     return run.b * run.sigma / c_norm
 
 
+def _gaussian_composition_result(
+    run: Run, query: Query, *, theorem: str, reference: str, bound_id: str = "gdp-composition", **details: Any
+) -> Result:
+    """mu-GDP of ``uses`` Gaussian steps G_{mu0} composed: mu = mu0 sqrt(uses) (gd, cgd, shuffle);
+    ``details`` are added after ``per_step_mu`` and ``compositions``."""
+    mu0, uses = _gaussian_uses(run)
+    return gdp_result(
+        bound_id, theorem=theorem, reference=reference,
+        mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
+        details={"per_step_mu": mu0, "compositions": uses, **details},
+    )
+
+
 @register("gdp-composition", theorem="Thm 4.1 (NoisyGD composition)", reference="Bok, Su, Altschuler 2024 (paper 000)", algorithms=("gd",))
 def gdp_composition_gd(run: Run, query: Query) -> Result:
     """Thm 4.1: NoisyGD is mu-GDP with mu = (L/(n sigma)) sqrt(T); tight for linear losses."""
-    mu0, uses = _gaussian_uses(run)
-    return gdp_result(
-        "gdp-composition", theorem="Thm 4.1", reference="Bok, Su, Altschuler 2024, Thm 4.1",
-        mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
-        details={"per_step_mu": mu0, "compositions": uses},
-    )
+    return _gaussian_composition_result(run, query, theorem="Thm 4.1", reference="Bok, Su, Altschuler 2024, Thm 4.1")
 
 
 @register("gdp-composition", theorem="Thm 4.4 (NoisyCGD composition)", reference="Bok, Su, Altschuler 2024 (paper 000)", algorithms=("cgd",))
 def gdp_composition_cgd(run: Run, query: Query) -> Result:
     """Thm 4.4: NoisyCGD is mu-GDP with mu = (L/(b sigma)) sqrt(E): the differing example is used
     once per epoch.  b is the smallest batch of the partition and E = ceil(T/l) (worst position)."""
-    mu0, uses = _gaussian_uses(run)
-    return gdp_result(
-        "gdp-composition", theorem="Thm 4.4", reference="Bok, Su, Altschuler 2024, Thm 4.4",
-        mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
-        details={"per_step_mu": mu0, "compositions": uses},
-    )
+    return _gaussian_composition_result(run, query, theorem="Thm 4.4", reference="Bok, Su, Altschuler 2024, Thm 4.4")
 
 
 @register("gdp-composition", theorem="Thm 4.8 / shuffled-batch composition", reference="Bok, Su, Altschuler 2024 (paper 000); Bu et al. 2020 (paper 004)", algorithms=("sgd",))
@@ -82,12 +85,9 @@ def gdp_composition_sgd(run: Run, query: Query) -> Result:
       mu = (L/(b_min sigma)) sqrt(ceil(E)).  No shuffling amplification is claimed.
     """
     if run.sampling_scheme == "shuffle":
-        mu0, uses = _gaussian_uses(run)
-        return gdp_result(
-            "gdp-composition", theorem="shuffled batches: one Gaussian step per epoch",
+        return _gaussian_composition_result(
+            run, query, theorem="shuffled batches: one Gaussian step per epoch",
             reference="Bok, Su, Altschuler 2024, Thm 4.4 argument (cyclic use)",
-            mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
-            details={"per_step_mu": mu0, "compositions": uses},
         )
     return _sgd_pld_result("gdp-composition", run, query)
 
@@ -229,14 +229,12 @@ def pld_composition(run: Run, query: Query) -> Result:
     else:
         # The privacy-loss distribution of G_mu composed k times is exactly that of G_{mu sqrt(k)}
         # (the Gaussian PLD is N(mu^2/2, mu^2) and normals add), so no discretisation is needed.
-        mu0, uses = _gaussian_uses(run)
-        res = gdp_result(
-            "pld-composition", theorem="Gaussian PLD composed over the steps using the example",
+        return _gaussian_composition_result(
+            run, query, bound_id="pld-composition",
+            theorem="Gaussian PLD composed over the steps using the example",
             reference="Dong, Roth, Su 2022 (Gaussian PLD N(mu^2/2, mu^2) is closed under composition)",
-            mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
-            details={"per_step_mu": mu0, "compositions": uses, "discretization": "none (analytic PLD)"},
+            discretization="none (analytic PLD)",
         )
-        return res
     return _pld_to_result("pld-composition", pld_obj, theorem, reference, details, run, query)
 
 
