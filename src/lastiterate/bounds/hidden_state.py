@@ -90,6 +90,27 @@ def _limit_details(rho_limit: float, query: Query) -> dict[str, Any]:
     return out
 
 
+def _linear_rdp_result(
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    reference: str,
+    rho: float,
+    rho_limit: float,
+    details: dict[str, Any],
+    assumptions: tuple[str, ...],
+) -> Result:
+    """Result of the ``(alpha, rho alpha)``-RDP guarantee of a YS22 theorem, ``details`` completed
+    by the limit values (:func:`_limit_details` of ``rho_limit``, the supremum over T)."""
+    details.update(_limit_details(rho_limit, query))
+    return rdp_result(
+        BOUND_ID, theorem=theorem, reference=reference,
+        rdp=lambda a, _rho=rho: _rho * a, query=query, run=run, linear_rho=rho, details=details,
+        assumptions=assumptions,
+    )
+
+
 # ============================================================================ bounds
 @register(BOUND_ID, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE, algorithms=("cgd",))
 def ys22_noisy_cgd(run: Run, query: Query) -> Result:
@@ -104,11 +125,10 @@ def ys22_noisy_cgd(run: Run, query: Query) -> Result:
     step_mu = run.L / (run.b_min * run.sigma)
     l, E = int(run.l), int(run.uses)
     rho = ys22_thm33_rho(step_mu, c, l, E)
-    details: dict[str, Any] = {"epochs_used": E, "batches_per_epoch": l, "contraction": c, "per_step_mu": step_mu}
-    details.update(_limit_details(ys22_thm33_rho(step_mu, c, l, math.inf), query))
-    return rdp_result(
-        BOUND_ID, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 3.3",
-        rdp=lambda a, _rho=rho: _rho * a, query=query, run=run, linear_rho=rho, details=details,
+    return _linear_rdp_result(
+        run, query, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 3.3",
+        rho=rho, rho_limit=ys22_thm33_rho(step_mu, c, l, math.inf),
+        details={"epochs_used": E, "batches_per_epoch": l, "contraction": c, "per_step_mu": step_mu},
         assumptions=(
             f"strongly convex, smooth losses: each step is c-Lipschitz with c = {c:.10g} < 1",
             "replace-one adjacency; constant learning rate; comparison baseline of paper 000",
@@ -137,11 +157,10 @@ def ys22_noisy_gd(run: Run, query: Query) -> Result:
         raise NotApplicable(f"c_ys = 1 - lr*m/2 = {c_ys:g} is outside [0, 1)")
     step_mu = run.L / (run.n * run.sigma)
     rho = ys22_thmd6_rho(step_mu, c, c_ys, run.T)
-    details: dict[str, Any] = {"contraction": c, "c_ys": c_ys, "per_step_mu": step_mu, "steps": run.T}
-    details.update(_limit_details(ys22_thmd6_rho(step_mu, c, c_ys, math.inf), query))
-    return rdp_result(
-        BOUND_ID, theorem="YS22 Thm D.6 (NoisyGD, strongly convex)", reference=REFERENCE + ", Thm D.6 (as coded in paper 000)",
-        rdp=lambda a, _rho=rho: _rho * a, query=query, run=run, linear_rho=rho, details=details,
+    return _linear_rdp_result(
+        run, query, theorem="YS22 Thm D.6 (NoisyGD, strongly convex)", reference=REFERENCE + ", Thm D.6 (as coded in paper 000)",
+        rho=rho, rho_limit=ys22_thmd6_rho(step_mu, c, c_ys, math.inf),
+        details={"contraction": c, "c_ys": c_ys, "per_step_mu": step_mu, "steps": run.T},
         assumptions=(
             f"m-strongly convex (m = {m:g}), smooth losses: c = {c:.10g} < 1; c_ys = {c_ys:.10g} [R-]",
             "replace-one adjacency; constant learning rate; comparison baseline of paper 000 Fig. 1",
