@@ -17,6 +17,7 @@ self-consistent crossing with Thm 4.4 that the library reports, and not used as 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -185,6 +186,25 @@ def table1(quick: bool = False) -> Experiment:
     )
 
 
+def _mu_plot(
+    xs: np.ndarray, composition: np.ndarray, composition_label: str, paths: dict[str, list[float]], xlabel: str,
+    *, legend_fontsize: int = 7,
+) -> Callable[[Any], None]:
+    """Plot of GDP mu against the steps T (or epochs E) on a log axis: composition dashed, then
+    one line per labelled bound."""
+
+    def plot(ax: Any) -> None:
+        ax.plot(xs, composition, "k--", label=composition_label)
+        for label, ys in paths.items():
+            ax.plot(xs, ys, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("GDP mu")
+        ax.legend(fontsize=legend_fontsize)
+
+    return plot
+
+
 # ----------------------------------------------------------------------------- Table 7
 @register_experiment("paper000-table7", "Bok-Su-Altschuler Table 7: NoisyGD strongly convex, Thm 4.2 vs composition")
 def table7(quick: bool = False) -> Experiment:
@@ -197,16 +217,8 @@ def table7(quick: bool = False) -> Experiment:
         comps.append(Comparison(f"Table 7 composition T={T}", comp_printed, comp, 3))
         comps += [Comparison(f"Table 7 c={c} T={T}", p, r.mu, 3) for c, p, r in zip(TABLE7_CS, ours_printed, res)]
     Ts = np.unique(np.round(np.geomspace(1, 1000, 25 if quick else 80)).astype(int))
-    paths = {c: [si.noisy_gd_strongly_convex(table7_run(int(T), c), QUERY).mu for T in Ts] for c in TABLE7_CS}
-
-    def plot(ax: Any) -> None:
-        ax.plot(Ts, 0.1 * np.sqrt(Ts), "k--", label="GDP composition (Thm 4.1)")
-        for c, ys in paths.items():
-            ax.plot(Ts, ys, label=f"Thm 4.2, c={c}")
-        ax.set_xscale("log")
-        ax.set_xlabel("steps T")
-        ax.set_ylabel("GDP mu")
-        ax.legend(fontsize=7)
+    paths = {f"Thm 4.2, c={c}": [si.noisy_gd_strongly_convex(table7_run(int(T), c), QUERY).mu for T in Ts] for c in TABLE7_CS}
+    plot = _mu_plot(Ts, 0.1 * np.sqrt(Ts), "GDP composition (Thm 4.1)", paths, "steps T")
 
     return Experiment(
         name="paper000-table7", title="Paper 000 Table 7: NoisyGD, strongly convex, L/(n sigma)=0.1 (GDP mu)",
@@ -228,16 +240,11 @@ def table8(quick: bool = False) -> Experiment:
             comps.append(Comparison(f"Table 8 T* L/n={L_over_n} eta={eta}", t_printed, d["crossover_steps"], 0))
             comps.append(Comparison(f"Table 8 mu* L/n={L_over_n} eta={eta}", mu_printed, d["mu_limit"], 3))
     Ts = np.unique(np.round(np.geomspace(1, 2000, 30 if quick else 120)).astype(int))
-    paths = {eta: [si.noisy_gd_bounded_convex(table8_run(int(T), 0.5, eta), QUERY).mu for T in Ts] for eta in TABLE8_ETAS}
-
-    def plot(ax: Any) -> None:
-        ax.plot(Ts, 0.5 / 8 * np.sqrt(Ts), "k--", label="GDP composition (Thm 4.1), L/n=0.5")
-        for eta, ys in paths.items():
-            ax.plot(Ts, ys, label=f"min(Thm 4.3, composition), eta={eta}")
-        ax.set_xscale("log")
-        ax.set_xlabel("steps T")
-        ax.set_ylabel("GDP mu")
-        ax.legend(fontsize=7)
+    paths = {
+        f"min(Thm 4.3, composition), eta={eta}": [si.noisy_gd_bounded_convex(table8_run(int(T), 0.5, eta), QUERY).mu for T in Ts]
+        for eta in TABLE8_ETAS
+    }
+    plot = _mu_plot(Ts, 0.5 / 8 * np.sqrt(Ts), "GDP composition (Thm 4.1), L/n=0.5", paths, "steps T")
 
     return Experiment(
         name="paper000-table8", title="Paper 000 Table 8: NoisyGD, convex, sigma=8, D=1: (T*, mu*)",
@@ -260,16 +267,11 @@ def table9(quick: bool = False) -> Experiment:
         comps.append(Comparison(f"Table 9 composition E={E}", comp_printed, comp, 3))
         comps += [Comparison(f"Table 9 l={l} c={c} E={E}", p, r.mu, 3) for (l, c), p, r in zip(pairs, ours_printed, res)]
     Es = np.unique(np.round(np.geomspace(1, 500, 20 if quick else 60)).astype(int))
-    paths = {(l, c): [si.noisy_cgd_strongly_convex(table9_run(int(E), l, c), QUERY).mu for E in Es] for l, c in pairs if c == 0.99}
-
-    def plot(ax: Any) -> None:
-        ax.plot(Es, 0.2 * np.sqrt(Es), "k--", label="GDP composition (Thm 4.4)")
-        for (l, c), ys in paths.items():
-            ax.plot(Es, ys, label=f"Thm 4.5, l={l}, c={c}")
-        ax.set_xscale("log")
-        ax.set_xlabel("epochs E")
-        ax.set_ylabel("GDP mu")
-        ax.legend(fontsize=7)
+    paths = {
+        f"Thm 4.5, l={l}, c={c}": [si.noisy_cgd_strongly_convex(table9_run(int(E), l, c), QUERY).mu for E in Es]
+        for l, c in pairs if c == 0.99
+    }
+    plot = _mu_plot(Es, 0.2 * np.sqrt(Es), "GDP composition (Thm 4.4)", paths, "epochs E")
 
     return Experiment(
         name="paper000-table9", title="Paper 000 Table 9: NoisyCGD, strongly convex, L/(b sigma)=0.2 (GDP mu)",
@@ -291,16 +293,12 @@ def tables10_12(quick: bool = False) -> Experiment:
                              printed_e_star_expression(L_over_b, eta, l), d["crossover_epoch"], d["optimal_window_epochs"]])
                 comps.append(Comparison(f"Tables 10-12 mu* l={l} L/b={L_over_b} eta={eta}", mu_printed, d["mu_limit"], 3))
     Es = np.unique(np.round(np.geomspace(1, 300, 25 if quick else 80)).astype(int))
-    paths = {eta: [si.noisy_cgd_bounded_convex(table10_12_run(int(E), 10, 0.5, eta), QUERY).mu for E in Es] for eta in TABLE10_12_ETAS}
-
-    def plot(ax: Any) -> None:
-        ax.plot(Es, 0.5 / 3 * np.sqrt(Es), "k--", label="GDP composition (Thm 4.4), L/b=0.5")
-        for eta, ys in paths.items():
-            ax.plot(Es, ys, label=f"shifted interpolation (Thm 4.6 + common start), l=10, eta={eta}")
-        ax.set_xscale("log")
-        ax.set_xlabel("epochs E")
-        ax.set_ylabel("GDP mu")
-        ax.legend(fontsize=6)
+    paths = {
+        f"shifted interpolation (Thm 4.6 + common start), l=10, eta={eta}":
+            [si.noisy_cgd_bounded_convex(table10_12_run(int(E), 10, 0.5, eta), QUERY).mu for E in Es]
+        for eta in TABLE10_12_ETAS
+    }
+    plot = _mu_plot(Es, 0.5 / 3 * np.sqrt(Es), "GDP composition (Thm 4.4), L/b=0.5", paths, "epochs E", legend_fontsize=6)
 
     return Experiment(
         name="paper000-tables10-12", title="Paper 000 Tables 10-12: NoisyCGD, convex, sigma=3, D=1: (E*, mu*)",
