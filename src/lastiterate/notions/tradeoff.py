@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from lastiterate.errors import ParameterError, check_in_range, check_nonnegative
-from lastiterate.notions.gdp import _gdp_delta_unchecked, gaussian_tradeoff
+from lastiterate.notions.gdp import _as_float_array, _gdp_delta_unchecked, gaussian_tradeoff
 
 __all__ = [
     "TradeoffCurve",
@@ -162,20 +162,8 @@ def _check_probability_closed(name: str, value: float) -> float:
     return check_in_range(name, value, 0.0, 1.0)
 
 
-def _as_array(name: str, value: ArrayLike) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ParameterError(
-            name, value, "must be a real number or an array of real numbers"
-        ) from None
-    if np.isnan(arr).any():
-        raise ParameterError(name, value, "must not contain NaN")
-    return arr
-
-
 def _check_alpha_array(alpha: ArrayLike) -> np.ndarray:
-    a = _as_array("alpha", alpha)
+    a = _as_float_array("alpha", alpha)
     if ((a < 0) | (a > 1)).any():
         raise ParameterError("alpha", alpha, "must lie in [0, 1]")
     return a
@@ -269,7 +257,7 @@ def subsampled_gaussian_delta(epsilon: ArrayLike, p: float, mu: float) -> float 
     """
     pp = _check_probability_closed("p", p)
     m = check_nonnegative("mu", mu)
-    e = _as_array("epsilon", epsilon)
+    e = _as_float_array("epsilon", epsilon)
     if (e < 0).any():
         raise ParameterError("epsilon", epsilon, "must be >= 0")
     if pp == 0.0 or m == 0.0:
@@ -300,8 +288,8 @@ class TradeoffCurve:
     __slots__ = ("_x", "_y")
 
     def __init__(self, alphas: ArrayLike, values: ArrayLike, *, tol: float = 1e-9) -> None:
-        x = _as_array("alphas", alphas).ravel()
-        y = _as_array("values", values).ravel()
+        x = _as_float_array("alphas", alphas).ravel()
+        y = _as_float_array("values", values).ravel()
         if x.size != y.size or x.size < 2:
             raise ParameterError("alphas", alphas, "must have the same length (>= 2) as values")
         self._set(x, y)
@@ -351,7 +339,7 @@ class TradeoffCurve:
         x = (
             default_grid()
             if grid is None
-            else np.unique(np.clip(_as_array("grid", grid), 0.0, 1.0))
+            else np.unique(np.clip(_as_float_array("grid", grid), 0.0, 1.0))
         )
         if x[0] != 0.0 or x[-1] != 1.0:
             x = np.unique(np.concatenate([[0.0, 1.0], x]))
@@ -418,8 +406,8 @@ class TradeoffCurve:
         representable; dropping a line only lowers the curve, which is pessimistic). Lossless when
         the profile is dense and symmetric (DRS22 Prop 2.12).
         """
-        e = _as_array("epsilons", epsilons).ravel()
-        d = _as_array("deltas", deltas).ravel()
+        e = _as_float_array("epsilons", epsilons).ravel()
+        d = _as_float_array("deltas", deltas).ravel()
         if e.size != d.size or e.size == 0:
             raise ParameterError(
                 "deltas", deltas, "must have the same (non-zero) length as epsilons"
@@ -527,7 +515,7 @@ class TradeoffCurve:
         allowed). ``symmetric=True`` skips the ``f^{-1}`` side, which is only correct for symmetric
         curves; the default uses both sides and never under-reports.
         """
-        e = _as_array("epsilons", epsilons)
+        e = _as_float_array("epsilons", epsilons)
         if (e < 0).any():
             raise ParameterError("epsilons", epsilons, "must be >= 0")
         d = self._one_sided_profile(e, inverse=False)
