@@ -34,6 +34,24 @@ def _data(family, B=17, d=6, K=4, seed=0):
     return X, y
 
 
+def _assert_matches_autograd(model, X, y, rtol):
+    """Per-example gradients, their norms and the clipped sum agree with autograd."""
+    ours = model.per_example_grads(X, y)
+    ref = _autograd_per_example(model, X, y)
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=1e-12)
+    norms = torch.sqrt(sum((r.reshape(len(y), -1) ** 2).sum(1) for r in ref))
+    torch.testing.assert_close(model.grad_norms(X, y), norms, rtol=rtol, atol=1e-12)
+    # clipped sum = sum_i g_i min(1, C/||g_i||)
+    C = float(norms.median())
+    s = torch.clamp(C / norms, max=1.0)
+    summed, n_clipped = model.clipped_grad_sum(X, y, C)
+    for a, r in zip(summed, ref):
+        torch.testing.assert_close(a, torch.einsum("b,b...->...", s, r), rtol=rtol, atol=1e-12)
+    assert n_clipped == int((norms > C).sum())
+
+
 @pytest.mark.parametrize("family", ["multinomial-logistic", "binary-logistic", "least-squares"])
 @pytest.mark.parametrize("intercept", [False, True])
 def test_glm_closed_form_equals_autograd(family, intercept):
@@ -44,20 +62,7 @@ def test_glm_closed_form_equals_autograd(family, intercept):
         for p in model.params():
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype))
     X, y = _data(family)
-    ours = model.per_example_grads(X, y)
-    ref = _autograd_per_example(model, X, y)
-    assert len(ours) == len(ref)
-    for a, b in zip(ours, ref):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
-    norms = torch.sqrt(sum((r.reshape(len(y), -1) ** 2).sum(1) for r in ref))
-    torch.testing.assert_close(model.grad_norms(X, y), norms, rtol=1e-10, atol=1e-12)
-    # clipped sum = sum_i g_i min(1, C/||g_i||)
-    C = float(norms.median())
-    s = torch.clamp(C / norms, max=1.0)
-    summed, n_clipped = model.clipped_grad_sum(X, y, C)
-    for a, r in zip(summed, ref):
-        torch.testing.assert_close(a, torch.einsum("b,b...->...", s, r), rtol=1e-10, atol=1e-12)
-    assert n_clipped == int((norms > C).sum())
+    _assert_matches_autograd(model, X, y, rtol=1e-10)
 
 
 @pytest.mark.parametrize("method", ["linear", "vmap", "opacus"])
@@ -69,18 +74,7 @@ def test_mlp_per_example_equals_autograd(method, loss):
     g = torch.Generator().manual_seed(2)
     X = torch.randn(11, 5, generator=g, dtype=torch.float64)
     y = torch.randint(0, K, (11,), generator=g) if loss == "cross-entropy" else torch.randn(11, generator=g, dtype=torch.float64)
-    ours = model.per_example_grads(X, y)
-    ref = _autograd_per_example(model, X, y)
-    for a, b in zip(ours, ref):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
-    norms = torch.sqrt(sum((r.reshape(len(y), -1) ** 2).sum(1) for r in ref))
-    torch.testing.assert_close(model.grad_norms(X, y), norms, rtol=1e-9, atol=1e-12)
-    C = float(norms.median())
-    s = torch.clamp(C / norms, max=1.0)
-    summed, n_clipped = model.clipped_grad_sum(X, y, C)
-    for a, r in zip(summed, ref):
-        torch.testing.assert_close(a, torch.einsum("b,b...->...", s, r), rtol=1e-9, atol=1e-12)
-    assert n_clipped == int((norms > C).sum())
+    _assert_matches_autograd(model, X, y, rtol=1e-9)
 
 
 def test_auto_method_choice():
