@@ -226,6 +226,18 @@ def _linear_eligible(module: nn.Module) -> bool:
     return True
 
 
+def _linear_grad_norms(
+    acts: list[Tensor], grads: list[Tensor], lins: list[nn.Linear], B: int, dtype: torch.dtype
+) -> Tensor:
+    """Per-example gradient norms from the inputs ``a_l`` and output gradients ``G_l`` of every
+    Linear layer: ``||g_i||^2 = sum_l ||G_l,i||^2 (||a_l,i||^2 + 1 if the layer has a bias)``."""
+    sq = torch.zeros(B, dtype=dtype)
+    for a, g, lin in zip(acts, grads, lins):
+        g2 = (g * g).sum(1)
+        sq = sq + g2 * (a * a).sum(1) + (g2 if lin.bias is not None else 0.0)
+    return torch.sqrt(sq)
+
+
 class ModuleModel:
     """A ``torch.nn.Module`` trained by the noisy methods (MLPs, anything else).
 
@@ -352,11 +364,7 @@ class ModuleModel:
     def grad_norms(self, X: Tensor, y: Tensor) -> Tensor:
         if self.method == "linear":
             acts, grads, lins = self._linear_pass(X, y)
-            sq = torch.zeros(len(y), dtype=X.dtype)
-            for a, g, lin in zip(acts, grads, lins):
-                g2 = (g * g).sum(1)
-                sq = sq + g2 * (a * a).sum(1) + (g2 if lin.bias is not None else 0.0)
-            return torch.sqrt(sq)
+            return _linear_grad_norms(acts, grads, lins, len(y), X.dtype)
         per = self.per_example_grads(X, y)
         return torch.sqrt(sum((g.reshape(len(y), -1) ** 2).sum(1) for g in per))  # type: ignore[arg-type]
 
@@ -366,11 +374,7 @@ class ModuleModel:
             return [torch.zeros_like(p) for p in self.params()], 0
         if self.method == "linear":
             acts, grads, lins = self._linear_pass(X, y)
-            sq = torch.zeros(len(y), dtype=X.dtype)
-            for a, g, lin in zip(acts, grads, lins):
-                g2 = (g * g).sum(1)
-                sq = sq + g2 * (a * a).sum(1) + (g2 if lin.bias is not None else 0.0)
-            norms = torch.sqrt(sq)
+            norms = _linear_grad_norms(acts, grads, lins, len(y), X.dtype)
             s = _clip_factors(norms, clip)
             out: dict[int, Tensor] = {}
             for a, g, lin in zip(acts, grads, lins):
