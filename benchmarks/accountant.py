@@ -50,8 +50,8 @@ SETTINGS: list[tuple[str, dict[str, Any], float, str]] = [
     ("gd convex + diameter (Thm 4.3, B.1)", dict(algorithm="gd", n=1000, steps=1000, lr=0.1, noise_std=0.01, sensitivity=1.0, convex=True, smoothness=5.0, diameter=1.0), 2.0, "closed form"),
     ("cgd strongly convex (Thm 4.5)", dict(algorithm="cgd", n=60000, batch_size=1500, epochs=200, lr=0.05, noise_std=0.01, sensitivity=10.0, strong_convexity=0.002, smoothness=32.5), 8.0, "closed form"),
     ("cgd convex + diameter (Thm 4.6)", dict(algorithm="cgd", n=60000, batch_size=1500, epochs=50, lr=0.05, noise_std=0.01, sensitivity=10.0, convex=True, smoothness=32.5, diameter=1.0), 8.0, "closed form"),
-    ("sgd uniform convex + diameter (Thm 4.10)", dict(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, sensitivity=10.0, convex=True, smoothness=32.5, diameter=1.0, sampling="uniform"), 8.0, "sgd last-iterate"),
-    ("sgd uniform strongly convex (Thm 4.9)", dict(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, sensitivity=10.0, strong_convexity=0.002, smoothness=32.5, sampling="uniform"), 8.0, "sgd last-iterate"),
+    ("sgd uniform convex + diameter (Thm 4.10, B.2)", dict(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, clip=5.0, convex=True, smoothness=32.5, diameter=1.0, sampling="uniform"), 8.0, "sgd last-iterate"),
+    ("sgd uniform strongly convex (Thm 4.9)", dict(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, clip=5.0, strong_convexity=0.002, smoothness=32.5, sampling="uniform"), 8.0, "sgd last-iterate"),
     ("sgd poisson, no geometry (composition)", dict(algorithm="sgd", n=60000, batch_size=256, steps=14000, lr=0.1, noise_multiplier=1.1, clip=1.0, sampling="poisson", adjacency="add-remove"), 3.0, "composition"),
 ]
 

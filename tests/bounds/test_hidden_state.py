@@ -122,3 +122,16 @@ def test_query_by_epsilon() -> None:
     res = hs.ys22_noisy_cgd(mnist_cgd(50), Query(delta=None, epsilon=5.82))
     assert res.epsilon == 5.82 and res.delta == pytest.approx(1e-5, rel=2e-2)
     assert math.isfinite(res.details["delta_limit"]) and res.details["delta_limit"] >= res.delta
+
+
+def test_single_batch_cycle_with_zero_contraction_is_refused_not_a_crash() -> None:
+    """Found by the audit: c = 0 and l = 1 made c**(l-2) divide by zero inside account()."""
+    from lastiterate.accountant import account
+    from lastiterate.run import Run
+
+    run = Run(algorithm="cgd", n=1, batch_size=1, lr=1.0, epochs=1, noise_std=1.0, sensitivity=1.0,
+              strong_convexity=1.0, smoothness=1.0)
+    report = account(run, delta=1e-5)
+    refused = {r.bound: r.reason for r in report.not_applicable}
+    assert "2 batches" in refused["hidden-state-rdp"]
+    assert report.best is not None and report.best.epsilon > 0

@@ -88,7 +88,7 @@ def test_gd_bound_above_exact_projected_walk(T: int) -> None:
 def test_sgd_bound_above_exact_sampled_walk(T: int) -> None:
     # uniform batches b = 10 of n = 100 (q = 0.1); a = lr*L/b = 0.002, s = lr*sigma = 0.05
     run = Run(algorithm="sgd", n=100, batch_size=10, sampling="uniform", lr=0.01, steps=T, noise_std=5.0,
-              sensitivity=2.0, convex=True, smoothness=1.0, diameter=1.0)
+              clip=1.0, convex=True, smoothness=1.0, diameter=1.0)
     res = pabi.pabi_sgd(run, Query(delta=DELTA))
     exact = exact_epsilon(*walk_laws(1.0, 0.05, 0.002, T, q=0.1))
     assert res.epsilon >= exact
@@ -266,7 +266,7 @@ def test_cgd_limit_is_a_supremum_over_T() -> None:
 def test_sgd_plateau_and_limit() -> None:
     q = Query(delta=DELTA)
     run = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=10, noise_std=0.5,
-              sensitivity=2.0, convex=True, smoothness=5.0, diameter=1.0)
+              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
     res = [pabi.pabi_sgd(run.replace(steps=T), q) for T in (10, 10**4, 10**6, 10**8)]
     eps = [r.epsilon for r in res]
     assert eps[0] < eps[1] < eps[2]
@@ -285,7 +285,7 @@ def test_monotone_in_sigma_and_D() -> None:
         by_D = [f(_convex(algorithm=algo, steps=10**5, diameter=D, **kw), q).epsilon for D in (0.1, 0.5, 1.0, 5.0)]
         assert all(a < b for a, b in itertools.pairwise(by_D))
     sgd = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=10**5, noise_std=0.5,
-              sensitivity=2.0, convex=True, smoothness=5.0, diameter=1.0)
+              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
     assert pabi.pabi_sgd(sgd, q).epsilon > pabi.pabi_sgd(sgd.replace(noise_std=1.0), q).epsilon
     assert pabi.pabi_sgd(sgd, q).epsilon < pabi.pabi_sgd(sgd.replace(diameter=4.0), q).epsilon
 
@@ -293,7 +293,7 @@ def test_monotone_in_sigma_and_D() -> None:
 def test_strongly_convex_sgd_uses_b3_and_is_smaller() -> None:
     q = Query(delta=DELTA)
     run = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=10**5, noise_std=0.5,
-              sensitivity=2.0, convex=True, smoothness=5.0, diameter=1.0)
+              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
     sc = pabi.pabi_sgd(run.replace(strong_convexity=1.0), q)
     assert "B.3" in sc.theorem
     assert sc.epsilon < pabi.pabi_sgd(run, q).epsilon
@@ -307,7 +307,7 @@ def test_schedule_runs_use_eq_5_7() -> None:
     const = pabi.pabi_gd(_convex(steps=3000, lr=0.1), q)
     assert gd.epsilon > 0 and const.epsilon > 0
     sgd = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=sched, steps=3000, noise_std=0.5,
-              sensitivity=2.0, convex=True, smoothness=5.0, diameter=1.0)
+              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
     res = pabi.pabi_sgd(sgd, q)
     assert "5.7" in res.theorem and res.epsilon > 0
 
@@ -316,7 +316,7 @@ def test_rdp_curve_is_valid_at_report_orders() -> None:
     """The reported curve at the requested orders equals an independent evaluation with exact S_alpha."""
     q = Query(delta=DELTA, orders=(2.0, 8.0))
     run = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=2000, noise_std=0.5,
-              sensitivity=2.0, convex=True, smoothness=5.0, diameter=1.0)
+              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
     res = pabi.pabi_sgd(run, q)
     for a, v in res.rdp:
         full = pabi.split_window_rdp(a, q=0.01, b=10, L=2.0, sigma=0.5, eta=0.1, D=1.0, T=2000)
@@ -324,3 +324,18 @@ def test_rdp_curve_is_valid_at_report_orders() -> None:
         assert v <= full * 1.2
     # the converted epsilon is never below what the reported orders alone give with Mironov's conversion
     assert min(v + math.log(1 / DELTA) / (a - 1) for a, v in res.rdp) >= res.epsilon - 1e-12
+
+
+def test_sgd_needs_bounded_gradients_not_only_a_sensitivity() -> None:
+    """S_alpha bounds the fixed-size-batch pair only for gradients in a ball of radius L/2; with only
+    sup ||g - g'|| <= L declared (no clip) pabi and smooth-bounded-domain refuse for sgd."""
+    from lastiterate.accountant import account
+    from lastiterate.run import Run
+
+    base = dict(algorithm="sgd", n=60000, batch_size=1500, epochs=100, lr=0.05, noise_std=0.01,
+                convex=True, smoothness=32.5, diameter=1.0, sampling="uniform")
+    report = account(Run(sensitivity=10.0, **base), delta=1e-5)
+    refused = {r.bound: r.reason for r in report.not_applicable}
+    assert "bounded in norm" in refused["pabi"] and "bounded in norm" in refused["smooth-bounded-domain"]
+    clipped = account(Run(clip=5.0, **base), delta=1e-5)
+    assert clipped.result("pabi") is not None

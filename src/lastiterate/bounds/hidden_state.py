@@ -124,6 +124,10 @@ def ys22_noisy_cgd(run: Run, query: Query) -> Result:
     _, c = _checks(run)
     step_mu = run.L / (run.b_min * run.sigma)
     l, E = int(run.l), int(run.uses)
+    if l < 2:
+        # the recovered exponent c^(l-2) is only meaningful for a cycle of >= 2 batches (it divides
+        # by c for l = 1); refusing is always safe, and gd-type bounds cover a single batch
+        raise NotApplicable("YS22 Thm 3.3 (as recovered, exponent l-2) needs at least 2 batches per epoch")
     rho = ys22_thm33_rho(step_mu, c, l, E)
     return _linear_rdp_result(
         run, query, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 3.3",

@@ -80,6 +80,16 @@ from lastiterate.bounds._base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
+#: Why subsampled RDP terms need a clip norm (shared with pabi): S_alpha bounds the sampled pair only
+#: when every per-example gradient lies in a ball of radius L/2; a sensitivity sup ||g - g'|| <= L
+#: alone allows configurations whose divergence exceeds S_alpha (found numerically: an equilateral
+#: triple of gradients exceeds it by 1% at q = 0.1, alpha = 2).
+GRADIENT_BOUND_REASON = (
+    "needs per-example gradients bounded in norm by L/2 (clipping, or L/2-Lipschitz losses): a "
+    "sensitivity alone bounds only differences, for which the sampled-Gaussian term can be exceeded; "
+    "declare the clip norm C (L = 2C)"
+)
+
 REFERENCE = "Altschuler, Talwar 2022 (paper 003)"
 
 __all__ = [
@@ -734,6 +744,8 @@ def pabi_sgd(run: Run, query: Query) -> Result:
             "pabi for sgd is certified under replace-one adjacency only: with fixed-size batches an "
             "added/removed example swaps out another one, so the per-step shift is not halved"
         )
+    if run.clip is None and run.p < 1:
+        raise NotApplicable(GRADIENT_BOUND_REASON)
     D, c = _require_common(run)
     q, b, L, sigma, T = run.p, run.b, run.L, run.sigma, run.T
     assumptions = [_ASSUME_LIPSCHITZ, f"projection onto a convex set of diameter D={D:g}",

@@ -59,6 +59,7 @@ from typing import Any
 
 from lastiterate.bounds._base import Query, Result, rdp_result, register
 from lastiterate.bounds.pabi import (
+    GRADIENT_BOUND_REASON,
     LAMBDA_FINE_Q1,
     LAMBDA_GRID,
     SplitWindowCurve,
@@ -180,6 +181,8 @@ def _require(run: Run) -> None:
                 "fixed-size batches are certified under replace-one adjacency only (an added/removed example "
                 "swaps out another one)"
             )
+        if run.clip is None and run.p < 1:
+            raise NotApplicable(GRADIENT_BOUND_REASON)
     if run.M is None:
         raise NotApplicable("smooth-bounded-domain needs smoothness M (Assumption 3.1)")
     if not run.constant_lr:

@@ -31,7 +31,7 @@ T_QUICK = (10, 1000, 100_000)
 
 def runs(T: int) -> dict[str, Run]:
     """The four runs of the experiment at T steps."""
-    common: dict[str, Any] = {"n": N, "lr": ETA, "steps": T, "noise_std": SIGMA, "sensitivity": L, "smoothness": M, "diameter": D}
+    common: dict[str, Any] = {"n": N, "lr": ETA, "steps": T, "noise_std": SIGMA, "sensitivity": L, "clip": L / 2, "smoothness": M, "diameter": D}
     return {
         "gd": Run(algorithm="gd", convex=True, **common),
         "sgd": Run(algorithm="sgd", batch_size=B, sampling="uniform", convex=True, **common),
