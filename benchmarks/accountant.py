@@ -203,7 +203,7 @@ def main() -> None:
     print("\n## Tightness: paper 000 MNIST logistic-regression runs (delta = 1e-5)\n")
     print(tightness_table())
     print("\n## Start-up: whole process, plain DP-SGD composition (q = 256/60000, z = 1.1, T = 14000)\n")
-    print(startup_table(repeats))
+    print(startup_table(max(repeats, 7)))
 
 
 if __name__ == "__main__":
