@@ -143,3 +143,21 @@ def test_calibrate_noise_under_a_last_iterate_bound_is_tight_and_safe() -> None:
     assert worse is not None and worse.epsilon > 4.0
     # Opacus convention: z = sigma b / C
     assert cal.noise_multiplier == pytest.approx(cal.noise_std * 1500 / 5.0)
+
+
+def test_lr_outside_a_theorem_range_is_an_exclusion_with_reason_not_an_error() -> None:
+    # M = 10: lr = 0.25 >= 2/M = 0.2, so no step is a contraction; composition still applies
+    run = plain_gd(strong_convexity=1.0, smoothness=10.0, lr=0.25)
+    report = account(run, delta=1e-5)
+    refused = {r.bound: r.reason for r in report.not_applicable}
+    assert "2/M" in refused["shifted-interpolation"]
+    assert report.best is not None and report.best.bound.endswith("composition")
+
+
+def test_numerical_composition_states_its_error() -> None:
+    run = Run(algorithm="sgd", n=60000, batch_size=256, steps=1000, lr=0.1, noise_multiplier=1.1, clip=1.0,
+              sampling="poisson", adjacency="add-remove")
+    res = account(run, delta=1e-5, bounds=["pld-composition"]).result("pld-composition")
+    assert res is not None
+    assert res.details["discretization"] == pytest.approx(1e-4)
+    assert 0 <= res.details["truncation_mass"] < 1e-10

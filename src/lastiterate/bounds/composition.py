@@ -204,6 +204,12 @@ def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, de
     else:
         eps, delta = float(query.epsilon), float(pld_obj.delta(query.epsilon))
     det["discretization"] = getattr(pld_obj, "discretization", None)
+    err = getattr(pld_obj, "error", None)
+    if err is not None:
+        # every reported value is pessimistic: rounded up on a grid of this width, with this much
+        # truncated mass already added to delta
+        det["truncation_mass"] = float(err.truncation_mass)
+        det["error"] = "pessimistic discretisation: an upper bound; grid width and truncated mass above"
     return Result(
         bound=bound_id, theorem=theorem, reference=reference, kind="bound", epsilon=eps, delta=delta,
         mu=None, rdp=None, details=det, assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme}"),
