@@ -115,3 +115,22 @@ def test_console_script_entry_point() -> None:
         capture_output=True, text=True, check=False,
     )
     assert proc.returncode == 0 and "4.377" in proc.stdout
+
+
+def test_demo_reports_the_last_iterate_gain(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's numbers come from the accountant: paper 000 Table 1 (E = 200, lambda = 0.002)
+    prints 7.58 for ours and 83.83 for GDP composition."""
+    code, out, _ = run_cli(capsys, "demo")
+    assert code == 0
+    assert "(7.579, 1e-05)-DP" in out and "shifted-interpolation" in out
+    assert "83.83" in out
+    assert "only composition applies" in out
+
+
+def test_reproduce_list_and_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "reproduce", "list")
+    assert code == 0
+    for name in ("paper000-table1", "paper001-figure1", "paper002-figure1", "paper003-bounds", "paper004-table1", "logreg-digits"):
+        assert name in out
+    code, out, err = run_cli(capsys, "reproduce", "no-such-table")
+    assert code == 2 and out == "" and "name=" in err and len(err.strip().splitlines()) == 1
