@@ -74,7 +74,7 @@ def _add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     dq.add_argument("--delta", type=float, help="report epsilon at this delta (default 1e-5)")
     if noise:
         dq.add_argument("--epsilon", type=float, help="report delta at this epsilon instead")
-    q.add_argument("--bound", action="append", help="restrict to this bound id (repeatable)")
+    q.add_argument("--bound", action="extend", nargs="+", metavar="ID", help="restrict to these bound ids (repeatable)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
 
 
