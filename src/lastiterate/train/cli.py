@@ -124,6 +124,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.model == "logreg":
         if data.task != "classification":
             raise ParameterError("model", "logreg", f"needs class labels; {data.name} is a regression dataset (use linreg)")
+        assert data.n_classes is not None  # load_dataset sets n_classes for every classification dataset
         if data.n_classes == 2:
             model: Any = GLM(data.n_features, 1, "binary-logistic", intercept=args.intercept, dtype=dtype)
         else:
@@ -134,6 +135,7 @@ def run_train(args: argparse.Namespace) -> int:
         model = GLM(data.n_features, 1, "least-squares", intercept=args.intercept, dtype=dtype)
     else:
         if data.task == "classification":
+            assert data.n_classes is not None  # load_dataset sets n_classes for every classification dataset
             net = mlp(data.n_features, int(data.n_classes), hidden, args.activation, seed=args.seed, dtype=dtype)
             model = ModuleModel(net, "cross-entropy")
         else:

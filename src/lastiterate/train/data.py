@@ -66,12 +66,14 @@ class Dataset:
 
 
 # ---------------------------------------------------------------------- IDX (MNIST) files
-_IDX_TYPES = {
+_IDX_TYPES: dict[int, np.dtype[Any]] = {
     0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
     0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
 }
-_IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(">i2"): 0x0B,
-              np.dtype(">i4"): 0x0C, np.dtype(">f4"): 0x0D, np.dtype(">f8"): 0x0E}
+_IDX_CODES: dict[np.dtype[Any], int] = {
+    np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(">i2"): 0x0B,
+    np.dtype(">i4"): 0x0C, np.dtype(">f4"): 0x0D, np.dtype(">f8"): 0x0E,
+}
 
 
 def _open(path: Path) -> Any:

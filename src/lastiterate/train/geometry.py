@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive
 
@@ -79,6 +79,20 @@ _CURVATURE = {"binary-logistic": 0.25, "multinomial-logistic": 0.5, "least-squar
 
 #: sup ||grad l_i|| / ||x|| (None = unbounded)
 _GRAD_BOUND = {"binary-logistic": 1.0, "multinomial-logistic": math.sqrt(2.0), "least-squares": None}
+
+
+class _CertificateFields(TypedDict):
+    """The :class:`Certificate` fields shared by every outcome of :func:`glm_certificate`."""
+
+    data_smoothness: float
+    feature_norm: float
+    effective_feature_norm: float
+    l2: float
+    clip: float
+    gradient_bound: float | None
+    clipping_active: bool
+    sensitivity: float
+    lr: float | None
 
 
 @dataclass(frozen=True)
@@ -165,7 +179,7 @@ def glm_certificate(
     else:
         M = beta + lam
         sampling_note = ""
-    common = {
+    common: _CertificateFields = {
         "data_smoothness": beta, "feature_norm": R, "effective_feature_norm": R_eff, "l2": lam, "clip": C,
         "gradient_bound": G, "clipping_active": active, "sensitivity": 2 * C, "lr": lr,
     }

@@ -59,6 +59,9 @@ from lastiterate.errors import ParameterError, check_positive, check_positive_in
 class LastIterateAccountant(IAccountant):
     """Opacus accountant with lastiterate's bounds (see the module docstring)."""
 
+    #: (noise_multiplier, sample_rate, steps) runs; initialised by ``IAccountant.__init__``
+    history: list[tuple[float, float, int]]
+
     def __init__(
         self,
         *,
@@ -186,7 +189,9 @@ class LastIterateAccountant(IAccountant):
 
     def load_state_dict(self, state_dict: Any) -> None:
         super().load_state_dict(state_dict)
-        self.history = [tuple(h) for h in self.history]
+        # the base class stored state_dict["history"]; re-read it so that lists (a round-trip
+        # through a serialiser) become tuples again
+        self.history = [tuple(h) for h in state_dict["history"]]
         decl = state_dict.get("declaration")
         if decl is not None:
             mine = self.state_dict()["declaration"]

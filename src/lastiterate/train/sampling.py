@@ -72,7 +72,7 @@ class Sampler:
             raise ParameterError("batch_size", b, f"must equal n={self.n} for full-batch gd")
         if self.scheme == "cyclic":
             order = _rng(self.seed, _STREAM["cyclic"]).permutation(self.n) if self.permute else np.arange(self.n)
-            object.__setattr__(self, "_partition", balanced_partition(order, self.l))
+            object.__setattr__(self, "_partition", balanced_partition(order, int(self.l)))
 
     # ---------------------------------------------------------------- run semantics
     @property
