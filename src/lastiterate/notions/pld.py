@@ -103,7 +103,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import fft as sp_fft
@@ -889,10 +889,10 @@ class Pld:
                     raise TypeError("only pessimistic dp_accounting PLDs can be wrapped")
             d = float(rem._discretization)
 
-            def conv(p: object) -> _Pmf:
+            def conv(p: Any) -> _Pmf:  # a DensePLDPmf (dp_accounting ships no type information)
                 return _Pmf(
                     int(p._lower_loss), np.array(p._probs, dtype=float), float(p._infinity_mass)
-                )  # type: ignore[attr-defined]
+                )
 
             return cls(
                 description=description,
