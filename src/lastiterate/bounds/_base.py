@@ -17,12 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_in_range, check_nonnegative
 from lastiterate.run import Run
+
+if TYPE_CHECKING:
+    from lastiterate.notions.rdp import RdpCurve
 
 Kind = Literal["bound", "estimate"]
 
@@ -192,6 +195,7 @@ def gdp_result(
         eps, delta = float(gdp_epsilon(query.delta, mu)), query.delta
     else:
         eps, delta = float(query.epsilon), float(gdp_delta(query.epsilon, mu))  # type: ignore[arg-type]
+    mu_value = float(mu)
     return Result(
         bound=spec_id,
         theorem=theorem,
@@ -204,7 +208,7 @@ def gdp_result(
         details=dict(details or {}),
         assumptions=tuple(assumptions),
         adjacency=run.adjacency,
-        tradeoff=lambda a, _mu=float(mu): gaussian_tradeoff(a, _mu),
+        tradeoff=lambda a: gaussian_tradeoff(a, mu_value),
     )
 
 
@@ -213,7 +217,7 @@ def rdp_result(
     *,
     theorem: str,
     reference: str,
-    rdp: Callable[[float], float] | Any,
+    rdp: Callable[[float], float] | RdpCurve,
     query: Query,
     run: Run,
     kind: Kind = "bound",

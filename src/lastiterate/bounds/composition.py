@@ -20,11 +20,14 @@ mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lastiterate.bounds._base import Query, Result, gdp_result, rdp_result, register
-from lastiterate.errors import NotApplicable
+from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.run import Run
+
+if TYPE_CHECKING:
+    from lastiterate.notions.pld import Adjacency
 
 ANY_LOSS = "any loss: no convexity, smoothness or projection assumed"
 
@@ -106,6 +109,15 @@ def _sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
 _PLD_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
 
 
+def _pld_adjacency(adjacency: str) -> Adjacency:
+    """``Run.adjacency`` (validated by :class:`Run`) as the PLD module's adjacency literal."""
+    if adjacency == "replace":
+        return "replace"
+    if adjacency == "add-remove":
+        return "add-remove"
+    raise ParameterError("adjacency", adjacency, "must be one of replace, add-remove")
+
+
 def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     from lastiterate.notions import pld
 
@@ -123,7 +135,7 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     if run.adjacency == "replace" and run.clip is None:
         return _revealed_sampling_pld(run)
     z = _clip_noise_multiplier(run)
-    one = pld.poisson_subsampled_gaussian_pld(run.p, z, adjacency=run.adjacency)
+    one = pld.poisson_subsampled_gaussian_pld(run.p, z, adjacency=_pld_adjacency(run.adjacency))
     return (
         one.self_compose(run.T),
         "Poisson-subsampled Gaussian, T-fold composition",
@@ -202,6 +214,7 @@ def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, de
     if query.delta is not None:
         eps, delta = float(pld_obj.epsilon(query.delta)), query.delta
     else:
+        assert query.epsilon is not None  # Query holds exactly one of delta and epsilon
         eps, delta = float(query.epsilon), float(pld_obj.delta(query.epsilon))
     det["discretization"] = getattr(pld_obj, "discretization", None)
     err = getattr(pld_obj, "error", None)
@@ -257,7 +270,7 @@ def rdp_composition(run: Run, query: Query) -> Result:
         rho = uses * mu0**2 / 2
         return rdp_result(
             "rdp-composition", theorem="Gaussian RDP composition", reference="Mironov 2017, Prop. 7",
-            rdp=lambda a, _rho=rho: _rho * a, query=query, run=run, linear_rho=rho,
+            rdp=lambda a: rho * a, query=query, run=run, linear_rho=rho,
             assumptions=(ANY_LOSS,), details={"per_step_mu": mu0, "compositions": uses},
         )
     if run.sampling_scheme != "poisson" or run.adjacency != "add-remove":

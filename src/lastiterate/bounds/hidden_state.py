@@ -106,7 +106,7 @@ def _linear_rdp_result(
     details.update(_limit_details(rho_limit, query))
     return rdp_result(
         BOUND_ID, theorem=theorem, reference=reference,
-        rdp=lambda a, _rho=rho: _rho * a, query=query, run=run, linear_rho=rho, details=details,
+        rdp=lambda a: rho * a, query=query, run=run, linear_rho=rho, details=details,
         assumptions=assumptions,
     )
 

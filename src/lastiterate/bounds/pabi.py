@@ -69,6 +69,7 @@ gradient offsets are bounded by L (checked numerically for points in a ball of r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -272,7 +273,9 @@ class SGMTable:
     pass of :func:`refined_split_window_curve`, never for a reported bound.
     """
 
-    def __init__(self, q: float, noise_multipliers: np.ndarray, orders: Sequence[float], direction: str = "max") -> None:
+    def __init__(
+        self, q: float, noise_multipliers: np.ndarray, orders: Sequence[float] | np.ndarray, direction: str = "max"
+    ) -> None:
         self.q = float(q)
         self.s = np.atleast_1d(np.asarray(noise_multipliers, dtype=float))
         o = np.unique(np.asarray([a for a in orders if 1.0 < a <= MAX_TABLE_ORDER], dtype=float))
@@ -354,7 +357,7 @@ class SplitWindowCurve:
     T: float
     n_max: float
     lambdas: np.ndarray
-    orders: Sequence[float]
+    orders: Sequence[float] | np.ndarray
     q_linear: bool = False  # paper 002's general (q-linear) per-step term joins the max
     direction: str = "max"  # "mixture-first" only for the locating pass
 
@@ -473,7 +476,7 @@ class ScheduleCurve:
     D: float
     schedule: Sequence[float]
     lambdas: np.ndarray
-    orders: Sequence[float]
+    orders: Sequence[float] | np.ndarray
     direction: str = "max"
 
     def __post_init__(self) -> None:
@@ -713,10 +716,12 @@ def pabi_gd(run: Run, query: Query) -> Result:
     lim1 = b1_rho_limit(D=D, eta=eta, sigma=sigma, L=L, n=n)
     # (B.2)/(B.3) with q = 1: linear in alpha, so the split optimisation is done once (at alpha = 2)
     cs = c if c < 1 else 1.0
-    common = {"q": 1.0, "b": n, "L": L, "sigma": sigma, "eta": eta, "D": D, "c": cs, "T": T, "lambdas": LAMBDA_FINE_Q1, "orders": ()}
-    val2, det2 = SplitWindowCurve(n_max=T - 1, **common).evaluate(2.0)
+    split_curve = functools.partial(
+        SplitWindowCurve, q=1.0, b=n, L=L, sigma=sigma, eta=eta, D=D, c=cs, lambdas=LAMBDA_FINE_Q1, orders=()
+    )
+    val2, det2 = split_curve(T=T, n_max=T - 1).evaluate(2.0)
     rho2 = val2 / 2.0
-    lim2 = SplitWindowCurve(n_max=math.inf, **{**common, "T": math.inf})(2.0) / 2.0
+    lim2 = split_curve(T=math.inf, n_max=math.inf)(2.0) / 2.0
     which = "B.3" if cs < 1 else "B.2"
     if rho1 <= rho2:
         rho, theorem, det = rho1, "(B.1) full batch", dict(det1)
@@ -758,10 +763,10 @@ def pabi_sgd(run: Run, query: Query) -> Result:
     cs = c if c < 1 else 1.0
     which = "(B.3) strongly convex" if cs < 1 else "(B.2) convex"
     params = {"q": q, "b": b, "L": L, "sigma": sigma, "eta": eta, "D": D, "c": cs, "T": T}
-    curve = refined_split_window_curve(query, n_max=T - 1, **params)
-    res = _result(run, query, theorem=which, rdp=curve, details={"sampling_rate": q, "contraction": c},
+    window_curve = refined_split_window_curve(query, n_max=T - 1, **params)
+    res = _result(run, query, theorem=which, rdp=window_curve, details={"sampling_rate": q, "contraction": c},
                   assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"])
-    res = _with_choice(res, curve)
+    res = _with_choice(res, window_curve)
     if query.delta is not None:
         lim = refined_split_window_curve(query, n_max=math.inf, **{**params, "T": math.inf})
         res = dataclasses.replace(res, details={**res.details, **_epsilon_limit(lim, query)})
