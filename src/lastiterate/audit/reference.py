@@ -56,7 +56,7 @@ __all__ = [
 def gaussian_propagation_mu(
     A: np.ndarray | Sequence[np.ndarray],
     kicks: np.ndarray,
-    noise_std: float | Sequence[float],
+    noise_std: float | Sequence[float] | np.ndarray,
     *,
     initial_cov: np.ndarray | None = None,
 ) -> float:
@@ -333,7 +333,7 @@ def projected_walk_curve(
     bins: int = 500,
     *,
     x0: float = 0.0,
-    p_include: float | Sequence[float] = 1.0,
+    p_include: float | Sequence[float] | np.ndarray = 1.0,
     a_d: float = 0.0,
 ) -> ProjectedWalkCurve:
     """Exact (grid) last-iterate privacy curve of the 1-D projected random walk on K = [-D/2, D/2].
@@ -385,13 +385,13 @@ def projected_walk_curve(
 
 def projected_walk_schedule_curve(
     D: float,
-    s: Sequence[float],
-    a: Sequence[float],
+    s: Sequence[float] | np.ndarray,
+    a: Sequence[float] | np.ndarray,
     bins: int = 500,
     *,
     x0: float = 0.0,
-    p_include: float | Sequence[float] = 1.0,
-    a_d: Sequence[float] | None = None,
+    p_include: float | Sequence[float] | np.ndarray = 1.0,
+    a_d: Sequence[float] | np.ndarray | None = None,
 ) -> ProjectedWalkCurve:
     """The projected walk with per-step noise s_t = eta_t sigma and kicks a_t = eta_t L / b (a
     learning-rate schedule).  ``p_include``: a constant inclusion probability or one per step.

@@ -235,8 +235,8 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
             return None, curve.epsilon(delta), f"sampled projected random walk, Markov chain ({bins} bins)"
         return None, None, ""
     if spec.diameter is None and spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson") and delta is not None and s > 0:
-        curve = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * g_dp / spec.b, s, a_d=eta * g_d / spec.b)
-        return None, curve.epsilon(delta), "linear NoisySGD: Binomial mixtures (exact, closed form)"
+        mixture = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * g_dp / spec.b, s, a_d=eta * g_d / spec.b)
+        return None, mixture.epsilon(delta), "linear NoisySGD: Binomial mixtures (exact, closed form)"
     return None, None, ""
 
 
