@@ -52,6 +52,8 @@ def _train(algorithm: str, epochs: int, seed: int, data: Any, with_report: bool)
     res = method.fit(data.X_train, data.y_train, epochs=epochs, account=with_report, delta=DELTA)
     test = evaluate(model, data.X_test, data.y_test, R)["accuracy"]
     train = evaluate(model, data.X_train, data.y_train, R)["accuracy"]
+    if test is None or train is None:  # evaluate gives no accuracy on an empty split
+        raise ValueError(f"digits split has an empty train or test set (n_test = {len(data.y_test)})")
     return float(test), float(train), res
 
 
@@ -86,9 +88,13 @@ def logreg_digits(quick: bool) -> Experiment:
                     setting[algorithm] = res.run.setting()
             sd = statistics.stdev(tests) if len(tests) > 1 else 0.0
             sd_tr = statistics.stdev(trains) if len(trains) > 1 else 0.0
+            if report is None:  # the first seed's run is fitted with account=True
+                raise RuntimeError(f"{algorithm}, {E} epochs: the accounted run returned no report")
             ours = report.best
             ys, _ = _eps(report, ("hidden-state-rdp",))
             comp, comp_id = _eps(report, ("gdp-composition", "pld-composition", "rdp-composition"))
+            if comp is None:
+                raise RuntimeError(f"{algorithm}, {E} epochs: the report has no composition bound to compare with")
             rows.append([algorithm, E, report.run.T, len(seeds), f"{statistics.mean(tests):.4f}", f"{sd:.4f}",
                          f"{statistics.mean(trains):.4f}", f"{sd_tr:.4f}"])
             eps_rows.append([algorithm, E, report.run.T, round(ours.epsilon, 3), ours.bound,

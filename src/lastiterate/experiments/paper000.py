@@ -24,7 +24,7 @@ import numpy as np
 
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
-from lastiterate.bounds._base import Query
+from lastiterate.bounds._base import Query, Result
 from lastiterate.experiments._base import Comparison, Experiment, register_experiment
 from lastiterate.run import Run
 
@@ -186,6 +186,13 @@ def table1(quick: bool = False) -> Experiment:
     )
 
 
+def _mu(res: Result) -> float:
+    """The GDP mu of a shifted-interpolation result (Thms 4.2-4.6 are mu-GDP guarantees)."""
+    if res.mu is None:
+        raise ValueError(f"{res.bound} ({res.theorem}) gave no GDP mu")
+    return res.mu
+
+
 def _mu_plot(
     xs: np.ndarray, composition: np.ndarray, composition_label: str, paths: dict[str, list[float]], xlabel: str,
     *, legend_fontsize: int = 7,
@@ -215,9 +222,9 @@ def table7(quick: bool = False) -> Experiment:
         comp = res[0].details["composition_mu"]
         rows.append([T, comp] + [r.mu for r in res])
         comps.append(Comparison(f"Table 7 composition T={T}", comp_printed, comp, 3))
-        comps += [Comparison(f"Table 7 c={c} T={T}", p, r.mu, 3) for c, p, r in zip(TABLE7_CS, ours_printed, res)]
+        comps += [Comparison(f"Table 7 c={c} T={T}", p, _mu(r), 3) for c, p, r in zip(TABLE7_CS, ours_printed, res)]
     Ts = np.unique(np.round(np.geomspace(1, 1000, 25 if quick else 80)).astype(int))
-    paths = {f"Thm 4.2, c={c}": [si.noisy_gd_strongly_convex(table7_run(int(T), c), QUERY).mu for T in Ts] for c in TABLE7_CS}
+    paths = {f"Thm 4.2, c={c}": [_mu(si.noisy_gd_strongly_convex(table7_run(int(T), c), QUERY)) for T in Ts] for c in TABLE7_CS}
     plot = _mu_plot(Ts, 0.1 * np.sqrt(Ts), "GDP composition (Thm 4.1)", paths, "steps T")
 
     return Experiment(
@@ -241,7 +248,7 @@ def table8(quick: bool = False) -> Experiment:
             comps.append(Comparison(f"Table 8 mu* L/n={L_over_n} eta={eta}", mu_printed, d["mu_limit"], 3))
     Ts = np.unique(np.round(np.geomspace(1, 2000, 30 if quick else 120)).astype(int))
     paths = {
-        f"min(Thm 4.3, composition), eta={eta}": [si.noisy_gd_bounded_convex(table8_run(int(T), 0.5, eta), QUERY).mu for T in Ts]
+        f"min(Thm 4.3, composition), eta={eta}": [_mu(si.noisy_gd_bounded_convex(table8_run(int(T), 0.5, eta), QUERY)) for T in Ts]
         for eta in TABLE8_ETAS
     }
     plot = _mu_plot(Ts, 0.5 / 8 * np.sqrt(Ts), "GDP composition (Thm 4.1), L/n=0.5", paths, "steps T")
@@ -265,10 +272,10 @@ def table9(quick: bool = False) -> Experiment:
         comp = res[0].details["composition_mu"]
         rows.append([E, comp] + [r.mu for r in res])
         comps.append(Comparison(f"Table 9 composition E={E}", comp_printed, comp, 3))
-        comps += [Comparison(f"Table 9 l={l} c={c} E={E}", p, r.mu, 3) for (l, c), p, r in zip(pairs, ours_printed, res)]
+        comps += [Comparison(f"Table 9 l={l} c={c} E={E}", p, _mu(r), 3) for (l, c), p, r in zip(pairs, ours_printed, res)]
     Es = np.unique(np.round(np.geomspace(1, 500, 20 if quick else 60)).astype(int))
     paths = {
-        f"Thm 4.5, l={l}, c={c}": [si.noisy_cgd_strongly_convex(table9_run(int(E), l, c), QUERY).mu for E in Es]
+        f"Thm 4.5, l={l}, c={c}": [_mu(si.noisy_cgd_strongly_convex(table9_run(int(E), l, c), QUERY)) for E in Es]
         for l, c in pairs if c == 0.99
     }
     plot = _mu_plot(Es, 0.2 * np.sqrt(Es), "GDP composition (Thm 4.4)", paths, "epochs E")
@@ -295,7 +302,7 @@ def tables10_12(quick: bool = False) -> Experiment:
     Es = np.unique(np.round(np.geomspace(1, 300, 25 if quick else 80)).astype(int))
     paths = {
         f"shifted interpolation (Thm 4.6 + common start), l=10, eta={eta}":
-            [si.noisy_cgd_bounded_convex(table10_12_run(int(E), 10, 0.5, eta), QUERY).mu for E in Es]
+            [_mu(si.noisy_cgd_bounded_convex(table10_12_run(int(E), 10, 0.5, eta), QUERY)) for E in Es]
         for eta in TABLE10_12_ETAS
     }
     plot = _mu_plot(Es, 0.5 / 3 * np.sqrt(Es), "GDP composition (Thm 4.4), L/b=0.5", paths, "epochs E", legend_fontsize=6)

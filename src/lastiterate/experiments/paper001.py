@@ -64,8 +64,8 @@ def figure1(quick: bool = False) -> Experiment:
                 ks = [p[0] for p in pts]
                 ax.plot(ks, [p[1] for p in pts], styles[lam], color=colors[alpha], lw=2,
                         label=f"Cor. 1, alpha={alpha:g}, lambda={lam:g}")
-            pts = [(r[2], r[4]) for r in rows if r[0] == alpha and r[1] == LAMBDAS[0]]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-.", color=colors[alpha], lw=1,
+            comp_pts = [(r[2], r[4]) for r in rows if r[0] == alpha and r[1] == LAMBDAS[0]]
+            ax.plot([p[0] for p in comp_pts], [p[1] for p in comp_pts], "-.", color=colors[alpha], lw=1,
                     label=f"composition, alpha={alpha:g}")
         ax.set_xscale("log")
         ax.set_yscale("log")
