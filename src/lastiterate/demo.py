@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from lastiterate.run import Run
 
-EXAMPLE = dict(
-    algorithm="cgd", n=60000, batch_size=1500, epochs=200, lr=0.05, noise_std=0.01, sensitivity=10.0,
-    strong_convexity=0.002, smoothness=32.5,
-)
+EXAMPLE = {
+    "algorithm": "cgd", "n": 60000, "batch_size": 1500, "epochs": 200, "lr": 0.05, "noise_std": 0.01,
+    "sensitivity": 10.0, "strong_convexity": 0.002, "smoothness": 32.5,
+}
 
 
 def run_demo(delta: float = 1e-5) -> str:
