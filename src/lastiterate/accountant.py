@@ -193,17 +193,22 @@ def calibrate_noise(
     delta: float = 1e-5,
     bounds: Sequence[str] | None = None,
     rtol: float = 2e-4,
+    progress: Callable[[str], None] | None = None,
 ) -> Calibration:
     """The smallest noise std sigma whose best bound gives eps <= ``epsilon``.
 
     Bisection on log sigma with an expanding bracket.  The returned sigma always satisfies the
     target (it is the upper end of the final bracket: never overshoots), and the bracket is
     narrower than ``rtol`` relative, so sigma*(1 - 0.001) violates the target (tight).
+    ``progress`` is called with a short message after every evaluation (the CLI shows a bar).
     """
     target = check_positive("epsilon", epsilon)
 
     def eps_at(sigma: float) -> float:
-        return _best_epsilon(run.replace(noise_std=sigma), delta, bounds)[0]
+        eps = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)[0]
+        if progress is not None:
+            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g}")
+        return eps
 
     hi = run.sigma
     lo = run.sigma
@@ -240,16 +245,21 @@ def calibrate_epochs(
     delta: float = 1e-5,
     bounds: Sequence[str] | None = None,
     max_epochs: float = 1e7,
+    progress: Callable[[str], None] | None = None,
 ) -> Calibration:
     """The largest number of whole epochs whose best bound gives eps <= ``epsilon``.
 
+    ``progress`` is called with a short message after every evaluation (the CLI shows a bar).
     ``epochs`` is None (unlimited) when a convergent bound's supremum over T (its
     ``details['epsilon_limit']``) is already within the target.
     """
     target = check_positive("epsilon", epsilon)
 
     def evaluate(epochs: int) -> tuple[float, Report]:
-        return _best_epsilon(run.replace(epochs=epochs), delta, bounds)
+        eps, rep = _best_epsilon(run.replace(epochs=epochs), delta, bounds)
+        if progress is not None:
+            progress(f"epochs={epochs} -> epsilon={eps:.6g}")
+        return eps, rep
 
     eps1, rep1 = evaluate(1)
     if eps1 > target:

@@ -211,16 +211,18 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     _apply_config(args)
     delta = args.delta if args.delta is not None else 1e-5
+    bar = _ProgressBar("calibrating", quiet=args.json)
     if args.solve == "noise":
         if args.steps is None and args.epochs is None:
             raise UsageError("--steps or --epochs is required with --solve noise")
         run = _run_from_args(args, noise_std=1.0, noise_multiplier=None)
-        cal = calibrate_noise(run, epsilon=args.epsilon, delta=delta, bounds=args.bound)
+        cal = calibrate_noise(run, epsilon=args.epsilon, delta=delta, bounds=args.bound, progress=bar.step)
     else:
         if args.noise_std is None and args.noise_multiplier is None:
             raise UsageError("--noise-std or --noise-multiplier is required with --solve epochs")
         run = _run_from_args(args, epochs=1, steps=None)
-        cal = calibrate_epochs(run, epsilon=args.epsilon, delta=delta, bounds=args.bound)
+        cal = calibrate_epochs(run, epsilon=args.epsilon, delta=delta, bounds=args.bound, progress=bar.step)
+    bar.close()
     out = cal.to_json()
     if args.json:
         print(json.dumps({k: out[k] for k in ("noise_std", "noise_multiplier", "epochs", "best")}))
@@ -237,6 +239,26 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         print(f"Best bound there: {best['bound']} ({best['theorem']}), epsilon = {best['epsilon']:.6g}")
     return 0
+
+
+class _ProgressBar:
+    """A tqdm bar on stderr for long searches; silent when stderr is not a terminal or with --json."""
+
+    def __init__(self, desc: str, *, quiet: bool = False) -> None:
+        self._bar = None
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(desc=desc, unit="eval", file=sys.stderr, leave=False)
+
+    def step(self, message: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(message, refresh=False)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 # ---------------------------------------------------------------------- convert
@@ -288,9 +310,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if name not in registry:
             raise UsageError(f"name={name!r} is invalid: must be one of all, list, " + ", ".join(registry))
     outdir = Path(args.out)
+    bar = _ProgressBar("reproducing")
     for name in names:
         desc, func = registry[name]
         exp = func(args.quick)
+        bar.step(name)
         paths = write_experiment(exp, outdir)
         bad = [c for c in exp.comparisons if not c.agrees]
         print(f"{name}: {desc}")
@@ -299,6 +323,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"  {len(exp.comparisons) - len(bad)}/{len(exp.comparisons)} printed values reproduced to the printed precision")
             for c in bad:
                 print(f"  differs: {c.line()}")
+    bar.close()
     return 0
 
 
