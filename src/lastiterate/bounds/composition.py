@@ -183,19 +183,9 @@ class RevealedSamplingComposition:
         return min(1.0, total)
 
     def epsilon(self, delta: float) -> float:
-        from scipy.optimize import brentq
+        from lastiterate.notions.gdp import smallest_epsilon
 
-        if self.delta(0.0) <= delta:
-            return 0.0
-        hi = 1.0
-        while self.delta(hi) > delta:
-            hi *= 2.0
-            if hi > 1e6:
-                return math.inf
-        eps = brentq(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-10, rtol=1e-12)
-        while self.delta(eps) > delta:  # never report an epsilon whose delta exceeds the target
-            eps = math.nextafter(eps, math.inf) + 1e-12 * max(1.0, eps)
-        return float(eps)
+        return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
 
 
 def _revealed_sampling_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:

@@ -156,6 +156,34 @@ def _nudge_up_until(pred_ok: Callable[[float], bool], x: float) -> float:
     return x
 
 
+def smallest_epsilon(
+    delta_of_epsilon: Callable[[float], float],
+    delta: float,
+    *,
+    hi: float = 1.0,
+    max_epsilon: float = math.inf,
+) -> float:
+    """Smallest ``eps >= 0`` with ``delta_of_epsilon(eps) <= delta`` for a non-increasing privacy
+    profile: 0 if it already holds at 0; otherwise an expanding bracket from ``hi`` (``inf`` once the
+    bracket passes ``max_epsilon``), ``scipy.optimize.brentq``, then an upward nudge until the
+    inequality holds exactly in floating point, so the result never under-reports."""
+    if delta_of_epsilon(0.0) <= delta:
+        return 0.0
+    while delta_of_epsilon(hi) > delta:
+        hi *= 2.0
+        if hi > max_epsilon or not math.isfinite(hi):
+            return math.inf
+    eps = optimize.brentq(
+        lambda e: delta_of_epsilon(e) - delta,
+        0.0,
+        hi,
+        xtol=1e-14,
+        rtol=4 * np.finfo(float).eps,
+        maxiter=500,
+    )
+    return float(_nudge_up_until(lambda e: delta_of_epsilon(e) <= delta, float(eps)))
+
+
 def gdp_epsilon(delta: float, mu: float) -> float:
     """Smallest ``eps >= 0`` with ``delta(eps; mu) <= delta`` (theorems.md 1.2, exact inverse).
 
@@ -167,22 +195,12 @@ def gdp_epsilon(delta: float, mu: float) -> float:
     """
     d = _check_delta_open(delta)
     m = _check_mu(mu)
-    if m == 0.0 or _delta_scalar(0.0, m) <= d:
+    if m == 0.0:
         return 0.0
-    hi = max(1.0, m * m)
-    while _delta_scalar(hi, m) > d:
-        hi *= 2.0
-        if not math.isfinite(hi):  # pragma: no cover - delta(eps) -> 0, so this cannot happen
-            raise ParameterError("delta", delta, "is too small to reach with a finite epsilon")
-    eps = optimize.brentq(
-        lambda e: _delta_scalar(e, m) - d,
-        0.0,
-        hi,
-        xtol=1e-14,
-        rtol=4 * np.finfo(float).eps,
-        maxiter=500,
-    )
-    return float(_nudge_up_until(lambda e: _delta_scalar(e, m) <= d, float(eps)))
+    eps = smallest_epsilon(lambda e: _delta_scalar(e, m), d, hi=max(1.0, m * m))
+    if math.isinf(eps):  # pragma: no cover - delta(eps) -> 0, so this cannot happen
+        raise ParameterError("delta", delta, "is too small to reach with a finite epsilon")
+    return eps
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
