@@ -24,7 +24,7 @@ step moves the mean difference by eta*Delta and adds noise of std eta*sigma.  mu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +166,21 @@ def _schedule(eta: float | Sequence[float], T: int) -> np.ndarray:
     return etas
 
 
+def _invert_profile(delta_of: Callable[[float], float], delta: float, *, xtol: float, rtol: float) -> float:
+    """Exact reference epsilon(delta) of a non-increasing profile: expanding bracket (inf past 1e4),
+    then brentq.  Deliberately independent of lastiterate.notions (the audit checks those numerics)."""
+    if not (0 < delta < 1):
+        raise ValueError(f"delta={delta!r} must be in (0, 1)")
+    if delta_of(0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while delta_of(hi) > delta:
+        hi *= 2
+        if hi > 1e4:
+            return math.inf
+    return float(optimize.brentq(lambda e: delta_of(e) - delta, 0.0, hi, xtol=xtol, rtol=rtol))
+
+
 # ---------------------------------------------------------------------- discrete privacy curves
 @dataclass(frozen=True)
 class DiscreteCurve:
@@ -184,16 +199,7 @@ class DiscreteCurve:
         return float(max(np.maximum(self.q - e * self.p, 0.0).sum(), np.maximum(self.p - e * self.q, 0.0).sum()))
 
     def epsilon(self, delta: float) -> float:
-        if not (0 < delta < 1):
-            raise ValueError(f"delta={delta!r} must be in (0, 1)")
-        if self.delta(0.0) <= delta:
-            return 0.0
-        hi = 1.0
-        while self.delta(hi) > delta:
-            hi *= 2
-            if hi > 1e4:
-                return math.inf
-        return float(optimize.brentq(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-10, rtol=1e-10))
+        return _invert_profile(self.delta, delta, xtol=1e-10, rtol=1e-10)
 
     def tradeoff(self, alpha: Any) -> np.ndarray:
         """T(P, Q)(alpha) via the Neyman-Pearson lemma with randomisation (piecewise linear)."""
@@ -488,16 +494,7 @@ class MixtureCurve:
         return float(min(1.0, max(out, 0.0)))
 
     def epsilon(self, delta: float) -> float:
-        if not (0 < delta < 1):
-            raise ValueError(f"delta={delta!r} must be in (0, 1)")
-        if self.delta(0.0) <= delta:
-            return 0.0
-        hi = 1.0
-        while self.delta(hi) > delta:
-            hi *= 2
-            if hi > 1e4:
-                return math.inf
-        return float(optimize.brentq(lambda x: self.delta(x) - delta, 0.0, hi, xtol=1e-12, rtol=1e-13))
+        return _invert_profile(self.delta, delta, xtol=1e-12, rtol=1e-13)
 
 
 def linear_sgd_curve(T: int, p: float, a: float, s: float, *, a_d: float = 0.0) -> MixtureCurve:
