@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# A theorem that raises inside ``account`` is listed as a failure for users; the suite re-raises it, so
+# a green suite shows no such failure on its corpus.
+os.environ.setdefault("LASTITERATE_STRICT_BOUNDS", "1")
+
 REFERENCE_VALUES = Path(__file__).resolve().parents[1] / ".." / "shared" / "docs" / "reference_values.json"
 
 

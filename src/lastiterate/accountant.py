@@ -13,6 +13,7 @@ a target (epsilon, delta).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,14 +35,37 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """A theorem that raised an unexpected error: it is left out, the other bounds are still reported."""
+
+    bound: str
+    theorem: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"bound": self.bound, "theorem": self.theorem, "reason": self.reason}
+
+
+#: set to "1" (the test suite does) to re-raise a theorem's internal error instead of listing it
+STRICT_ENV = "LASTITERATE_STRICT_BOUNDS"
+
+
+@dataclass(frozen=True)
 class Report:
-    """Everything ``account`` found for one run and query."""
+    """Everything ``account`` found for one run and query.
+
+    ``results`` holds every valid result (one per bound id and kind), ``not_applicable`` the bound
+    ids whose assumptions fail (with reasons), ``failures`` the theorems that raised an internal
+    error (listed, never silently dropped).  ``best`` is None when no bound applies: that is not a
+    guarantee, and the CLI exits with :data:`lastiterate.errors.EXIT_NO_BOUND`.
+    """
 
     run: Run
     query: Query
     results: tuple[Result, ...]
     not_applicable: tuple[Refusal, ...]
     refusals_by_theorem: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
+    failures: tuple[Failure, ...] = ()
 
     @property
     def best(self) -> Result | None:
@@ -60,6 +84,31 @@ class Report:
                 return r
         return None
 
+    def composition(self) -> Result | None:
+        """The tightest composition bound (every iterate released), the standard accountants' answer."""
+        from lastiterate.formatting import COMPOSITION_BOUNDS
+
+        comp = [r for r in self.results if r.bound in COMPOSITION_BOUNDS and r.kind == "bound"]
+        if not comp:
+            return None
+        return min(comp, key=(lambda r: r.epsilon) if self.query.delta is not None else (lambda r: r.delta))
+
+    def no_bound_reason(self) -> str | None:
+        """Why no bound applies (None when one does)."""
+        if self.best is not None:
+            return None
+        parts = [f"{n.bound}: {n.reason}" for n in self.not_applicable]
+        parts += [f"{f.bound} failed: {f.reason}" for f in self.failures]
+        if any(r.kind == "estimate" for r in self.results):
+            parts.append("only estimates apply, and an estimate is not a guarantee")
+        return "; ".join(parts) if parts else "no theorem was evaluated"
+
+    def format(self) -> str:
+        """The human-readable report (what ``lastiterate account`` prints)."""
+        from lastiterate.formatting import format_report
+
+        return format_report(self)
+
     def to_json(self) -> dict[str, Any]:
         best = self.best
         return {
@@ -76,8 +125,10 @@ class Report:
                 "kind": best.kind,
                 "theorem": best.theorem,
             },
+            "no_bound_reason": self.no_bound_reason(),
             "results": [r.to_json() for r in self.results],
             "not_applicable": [n.to_json() for n in self.not_applicable],
+            "failures": [f.to_json() for f in self.failures],
         }
 
 
@@ -105,6 +156,8 @@ def account(
     kept: dict[tuple[str, str], Result] = {}
     reasons: dict[str, list[tuple[str, str]]] = {}
     by_theorem: list[tuple[str, str, str]] = []
+    failures: list[Failure] = []
+    strict = os.environ.get(STRICT_ENV) == "1"
     specs = registered(bounds)
     for bid in {s.id for s in specs}:
         covered = sorted({a for s in specs if s.id == bid for a in s.algorithms})
@@ -119,6 +172,11 @@ def account(
             reasons.setdefault(spec.id, []).append((spec.theorem, str(exc)))  # type: ignore[arg-type]
             by_theorem.append((spec.id, spec.theorem, str(exc)))
             continue
+        except Exception as exc:  # one theorem's internal error must not take the report down
+            if strict:
+                raise
+            failures.append(Failure(spec.id, spec.theorem, f"{type(exc).__name__}: {exc}"))
+            continue
         key = (res.bound, res.kind)
         if key not in kept or _better(res, kept[key], query):
             kept[key] = res
@@ -130,7 +188,10 @@ def account(
         for bid in BOUND_IDS
         if bid in reasons and bid not in have
     )
-    return Report(run=run, query=query, results=results, not_applicable=refusals, refusals_by_theorem=tuple(by_theorem))
+    return Report(
+        run=run, query=query, results=results, not_applicable=refusals,
+        refusals_by_theorem=tuple(by_theorem), failures=tuple(failures),
+    )
 
 
 def _join_reasons(items: list[tuple[str, str]]) -> str:

@@ -20,7 +20,6 @@ EXAMPLE = {
 def run_demo(delta: float = 1e-5) -> str:
     """The demo text (every number computed now by the accountant)."""
     from lastiterate.accountant import account
-    from lastiterate.cli import format_report
 
     run = Run(**EXAMPLE)  # type: ignore[arg-type]
     report = account(run, delta=delta)
@@ -29,7 +28,7 @@ def run_demo(delta: float = 1e-5) -> str:
         "=" * 60,
         "Example: paper 000's regularised logistic regression (NoisyCGD, cyclic batches).",
         "",
-        format_report(report),
+        report.format(),
         "",
         "Same data, Poisson-sampled DP-SGD (Opacus-style, add/remove, noise multiplier 1.1,",
         "batch 256, 15 epochs), no geometry declared: only composition applies.",
@@ -39,7 +38,7 @@ def run_demo(delta: float = 1e-5) -> str:
         algorithm="sgd", n=60000, batch_size=256, epochs=15, lr=0.25, noise_multiplier=1.1, clip=1.0,
         sampling="poisson", adjacency="add-remove",
     )
-    lines.append(format_report(account(sgd, delta=delta)))
+    lines.append(account(sgd, delta=delta).format())
     lines += [
         "",
         "Try:  lastiterate account --help    lastiterate calibrate --help    lastiterate reproduce list",

@@ -1,6 +1,6 @@
 """``lastiterate train``: train a model with the exact algorithm the accountant assumes.
 
-Registered by :func:`lastiterate.cli._add_optional_commands`.  Only argparse is imported at
+Registered by :func:`lastiterate.cli.build_parser`.  Only argparse is imported at
 registration; torch, scikit-learn and the trainer are imported inside the handler, so
 ``lastiterate --help`` stays fast.
 """
@@ -8,10 +8,12 @@ registration; torch, scikit-learn and the trainer are imported inside the handle
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
+
+from lastiterate.cli.common import UsageError, print_json
+from lastiterate.formatting import fmt_number as _fmt
 
 USAGE_EXAMPLE = (
     "lastiterate train --dataset digits --model logreg --algorithm cgd --epochs 100 --batch-size 256 "
@@ -69,8 +71,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _usage(msg: str) -> Exception:
-    from lastiterate.cli import UsageError
-
     return UsageError(msg)
 
 
@@ -217,23 +217,13 @@ def run_train(args: argparse.Namespace) -> int:
         "notes": result.notes,
     }
     if args.json:
-        print(json.dumps(out))
+        print_json(out)
         return 0
     print(_format(out, report, data, args))
     return 0
 
 
-def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    return f"{x:.{digits}g}"
-
-
 def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespace) -> str:
-    from lastiterate.cli import format_report
-
     lines = []
     fam = out["model"]["family"]
     lines.append(
@@ -266,5 +256,5 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
     if out["ledger"]:
         lines.append(f"Ledger: {out['ledger']}")
     lines.append("")
-    lines.append(format_report(report))
+    lines.append(report.format())
     return "\n".join(lines)

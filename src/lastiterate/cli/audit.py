@@ -14,18 +14,23 @@ reference value, where known) with every guarantee.  Exit status: 0 (ok / inconc
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from lastiterate.cli.common import (
+    UsageError,
+    add_run_flags,
+    apply_config,
+    print_json,
+    run_from_args,
+)
 
 SCENARIOS = ("auto", "quadratic", "linear")
 
 
 def add_parser(subparsers: Any) -> None:
-    from lastiterate.cli import _add_run_flags
-
     p = subparsers.add_parser("audit", help="Monte-Carlo audit of the accountant's claims for a run")
     p.add_argument("scenario", choices=SCENARIOS, help="loss pair: quadratic, linear (projected walk with --diameter), or auto")
-    _add_run_flags(p, noise=False)
+    add_run_flags(p, noise=False)
     a = p.add_argument_group("audit")
     a.add_argument("--samples", type=int, default=200_000, help="chains per world (default 200000)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -40,7 +45,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from lastiterate.cli import UsageError, _apply_config, _run_from_args
     from lastiterate.errors import (
         ParameterError,
         check_in_range,
@@ -48,8 +52,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         check_positive_int,
     )
 
-    _apply_config(args)
-    run = _run_from_args(args)
+    apply_config(args)
+    run = run_from_args(args)
     n_samples = check_positive_int("samples", args.samples, minimum=10)
     if n_samples > 50_000_000:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
@@ -72,7 +76,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         pair=args.pair,
     )
     if args.json:
-        print(json.dumps(res.to_json()))
+        print_json(res.to_json())
     else:
         print(res.format())
     return 1 if res.verdict == "VIOLATION" else 0

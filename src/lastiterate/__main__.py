@@ -1,0 +1,7 @@
+"""``python -m lastiterate``: the command line."""
+
+import sys
+
+from lastiterate.cli import main
+
+sys.exit(main())

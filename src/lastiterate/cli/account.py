@@ -1,0 +1,48 @@
+"""``lastiterate account``: every valid guarantee for releasing the last iterate of a run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lastiterate.cli.common import (
+    EXIT_NO_BOUND,
+    EXIT_OK,
+    add_run_flags,
+    apply_config,
+    orders,
+    print_json,
+    run_from_args,
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "account", help="every valid guarantee for releasing the last iterate",
+        description="Account a described run under every applicable theorem and name the tightest. "
+                    f"Exit status: 0 with a guarantee, {EXIT_NO_BOUND} when no bound applies, 2 on invalid input.",
+    )
+    add_run_flags(p, noise=True)
+    p.add_argument("--orders", type=orders, help="Renyi orders A,B,... at which RDP results report their curve")
+    p.add_argument("--plot", type=Path, help="write the tradeoff curves of all results to this PNG")
+    p.set_defaults(func=cmd_account)
+
+
+def cmd_account(args: argparse.Namespace) -> int:
+    from lastiterate.accountant import account
+
+    apply_config(args)
+    run = run_from_args(args)
+    report = account(run, delta=args.delta, epsilon=args.epsilon, bounds=args.bound, orders=args.orders)
+    if args.plot is not None:
+        from lastiterate.plotting import plot_report
+
+        plot_report(report, args.plot)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(report.format())
+        if args.plot is not None:
+            print(f"\nTradeoff curves written to {args.plot}")
+    return EXIT_OK if report.best is not None else EXIT_NO_BOUND
