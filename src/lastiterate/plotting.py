@@ -7,13 +7,7 @@ from typing import Any
 
 import numpy as np
 
-
-def epsilon_delta_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
-    """Tradeoff curve of (epsilon, delta)-DP: max{0, 1-delta-e^eps a, e^-eps (1-delta-a)} (theorems.md 1.1)."""
-    a = np.asarray(alpha, dtype=float)
-    with np.errstate(over="ignore"):
-        e = np.exp(min(epsilon, 700.0))
-    return np.maximum(0.0, np.maximum(1 - delta - e * a, (1 - delta - a) / e))
+from lastiterate.notions.tradeoff import epsilon_delta_tradeoff
 
 
 def plot_report(report: Any, path: Path | str) -> Path:

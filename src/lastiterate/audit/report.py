@@ -28,6 +28,7 @@ import numpy as np
 
 from lastiterate.audit.simulate import ChainSpec, scores, simulate_pair, spec_from_run
 from lastiterate.audit.stats import ThresholdStrategy, audit_scores, gdp_epsilon
+from lastiterate.formatting import fmt_number
 
 __all__ = ["AuditResult", "ClaimCheck", "audit_run", "audit_spec", "reference_for_spec", "verdict_for"]
 
@@ -98,7 +99,7 @@ class AuditResult:
         return out
 
     def format(self) -> str:
-        f = _fmt
+        f = fmt_number
         lines = [f"Audit {self.name}: {self.verdict}"]
         claim = f"mu = {f(self.claim_mu)}" if self.claim_mu is not None else ""
         if self.claim_eps is not None:
@@ -129,12 +130,6 @@ def _jf(v: Any) -> Any:
     if isinstance(v, np.integer):
         return int(v)
     return v
-
-
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return "inf" if math.isinf(x) else f"{x:.4g}"
 
 
 # ---------------------------------------------------------------------- verdicts

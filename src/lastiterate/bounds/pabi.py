@@ -79,6 +79,7 @@ import numpy as np
 
 from lastiterate.bounds._base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
 
 #: Why subsampled RDP terms need a clip norm (shared with pabi): S_alpha bounds the sampled pair only
@@ -443,21 +444,6 @@ def split_window_rdp(
 
 
 # ============================================================================ (5.7) step-size schedule
-def _lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Indices of the lower convex hull of the points (x_i, y_i), x increasing (monotone chain)."""
-    hull: list[int] = []
-    for i in range(len(x)):
-        while len(hull) >= 2:
-            i1, i2 = hull[-2], hull[-1]
-            cross = (x[i2] - x[i1]) * (y[i] - y[i1]) - (y[i2] - y[i1]) * (x[i] - x[i1])
-            if cross <= 0:
-                hull.pop()
-            else:
-                break
-        hull.append(i)
-    return np.asarray(hull, dtype=int)
-
-
 @dataclass
 class ScheduleCurve:
     """Eq. (5.7) of AT22 (non-uniform step sizes; contraction c <= 1 used as c = 1):
@@ -488,7 +474,7 @@ class ScheduleCurve:
         S = csum[(j - 1).astype(int)]  # sum_{t=T-j+1}^{T-1} eta_t: j - 1 terms
         r = (j - 1.0) / S**2
         if len(j):
-            idx = _lower_hull(j, r)
+            idx = lower_hull_indices(j, r)
             self._j, self._r = j[idx], r[idx]
         else:
             self._j, self._r = np.zeros(0), np.zeros(0)

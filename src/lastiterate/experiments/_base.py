@@ -72,7 +72,8 @@ def experiments() -> dict[str, tuple[str, Callable[[bool], Experiment]]]:
     return dict(sorted(_EXPERIMENTS.items()))
 
 
-def _fmt(x: Any) -> str:
+def _table_cell(x: Any) -> str:
+    """A markdown table cell: 4 significant digits, scientific from 1e4 (wider than fmt_number)."""
     if isinstance(x, float):
         if math.isinf(x):
             return "inf"
@@ -82,7 +83,7 @@ def _fmt(x: Any) -> str:
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "| " + " | ".join(columns) + " |\n|" + "|".join("---" for _ in columns) + "|\n"
-    return head + "".join("| " + " | ".join(_fmt(v) for v in row) + " |\n" for row in rows)
+    return head + "".join("| " + " | ".join(_table_cell(v) for v in row) + " |\n" for row in rows)
 
 
 def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:

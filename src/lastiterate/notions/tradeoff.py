@@ -91,8 +91,23 @@ def default_grid(n_logit: int = 5500, n_far: int = 12000, n_linear: int = 2001) 
     return np.unique(np.clip(g, 0.0, 1.0))
 
 
+def lower_hull_indices(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the vertices of the lower convex hull of the points (x_i, y_i), given with x
+    strictly increasing (Andrew's monotone chain; collinear points are dropped)."""
+    hull: list[int] = []
+    for i in range(len(x)):
+        while len(hull) >= 2:
+            i1, i2 = hull[-2], hull[-1]
+            if (x[i2] - x[i1]) * (y[i] - y[i1]) - (y[i2] - y[i1]) * (x[i] - x[i1]) <= 0.0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return np.asarray(hull, dtype=int)
+
+
 def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lower convex hull (Andrew's monotone chain) of points; returns its vertices sorted by x.
+    """Lower convex hull of points in any order; returns its vertices sorted by x.
 
     The lower hull of a point set is the graph of the largest convex function lying below all the
     points, i.e. the double conjugate of the piecewise-linear function through them.
@@ -103,19 +118,8 @@ def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     keep = np.ones(x.size, dtype=bool)
     keep[1:] = x[1:] != x[:-1]  # for equal x keep the lowest y (first after lexsort)
     x, y = x[keep], y[keep]
-    hx: list[float] = []
-    hy: list[float] = []
-    for px, py in zip(x.tolist(), y.tolist(), strict=True):
-        while len(hx) >= 2:
-            ox, oy, ax, ay = hx[-2], hy[-2], hx[-1], hy[-1]
-            if (ax - ox) * (py - oy) - (ay - oy) * (px - ox) <= 0.0:
-                hx.pop()
-                hy.pop()
-            else:
-                break
-        hx.append(px)
-        hy.append(py)
-    return np.asarray(hx), np.asarray(hy)
+    idx = lower_hull_indices(x, y)
+    return x[idx], y[idx]
 
 
 def _chord_error_lowering(x: np.ndarray, y: np.ndarray) -> np.ndarray:
