@@ -161,3 +161,17 @@ def test_one_failing_theorem_does_not_take_the_report_down(monkeypatch: pytest.M
     monkeypatch.setenv(STRICT_ENV, "1")  # the test suite's own setting: failures are raised
     with pytest.raises(ZeroDivisionError):
         account(Run(algorithm="gd", n=100, steps=50, lr=0.1, noise_std=0.5, sensitivity=1.0))
+
+
+@pytest.mark.parametrize(
+    "argv, param",
+    [
+        (["audit", "linear", *GD, "--noise-scale", "1e-300", "--samples", "1000"], "noise_scale"),
+        (["audit", "linear", *GD, "--sensitivity-scale", "1e300", "--samples", "1000"], "sensitivity_scale"),
+        (["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "1", "--lr", "0.1",
+          "--noise-std", "1", "--clip", "1", "--threads", "100000"], "threads"),
+    ],
+)
+def test_extreme_work_parameters_are_refused(capsys: pytest.CaptureFixture[str], argv: list[str], param: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert_usage_error(code, out, err, param)

@@ -48,7 +48,6 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from lastiterate.errors import (
         ParameterError,
         check_in_range,
-        check_positive,
         check_positive_int,
     )
 
@@ -59,8 +58,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
     alpha = check_in_range("alpha", args.alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = 1e-5 if args.delta is None else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
-    noise_scale = check_positive("noise_scale", args.noise_scale)
-    sens_scale = check_positive("sensitivity_scale", args.sensitivity_scale)
+    # mutation factors: far enough from 0 and infinity that the simulated chains stay well conditioned
+    noise_scale = check_in_range("noise_scale", args.noise_scale, 1e-6, 1e6)
+    sens_scale = check_in_range("sensitivity_scale", args.sensitivity_scale, 1e-6, 1e6)
     if args.position is not None and run.algorithm != "cgd":
         raise ParameterError("position", args.position, "only applies to cgd")
     if args.position is not None:

@@ -104,6 +104,8 @@ def run_train(args: argparse.Namespace) -> int:
     if args.target_epsilon is not None:
         check_positive("target_epsilon", args.target_epsilon)
     hidden = _hidden(args.hidden)
+    if args.threads is not None:
+        check_in_range("threads", args.threads, 1, 256)
 
     import torch
 
