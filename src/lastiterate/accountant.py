@@ -20,6 +20,7 @@ from typing import Any
 
 from lastiterate.bounds._base import BOUND_IDS, Query, Result, registered
 from lastiterate.errors import NotApplicable, ParameterError, check_positive
+from lastiterate.formatting import COMPOSITION_BOUNDS, format_report
 from lastiterate.run import Run
 
 
@@ -86,8 +87,6 @@ class Report:
 
     def composition(self) -> Result | None:
         """The tightest composition bound (every iterate released), the standard accountants' answer."""
-        from lastiterate.formatting import COMPOSITION_BOUNDS
-
         comp = [r for r in self.results if r.bound in COMPOSITION_BOUNDS and r.kind == "bound"]
         if not comp:
             return None
@@ -105,8 +104,6 @@ class Report:
 
     def format(self) -> str:
         """The human-readable report (what ``lastiterate account`` prints)."""
-        from lastiterate.formatting import format_report
-
         return format_report(self)
 
     def to_json(self) -> dict[str, Any]:

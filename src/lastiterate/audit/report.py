@@ -26,8 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from lastiterate.accountant import account
+from lastiterate.audit import reference as ref
 from lastiterate.audit.simulate import ChainSpec, scores, simulate_pair, spec_from_run
 from lastiterate.audit.stats import ThresholdStrategy, audit_scores, gdp_epsilon
+from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.formatting import fmt_number
 
 __all__ = ["AuditResult", "ClaimCheck", "audit_run", "audit_spec", "reference_for_spec", "verdict_for"]
@@ -169,7 +172,6 @@ def verdict_for(
 # ---------------------------------------------------------------------- exact references
 def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | None, float | None, str]:
     """(exact mu or None, exact eps(delta) or None, description) for the simulated pair, if known."""
-    from lastiterate.audit import reference as ref
 
     kappa = spec.kappa
     etas = spec.etas
@@ -303,8 +305,6 @@ def audit_run(
     Add/remove adjacency is simulated only for Poisson batches with a linear loss (an example with
     zero gradient is then the same as an absent one); other add/remove runs raise NotApplicable.
     """
-    from lastiterate.accountant import account
-    from lastiterate.errors import NotApplicable, ParameterError
 
     t0 = time.perf_counter()
     if pair not in ("auto", "difference", "antipodal"):

@@ -26,6 +26,7 @@ from lastiterate.cli.common import (
     Parser,
     UsageError,
 )
+from lastiterate.errors import NotApplicable, ParameterError
 
 #: subcommand modules, in the order of ``lastiterate --help``
 SUBCOMMANDS = ("account", "calibrate", "convert", "train", "audit", "reproduce", "demo")
@@ -65,8 +66,6 @@ def _stdout_gone() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
-    from lastiterate.errors import NotApplicable, ParameterError
-
     parser = build_parser()
     try:
         args: Any = parser.parse_args(argv)

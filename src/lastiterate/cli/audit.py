@@ -23,6 +23,7 @@ from lastiterate.cli.common import (
     print_json,
     run_from_args,
 )
+from lastiterate.errors import ParameterError, check_in_range, check_positive_int
 
 SCENARIOS = ("auto", "quadratic", "linear")
 
@@ -45,12 +46,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from lastiterate.errors import (
-        ParameterError,
-        check_in_range,
-        check_positive_int,
-    )
-
     apply_config(args)
     run = run_from_args(args)
     n_samples = check_positive_int("samples", args.samples, minimum=10)

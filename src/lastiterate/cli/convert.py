@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from lastiterate.cli.common import UsageError, finite_float, print_json
+from lastiterate.errors import check_in_range, check_nonnegative
 
 
 def add_parser(sub: Any) -> None:
@@ -21,8 +22,6 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from lastiterate.errors import check_in_range, check_nonnegative
-
     out: dict[str, Any]
     if args.mu is not None:
         from lastiterate.notions.gdp import gdp_delta, gdp_epsilon

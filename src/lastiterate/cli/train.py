@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from lastiterate.cli.common import UsageError, print_json
+from lastiterate.errors import ParameterError, check_in_range, check_positive
 from lastiterate.formatting import fmt_number as _fmt
 
 USAGE_EXAMPLE = (
@@ -85,8 +86,6 @@ def _hidden(text: str) -> tuple[int, ...]:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from lastiterate.errors import ParameterError, check_in_range, check_positive
-
     t_total = time.perf_counter()
     if args.noise_std is None and args.noise_multiplier is None and args.target_epsilon is None:
         raise _usage("one of --noise-std, --noise-multiplier or --target-epsilon is required")

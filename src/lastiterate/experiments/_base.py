@@ -10,7 +10,10 @@ CLI prints the cells where the printed paper value and ours differ beyond the pr
 from __future__ import annotations
 
 import csv
+import importlib
 import math
+import pkgutil
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,10 +64,7 @@ def register_experiment(name: str, description: str) -> Callable[[Callable[[bool
 
 def experiments() -> dict[str, tuple[str, Callable[[bool], Experiment]]]:
     """All registered experiments (imports every module of this package once)."""
-    import importlib
-    import pkgutil
-
-    from lastiterate import experiments as pkg
+    from lastiterate import experiments as pkg  # the package whose modules register experiments
 
     for info in pkgutil.iter_modules(pkg.__path__):
         if not info.name.startswith("_"):
@@ -114,7 +114,6 @@ def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
 
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
         exp.plot(ax)
-        import textwrap
 
         ax.set_title("\n".join(textwrap.wrap(exp.title, 70)), fontsize=9)
         fig.tight_layout()

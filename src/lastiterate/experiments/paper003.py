@@ -22,6 +22,8 @@ import numpy as np
 from lastiterate.bounds import pabi
 from lastiterate.bounds._base import Query
 from lastiterate.experiments._base import Experiment, register_experiment
+from lastiterate.notions.gdp import gdp_epsilon
+from lastiterate.notions.rdp import rdp_to_epsilon
 from lastiterate.run import Run
 
 N, B, L, SIGMA, ETA, M, D, M_SC, DELTA = 10000, 100, 2.0, 0.08, 0.05, 10.0, 0.25, 1.0, 1e-5
@@ -41,7 +43,6 @@ def runs(T: int) -> dict[str, Run]:
 
 
 def _sgd_composition_epsilon(run: Run, query: Query) -> float:
-    from lastiterate.notions.rdp import rdp_to_epsilon
 
     curve = pabi.refined_split_window_curve(query, q=run.p, b=run.b, L=run.L, sigma=run.sigma, eta=run.eta,
                                             D=0.0, c=1.0, T=run.T, n_max=0)
@@ -50,7 +51,6 @@ def _sgd_composition_epsilon(run: Run, query: Query) -> float:
 
 @register_experiment("paper003-bounds", "Altschuler-Talwar 2022 App. B bounds vs composition over T (plateau)")
 def bounds(quick: bool = False) -> Experiment:
-    from lastiterate.notions.gdp import gdp_epsilon
 
     query = Query(delta=DELTA)
     rows: list[list[Any]] = []

@@ -31,8 +31,14 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtr
 
 from lastiterate.experiments._base import Comparison, Experiment, register_experiment
+from lastiterate.notions.clt import clt_mu_poisson
+from lastiterate.notions.gdp import gaussian_tradeoff, gdp_epsilon, gdp_mu
+from lastiterate.notions.pld import poisson_subsampled_gaussian_pld
+from lastiterate.notions.rdp import RdpCurve, rdp_to_epsilon, sampled_gaussian_rdp
+from lastiterate.notions.tradeoff import epsilon_delta_tradeoff
 
 N_TRAIN = 60000
 BATCH = 256
@@ -83,20 +89,17 @@ def clt_T(epochs: float) -> float:
 
 def clt_mu(sigma: float, epochs: float) -> float:
     """ESTIMATE mu_CLT = p sqrt(T (e^{1/sigma^2} - 1)) (BDLS20 eq. 3.1)."""
-    from lastiterate.notions.clt import clt_mu_poisson
 
     return clt_mu_poisson(P, 1.0 / sigma, clt_T(epochs))
 
 
 def clt_epsilon(sigma: float, epochs: float, delta: float = DELTA) -> float:
     """ESTIMATE eps_CLT: the exact GDP duality (3.2) applied to mu_CLT."""
-    from lastiterate.notions.gdp import gdp_epsilon
 
     return gdp_epsilon(delta, clt_mu(sigma, epochs))
 
 
 def _sampled_gaussian_curve(sigma: float, epochs: float, orders: Any, direction: str):  # type: ignore[no-untyped-def]
-    from lastiterate.notions.rdp import RdpCurve
 
     return RdpCurve.from_sampled_gaussian(P, sigma, steps_for(epochs), orders, direction=direction)
 
@@ -108,7 +111,6 @@ def ma_curve(sigma: float, epochs: float):  # type: ignore[no-untyped-def]
 
 def ma_epsilon(sigma: float, epochs: float, delta: float = DELTA) -> float:
     """eps_MA: classic Mironov conversion ``min_a eps_R(a) + log(1/delta)/(a - 1)`` over TF orders."""
-    from lastiterate.notions.rdp import rdp_to_epsilon
 
     return float(rdp_to_epsilon(ma_curve(sigma, epochs), delta, methods=("mironov",)).epsilon)
 
@@ -116,7 +118,6 @@ def ma_epsilon(sigma: float, epochs: float, delta: float = DELTA) -> float:
 def ma_epsilon_absolute_series(sigma: float, epochs: float, delta: float = DELTA) -> float:
     """eps_MA with dp_accounting 0.6's absolute-value fractional-order series (looser; shown only
     to explain the 'recomputed' values of reference_values.json)."""
-    from lastiterate.notions.rdp import RdpCurve, rdp_to_epsilon, sampled_gaussian_rdp
 
     rdp = sampled_gaussian_rdp(P, sigma, TF_ORDERS, direction="mixture-first",
                                fractional_series="absolute")
@@ -126,7 +127,6 @@ def ma_epsilon_absolute_series(sigma: float, epochs: float, delta: float = DELTA
 
 def rdp_best_epsilon(sigma: float, epochs: float, delta: float = DELTA) -> tuple[float, str]:
     """Modern RDP accounting: library default orders, both directions, best of all conversions."""
-    from lastiterate.notions.rdp import rdp_to_epsilon
 
     conv = rdp_to_epsilon(_sampled_gaussian_curve(sigma, epochs, None, "max"), delta)
     return float(conv.epsilon), conv.method
@@ -134,7 +134,6 @@ def rdp_best_epsilon(sigma: float, epochs: float, delta: float = DELTA) -> tuple
 
 @functools.lru_cache(maxsize=16)
 def _one_step_pld(sigma: float):  # type: ignore[no-untyped-def]
-    from lastiterate.notions.pld import poisson_subsampled_gaussian_pld
 
     return poisson_subsampled_gaussian_pld(P, sigma, adjacency="add-remove", with_lower=True)
 
@@ -147,9 +146,7 @@ def pld_epsilon(sigma: float, epochs: float, delta: float = DELTA):  # type: ign
 
 def min_error_sum_gdp(mu: float) -> float:
     """min_alpha alpha + G_mu(alpha), attained at the symmetric point alpha = Phi(-mu/2)."""
-    from scipy.special import ndtr
 
-    from lastiterate.notions.gdp import gaussian_tradeoff
 
     a = float(ndtr(-mu / 2.0))
     return a + float(gaussian_tradeoff(a, mu))
@@ -157,7 +154,6 @@ def min_error_sum_gdp(mu: float) -> float:
 
 def min_error_sum_dp(epsilon: float, delta: float = DELTA) -> float:
     """min_alpha alpha + f_{eps,delta}(alpha), attained at the kink alpha = (1 - delta)/(1 + e^eps)."""
-    from lastiterate.notions.tradeoff import epsilon_delta_tradeoff
 
     a = (1.0 - delta) / (1.0 + math.exp(epsilon))
     return a + float(epsilon_delta_tradeoff(a, epsilon, delta))
@@ -171,7 +167,6 @@ def sigma_for_clt_mu(mu: float, epochs: float) -> float:
 def figure4_calibration(sigma: float, epochs: float, delta: float = DELTA) -> dict[str, float]:
     """BDLS20 (3.3)/(3.4): eps_MA(sigma); mu~ with delta(eps_MA; mu~) = delta_MA(eps_MA) = delta;
     sigma~ with mu_CLT(sigma~) = mu~."""
-    from lastiterate.notions.gdp import gdp_mu
 
     eps_ma = ma_epsilon(sigma, epochs, delta)
     mu_t = gdp_mu(eps_ma, delta)
@@ -287,8 +282,6 @@ def table1(quick: bool = False) -> Experiment:
     "Bu-Dong-Long-Su 2020 Fig. 4: CLT-calibrated reduced noise sigma~ matching the MA (eps, delta)",
 )
 def figure4(quick: bool = False) -> Experiment:
-    from lastiterate.notions.clt import clt_mu_poisson
-    from lastiterate.notions.gdp import gdp_epsilon
 
     rows: list[list[Any]] = []
     comps: list[Comparison] = []
@@ -313,8 +306,6 @@ def figure4(quick: bool = False) -> Experiment:
         ]
 
     def plot(ax: Any) -> None:
-        from lastiterate.notions.gdp import gaussian_tradeoff
-        from lastiterate.notions.tradeoff import epsilon_delta_tradeoff
 
         alpha = np.concatenate([np.linspace(0.0, 0.02, 401), np.linspace(0.02, 1.0, 981)[1:]])
         colors = ("tab:blue", "tab:red")
