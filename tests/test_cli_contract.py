@@ -175,3 +175,10 @@ def test_one_failing_theorem_does_not_take_the_report_down(monkeypatch: pytest.M
 def test_extreme_work_parameters_are_refused(capsys: pytest.CaptureFixture[str], argv: list[str], param: str) -> None:
     code, out, err = run_cli(capsys, *argv)
     assert_usage_error(code, out, err, param)
+
+
+def test_audit_work_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", "linear", "--algorithm", "gd", "--n", "100", "--steps", "1000000", "--lr", "0.1",
+            "--sensitivity", "1", "--noise-std", "1"]
+    code, out, err = run_cli(capsys, *argv)  # 2e5 default chains x 1e6 steps: refused at once
+    assert_usage_error(code, out, err, "samples", "--steps")

@@ -26,6 +26,9 @@ from lastiterate.cli.common import (
 from lastiterate.errors import ParameterError, check_in_range, check_positive_int
 
 SCENARIOS = ("auto", "quadratic", "linear")
+#: simulated work per world (chains x steps) above which the audit is refused: about 5e9 chain-steps
+#: take several minutes on one core, and the user chose both factors
+MAX_CHAIN_STEPS = 5e9
 
 
 def add_parser(subparsers: Any) -> None:
@@ -51,6 +54,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     n_samples = check_positive_int("samples", args.samples, minimum=10)
     if n_samples > 50_000_000:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
+    if n_samples * run.T > MAX_CHAIN_STEPS:
+        raise ParameterError(
+            "samples", args.samples,
+            f"samples x steps = {n_samples * run.T:.3g} chain-steps per world exceeds {MAX_CHAIN_STEPS:.0e} "
+            "(several minutes of simulation); lower --samples or --steps",
+        )
     alpha = check_in_range("alpha", args.alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = 1e-5 if args.delta is None else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
     # mutation factors: far enough from 0 and infinity that the simulated chains stay well conditioned
