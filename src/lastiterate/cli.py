@@ -60,7 +60,7 @@ def _add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     nz.add_argument("--noise-std", type=float, help="std sigma of the noise on the AVERAGED gradient")
     nz.add_argument("--noise-multiplier", type=float, help="Opacus noise multiplier z (needs --clip): sigma = z*C/b")
     g.add_argument("--clip", type=float, help="per-example gradient clip norm C")
-    g.add_argument("--sensitivity", type=float, help="gradient sensitivity L (default 2C replace-one, C add/remove)")
+    g.add_argument("--sensitivity", type=float, help="gradient sensitivity L: bound on ||g(x;z)-g(x;z')|| for ANY two possible examples z, z' (replace-one; --clip C gives L = 2C), or on ||g(x;z)|| under add-remove (L = C)")
     g.add_argument("--strong-convexity", type=float, help="strong convexity m")
     g.add_argument("--smoothness", type=float, help="smoothness M")
     g.add_argument("--convex", action="store_true", default=None, help="declare the losses convex")
