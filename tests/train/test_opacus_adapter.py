@@ -8,6 +8,7 @@ import pytest
 import torch
 from opacus.accountants import RDPAccountant
 from opacus.accountants.accountant import IAccountant
+from torch.utils.data import DataLoader, TensorDataset
 
 from lastiterate.accountant import account
 from lastiterate.run import Run
@@ -98,9 +99,7 @@ def test_inside_privacy_engine():
 
 
 # ---------------------------------------------------------------------- calibration and explanations
-def _private_setup(n: int = 200, b: int = 20, seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer, "DataLoader"]:
-    from torch.utils.data import DataLoader, TensorDataset
-
+def _private_setup(n: int = 200, b: int = 20, seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer, DataLoader]:
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n, 4, generator=g)
     y = (X[:, 0] > 0).long()
@@ -108,7 +107,7 @@ def _private_setup(n: int = 200, b: int = 20, seed: int = 0) -> tuple[torch.nn.M
     return model, torch.optim.SGD(model.parameters(), lr=0.1), DataLoader(TensorDataset(X, y), batch_size=b)
 
 
-def _train(model: torch.nn.Module, opt: torch.optim.Optimizer, loader: "DataLoader", epochs: int) -> None:
+def _train(model: torch.nn.Module, opt: torch.optim.Optimizer, loader: DataLoader, epochs: int) -> None:
     for _ in range(epochs):
         for xb, yb in loader:
             opt.zero_grad()
