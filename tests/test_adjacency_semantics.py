@@ -136,6 +136,12 @@ def test_poisson_add_remove_normalises_by_the_fixed_b_and_is_exact_at_rate_one()
             if r.kind == "bound":
                 assert r.epsilon >= exact * (1 - 1e-9), r.bound
         assert rep.best is not None and rep.best.epsilon <= exact * 1.01  # the claim is tight, not 2x
+        # the Opacus adapter, declared for the same run (Opacus' DPOptimizer also divides the sum by the
+        # fixed expected batch size), reports the accountant's number for the z = b sigma / C it is given
+        acc = LastIterateAccountant(n=n, batch_size=b, lr=LR, clip=C, convex=True, smoothness=1.0, adjacency="add-remove")
+        acc.history = [(b * SIGMA / C, 1.0, T)]
+        assert acc.get_epsilon(delta) == pytest.approx(account(run.replace(convex=True, smoothness=1.0), delta=delta).best.epsilon)
+        assert acc.get_epsilon(delta) >= exact * (1 - 1e-9) and "add-remove adjacency" in acc.explain()
 
 
 def test_sensitivity_meaning_is_in_the_json_and_the_help(capsys: pytest.CaptureFixture[str]) -> None:
