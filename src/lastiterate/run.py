@@ -10,8 +10,13 @@ Conventions (theorems.md 0.1):
 
 * ``noise_std`` sigma is the std of the Gaussian added to the AVERAGED gradient.  Opacus users give
   ``noise_multiplier`` z on the SUM of gradients clipped to ``clip`` C; then sigma = z*C/b.
-* ``sensitivity`` L = sup_x ||g_i(x) - g'_i(x)||.  From a clip norm C it is 2C under replace-one
-  adjacency and C under add/remove adjacency.
+* ``sensitivity`` L (see :data:`SENSITIVITY_MEANING`).  Under replace-one adjacency
+  L = sup_x sup_{z, z'} ||g(x; z) - g(x; z')|| over ANY two possible examples z, z' -- not only
+  the pair that differs in the two datasets: the sampled-batch results (the C_p operator of paper
+  000 Thms 4.8-4.10, the sampled-Gaussian terms) compare batches that may hold different examples.
+  ``clip`` C gives L = 2C.  Under add/remove adjacency (Poisson batches normalised by the FIXED b
+  only, see :func:`check_adjacency`) L = sup_x sup_z ||g(x; z)||, the change of the gradient SUM
+  when one example is added or removed; ``clip`` C gives L = C.
 * Cyclic batches (``cgd``) use the balanced partition of ``numpy.array_split`` into
   l = ceil(n/b) batches; when b does not divide n the smallest batch ``min_batch_size`` sets the
   per-step sensitivity L/(b_min sigma), which is what the accountant uses.
@@ -50,6 +55,47 @@ def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     if value not in allowed:
         raise ParameterError(name, value, "must be one of " + ", ".join(allowed))
     return str(value)
+
+
+#: What the reported ``sensitivity`` certifies, per adjacency (the ``sensitivity_meaning`` of a setting).
+SENSITIVITY_MEANING: dict[str, str] = {
+    "replace": (
+        "L bounds ||g(x; z) - g(x; z')|| for ANY two possible examples z, z' and every parameter x "
+        "(not only the pair that differs); --clip C gives L = 2C"
+    ),
+    "add-remove": (
+        "L bounds ||g(x; z)|| for every possible example z and every parameter x, i.e. the change of the "
+        "gradient SUM when one example is added or removed; the sum is normalised by the fixed expected "
+        "batch size b; --clip C gives L = C"
+    ),
+}
+
+#: Why add/remove adjacency is refused outside Poisson sampling (shared by Run, the trainer and the
+#: Opacus adapter, so that all three refuse the same runs with the same line).
+ADD_REMOVE_REFUSAL = (
+    "add-remove adjacency is supported only for sgd with poisson sampling (the sum normalised by the "
+    "fixed expected size b); for {what} removing an example changes the data-dependent normaliser or the "
+    "batches (the average moves by up to 2C/b, not C/b): use replace"
+)
+
+
+def check_adjacency(adjacency: Any, algorithm: str, sampling: str | None) -> str:
+    """Validate ``adjacency`` for a run of ``algorithm`` / ``sampling``; return it.
+
+    Add/remove adjacency is certified only where the accountant, the trainer and Opacus implement
+    the same mechanism: Poisson sampling, each example kept independently with the public rate p,
+    the clipped-gradient SUM divided by the FIXED expected batch size b (one example moves it by
+    at most C/b).  Full batches (gd), cyclic (cgd), shuffled and uniform fixed-size batches
+    normalise by a size that changes with the dataset (or partition it anew): removing an example
+    moves the average by up to 2C/b (gd: (1/n)||g_z - mean of the others|| <= 2C/n) and, for the
+    cyclic and shuffled partitions, changes every later batch.  Charging C/b there under-reports
+    mu by up to 2x, so those runs are refused (use replace-one adjacency, which covers them).
+    """
+    adjacency = _choice("adjacency", adjacency, ADJACENCIES)
+    if adjacency == "add-remove" and not (algorithm == "sgd" and sampling == "poisson"):
+        what = algorithm if algorithm != "sgd" else f"sgd with {sampling} sampling"
+        raise ParameterError("adjacency", adjacency, ADD_REMOVE_REFUSAL.format(what=what))
+    return adjacency
 
 
 def _optional_positive(name: str, value: Any) -> float | None:
@@ -91,7 +137,7 @@ class Run:
     def __post_init__(self) -> None:
         algorithm = _choice("algorithm", self.algorithm, ALGORITHMS)
         n = check_positive_int("n", self.n)
-        adjacency = _choice("adjacency", self.adjacency, ADJACENCIES)
+        _choice("adjacency", self.adjacency, ADJACENCIES)
 
         if algorithm == "gd":
             if self.batch_size is not None and int(self.batch_size) != n:
@@ -116,6 +162,7 @@ class Run:
             if self.sampling is not None:
                 raise ParameterError("sampling", self.sampling, f"only applies to sgd, not {algorithm}")
             sampling = None
+        adjacency = check_adjacency(self.adjacency, algorithm, sampling)
 
         # batches per epoch and the smallest batch of the cyclic partition
         if algorithm == "gd":
@@ -290,7 +337,11 @@ class Run:
 
     @property
     def L(self) -> float:
-        """Gradient sensitivity under the run's adjacency."""
+        """Gradient sensitivity under the run's adjacency (:data:`SENSITIVITY_MEANING`).
+
+        Replace-one: a bound on the gradient difference of ANY two possible examples (2C from a
+        clip norm C); add/remove (Poisson only): a bound on one example's gradient norm (C).
+        """
         return float(self._derived["sensitivity"])
 
     @property
@@ -356,6 +407,7 @@ class Run:
             "per_step_mu",
         )
         out: dict[str, Any] = {k: d[k] for k in keys}
+        out["sensitivity_meaning"] = SENSITIVITY_MEANING[d["adjacency"]]
         out["lr"] = list(d["lr_schedule"]) if d["lr_schedule"] is not None and not self.constant_lr else (
             d["lr_schedule"][0] if d["lr_schedule"] is not None else float(self.lr)  # type: ignore[arg-type]
         )

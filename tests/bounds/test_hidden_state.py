@@ -16,7 +16,7 @@ import pytest
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
 from lastiterate.bounds._base import Query
-from lastiterate.errors import NotApplicable
+from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.run import Run
 
 REFERENCE_FILE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
@@ -112,7 +112,7 @@ def test_refusals() -> None:
         hs.ys22_noisy_cgd(mnist_cgd(5, lr=0.07), Q)
     with pytest.raises(NotApplicable, match="strong-convexity constant m"):
         hs.ys22_noisy_gd(Run(algorithm="gd", n=10, lr=0.1, steps=5, noise_std=1.0, sensitivity=1.0, contraction=0.9), Q)
-    with pytest.raises(NotApplicable, match="replace-one"):
+    with pytest.raises(ParameterError, match="poisson"):  # add/remove re-partitions cgd: refused by Run
         hs.ys22_noisy_cgd(mnist_cgd(5, adjacency="add-remove"), Q)
     with pytest.raises(NotApplicable, match="constant learning rate"):
         hs.ys22_noisy_gd(fig1_gd(3, lr=[0.05, 0.05, 0.04]), Q)

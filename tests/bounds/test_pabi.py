@@ -16,7 +16,7 @@ from scipy.special import ndtr
 
 from lastiterate.bounds import pabi
 from lastiterate.bounds._base import Query
-from lastiterate.errors import NotApplicable
+from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.rdp import sampled_gaussian_rdp
 from lastiterate.run import Run
 
@@ -233,7 +233,7 @@ def test_refusals_with_reasons() -> None:
         pabi.pabi_sgd(_convex(algorithm="sgd", batch_size=10, sampling="poisson"), q)
     with pytest.raises(NotApplicable, match="needs uniform sampling"):
         pabi.pabi_sgd(_convex(algorithm="sgd", batch_size=10, sampling="shuffle"), q)
-    with pytest.raises(NotApplicable, match="replace-one"):
+    with pytest.raises(ParameterError, match="poisson"):  # add/remove with fixed-size batches: refused by Run
         pabi.pabi_sgd(_convex(algorithm="sgd", batch_size=10, sampling="uniform", adjacency="add-remove", sensitivity=1.0), q)
     with pytest.raises(NotApplicable, match="lr schedule"):
         pabi.pabi_cgd(_convex(algorithm="cgd", batch_size=10, lr=[0.1] * 50 + [0.05] * 50), q)

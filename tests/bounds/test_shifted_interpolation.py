@@ -23,7 +23,7 @@ import pytest
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
 from lastiterate.bounds._base import Query
-from lastiterate.errors import NotApplicable
+from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.run import Run
 
@@ -290,7 +290,7 @@ def test_refusals_with_reasons() -> None:
     schedule = [0.05] * 39 + [0.04]
     with pytest.raises(NotApplicable, match="constant learning rate"):
         si.noisy_cgd_strongly_convex(mnist_cgd(1, lr=schedule), Q)
-    with pytest.raises(NotApplicable, match="replace-one"):
+    with pytest.raises(ParameterError, match="poisson"):  # add/remove re-partitions cgd: refused by Run
         si.noisy_cgd_strongly_convex(mnist_cgd(5, adjacency="add-remove"), Q)
 
 

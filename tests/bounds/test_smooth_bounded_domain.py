@@ -9,7 +9,7 @@ import pytest
 
 from lastiterate.bounds import smooth_bounded_domain as sbd
 from lastiterate.bounds._base import Query
-from lastiterate.errors import NotApplicable
+from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.rdp import sampled_gaussian_rdp
 from lastiterate.run import Run
 
@@ -102,7 +102,7 @@ def test_refusals_with_reasons() -> None:
         sbd.smooth_bounded_domain_thm33(_run(), q)
     with pytest.raises(NotApplicable, match="constant learning rate"):
         sbd.smooth_bounded_domain_thm34(_run(steps=4, lr=[0.2, 0.2, 0.1, 0.1]), q)
-    with pytest.raises(NotApplicable, match="replace-one"):
+    with pytest.raises(ParameterError, match="poisson"):  # add/remove with fixed-size batches: refused by Run
         sbd.smooth_bounded_domain_thm34(_run(adjacency="add-remove"), q)
 
 

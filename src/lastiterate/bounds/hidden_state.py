@@ -16,6 +16,9 @@ per epoch, ``E`` epochs, ``c`` contraction of one gradient step):
 * Thm D.6 (NoisyGD, full batch) as coded by paper 000 for Fig. 1 [C; general c_ys R-]:
   ``rho = (L/(n sigma))^2 ((1+c)/(1-c)) (1 - c_ys^T)`` with ``c_ys = 0.975 = 1 - eta m/2`` there.
 
+Sensitivity: both theorems need ``L`` to bound only the DIFFERING pair ``||g_i(x) - g'_i(x)||`` (one
+index differs; full or cyclic batches).  Replace-one adjacency only.
+
 Linear RDP curves are converted with the best of the conversions of theorems.md 1.5
 (``lastiterate.bounds._base.rdp_result``).
 """

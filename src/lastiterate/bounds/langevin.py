@@ -29,9 +29,11 @@ Implemented (paper units in the ``*_paper`` helpers, canonical units elsewhere):
   eta -> eta lambda, sigma'^2 -> sigma'^2 / lambda, S_g -> S_g / lambda.
 * Thm 3 (lower bound) and the exact Gaussian value for the l2-squared loss (used by the tests).
 
-Adjacency: the paper uses replace-one neighbouring datasets; its argument only uses that the two
-vector fields differ by at most ``S_g / n`` (Lemma 4), which is what the run's ``L / n`` bounds under the
-library's convention for either adjacency (fixed normaliser n).
+Adjacency and sensitivity: the paper uses replace-one neighbouring datasets; its argument only uses
+that the two vector fields differ by at most ``S_g / n`` (Lemma 4), so ``L`` needs to bound only the
+DIFFERING pair ``||g_i(x) - g'_i(x)||``.  Add/remove is not offered for full-batch gd: the average is
+normalised by the dataset size, so removing example z moves it by ``(1/n)||g_z - mean of the others||``,
+up to 2C/n rather than C/n; :class:`~lastiterate.run.Run` refuses such runs.
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ Notation map (theorems.md 0.1, 4)
 ---------------------------------
 AT22 write ``w_{t+1} = Pi_K[w_t - eta (G_t + Z_t)]``, ``Z_t ~ N(0, sigma^2 I)`` (sigma = canonical sigma)
 and their ``L`` is the Lipschitz constant.  Every ``2 L_AT`` of the paper (replace adjacency) is the
-canonical sensitivity ``L``; under remove adjacency Remark B.2 replaces ``2 L_AT`` by ``L_AT``, which is
-again the canonical ``L`` of an add/remove run.  Hence, in canonical units, always
+canonical sensitivity ``L``.  (Under remove adjacency Remark B.2 replaces ``2 L_AT`` by ``L_AT`` for a
+FIXED normaliser; the library runs add/remove only with Poisson batches, which these theorems do not
+cover, and :class:`~lastiterate.run.Run` refuses add/remove for gd, cgd, shuffled and uniform
+batches, whose normaliser or partition depends on the data.)  Hence, in canonical units, always
 
     per-step shift s = eta L / b,   Q = S_alpha(b/n, b sigma_2 / L),   D~ = D + eta L / n (B.1).
 
@@ -55,6 +57,10 @@ between by the chord of the convex function (alpha - 1) S_alpha (:class:`SGMTabl
 table is placed where it matters by a fast locating pass that uses the mixture-first direction at
 integer orders (closed form) only to find the order of the best conversion and the best noise split
 (:func:`refined_split_window_curve`); the reported curve itself uses only the two-direction values.
+
+Sensitivity: (B.1), Thm 5.8 and the full-batch (B.2)/(B.3) need ``L`` to bound only the DIFFERING
+pair ``||g_i(x) - g'_i(x)||``.  Noisy-SGD (B.2)/(B.3)/(5.7) with q < 1 needs more than a bound on ANY
+two examples: every per-example gradient in a ball of radius L/2 (a clip norm C, L = 2C; see below).
 
 Assumptions that the Run cannot express are listed in every result: the per-example losses are
 convex, M-smooth and L_AT-Lipschitz (every gradient of norm <= L/2), with the clipping (if any) never

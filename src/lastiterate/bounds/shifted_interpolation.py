@@ -33,6 +33,14 @@ probability p, by two DIFFERENT vectors of norm <= R is at least ``C_p(G_{2R/s})
 numerical PLD engine (``lastiterate.notions.pld``), never with the CLT; the CLT versions (Props
 C.14 / C.15) are registered separately as ``kind="estimate"``.
 
+Sensitivity: which examples ``L`` must cover (``lastiterate.run.SENSITIVITY_MEANING``).  The
+NoisyGD and NoisyCGD theorems (4.2, 4.3, 4.5, 4.6, C.3) need only the DIFFERING pair: the two maps
+differ at one index i, by ``eta ||g_i(x) - g'_i(x)|| / b <= eta L / b``.  The NoisySGD theorems
+(Lemma C.12 and the C_p operator of Thms 4.8-4.10, and the CLT Props C.14 / C.15) compare batches
+that may hold DIFFERENT examples, so ``L`` must bound ``||g(x; z) - g(x; z')||`` for ANY two possible
+examples z, z' and every x (clip norm C: L = 2C).  Adjacency is replace-one only; add/remove runs
+of gd/cgd/shuffled/uniform batches are refused by :class:`~lastiterate.run.Run` itself.
+
 Every result carries, in ``details``: the chosen window (``tau``, ``window_steps`` or
 ``window_epochs``), the noise split ``theta`` where relevant, ``mu_limit`` / ``epsilon_limit``
 (the supremum over T of THIS bound with everything else fixed; every bound here is non-decreasing

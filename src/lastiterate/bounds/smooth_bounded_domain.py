@@ -18,6 +18,12 @@ the paper's constants are
 
 (exactly the expressions of the authors' Fig. 1/5 code; :func:`thm33_rdp_paper`, :func:`thm34_rdp_paper`).
 
+Sensitivity: for full batch (gd) ``L`` needs to bound only the DIFFERING pair; for sampled batches the
+per-step term compares batches that may hold different examples, so ``L`` must bound the gradient
+difference of ANY two possible examples, and the sampled-Gaussian term needs every clipped gradient
+of norm <= L/2 (a clip norm C, L = 2C).  Replace-one adjacency only (Run refuses add/remove for gd
+and fixed-size batches).
+
 Readings chosen for the registered bound (never under-report)
 --------------------------------------------------------------
 1. **The per-step term.**  ``A`` is LINEAR in the sampling rate q: it comes from Lemma 3.2's use of the
@@ -191,7 +197,7 @@ def _require(run: Run) -> None:
 
 _ASSUME = (
     "M-smooth per-example losses (convexity NOT required); every per-example (clipped) gradient has norm <= C "
-    "with L = 2C (replace-one) or L = C (add/remove): bounded gradients, not only a bounded difference"
+    "with L = 2C (replace-one): bounded gradients, not only a bounded difference"
 )
 
 

@@ -68,9 +68,9 @@ def finite_float(text: str) -> float:
 # ---------------------------------------------------------------------- run flags
 #: what the sensitivity L means (help text, README, JSON)
 SENSITIVITY_HELP = (
-    "gradient sensitivity L: a bound on ||g(x) - g(x')|| for the per-example gradients g of ANY two "
-    "possible examples (sampled batches need all pairs, not only the differing one); --clip C gives "
-    "L = 2C (replace-one) or C (add/remove)"
+    "gradient sensitivity L: a bound on ||g(x;z) - g(x;z')|| for ANY two possible examples z, z' "
+    "(replace-one; sampled batches need all pairs, not only the differing one; --clip C gives L = 2C), "
+    "or on ||g(x;z)|| under add-remove (L = C)"
 )
 
 

@@ -12,6 +12,13 @@
                                                    noise_multiplier=1.1, max_grad_norm=1.0)
     ...                                                # train as usual
     engine.get_epsilon(1e-5)                           # best last-iterate bound
+    engine.accountant.explain()                        # what that number certifies, and why
+
+``engine.make_private_with_epsilon(..., target_epsilon=..., target_delta=..., epochs=...)`` works too:
+Opacus' ``get_noise_multiplier`` creates an accountant by the name ``mechanism()`` returns and
+bisects on its ``get_epsilon``; the name ``"lastiterate"`` is registered with Opacus, and calling
+``mechanism()`` on an instance stages a copy of that instance's declaration for it, so the noise is
+calibrated with exactly the bounds (and fallbacks) :meth:`LastIterateAccountant.get_epsilon` uses.
 
 Opacus calls :meth:`step` once per optimizer step with ``(noise_multiplier, sample_rate)``.  When the
 user declared a geometry (strong convexity and/or smoothness, convexity, diameter) and the history
@@ -20,14 +27,21 @@ is a single constant ``(z, q)`` segment with ``q = batch_size / n``, :meth:`get_
 ``"poisson"``; ``noise_multiplier=z``, ``clip=C``, so ``sigma = z C / b``) and returns the best bound of
 :func:`lastiterate.accountant.account` -- which already includes the composition bounds, so it is
 never worse than composition under the same adjacency.  Otherwise it falls back to Opacus' own RDP
-accountant on the same history (identical number) and :attr:`reason` says why.
+accountant on the same history (identical number).  Either way ``get_epsilon`` returns a number;
+what it certifies is one call away: :meth:`LastIterateAccountant.explain` (one paragraph: the bound,
+its adjacency, and the reason for any fallback), :attr:`reason` (the short form) and
+:attr:`last_report` (the full :class:`~lastiterate.accountant.Report`, None after a fallback).
 
 Limits (read before trusting a number):
 
 * **Adjacency.**  Opacus' numbers are for add/remove-one.  The last-iterate theorems are stated
   for replace-one, so with a declared geometry the default ``adjacency="replace"`` (sensitivity
-  2C) is used; pass ``adjacency="add-remove"`` to ask for add/remove bounds (fewer theorems apply).
-  The two notions are not interchangeable: compare numbers only under the same adjacency.
+  L = 2C, a bound on the gradient difference of ANY two examples) is used; pass
+  ``adjacency="add-remove"`` to ask for add/remove bounds (Poisson sampling only, as for
+  :class:`~lastiterate.run.Run` and the trainer: other samplers are refused at construction).  A
+  FALLBACK to Opacus' RDP accountant certifies add/remove whatever was declared, and
+  :meth:`~LastIterateAccountant.explain` says so.  The two notions are not interchangeable:
+  compare numbers only under the same adjacency.
 * **Sampling.**  Opacus' ``DPDataLoader`` samples Poisson batches and its ``DPOptimizer`` divides by
   the expected batch size -- the ``poisson`` semantics.  Most last-iterate theorems are for uniform
   fixed-size batches (paper 000's NoisySGD) or cyclic batches; with Opacus' loader they do not
@@ -41,19 +55,62 @@ Limits (read before trusting a number):
   Momentum, Adam or weight decay outside the loss make the update something else: do not declare
   a geometry then.
 * **Constant everything.**  One noise multiplier, one sample rate, one constant learning rate;
-  any change falls back to composition.
+  any change falls back to composition.  Attached to a ``DPOptimizer`` (``make_private``), the
+  adapter also reads the optimizer at every step and falls back when its clip norm, expected batch
+  size or learning rate differ from the declaration, or when it uses momentum or weight decay.
 * Only the final model is covered.  If you also publish checkpoints, use composition.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from opacus.accountants.accountant import IAccountant
 from opacus.accountants.rdp import RDPAccountant
+from opacus.accountants.registry import register_accountant
 
 from lastiterate.errors import ParameterError, check_positive, check_positive_int
+
+#: the name under which Opacus' ``create_accountant`` finds this accountant
+MECHANISM = "lastiterate"
+
+#: the declaration staged by the last ``mechanism()`` call on an instance, per thread
+_STAGED = threading.local()
+
+_OPACUS_FALLBACK = "Opacus' RDP accountant (composition of every step, add/remove adjacency)"
+
+
+class _Mechanism:
+    """``mechanism()`` returns ``"lastiterate"``; called on an INSTANCE it also stages that
+    instance's declaration, so that Opacus' ``create_accountant("lastiterate")`` (inside
+    ``get_noise_multiplier``, which ``PrivacyEngine.make_private_with_epsilon`` calls right after
+    ``self.accountant.mechanism()``) builds an accountant with the same declaration."""
+
+    def __get__(self, obj: LastIterateAccountant | None, owner: type | None = None) -> Callable[[], str]:
+        def mechanism() -> str:
+            if obj is not None:
+                _STAGED.declaration = obj.declaration()
+            return MECHANISM
+
+        return mechanism
+
+
+def _staged_accountant() -> LastIterateAccountant:
+    """The factory registered with Opacus: a fresh accountant with the staged declaration."""
+    decl = getattr(_STAGED, "declaration", None)
+    if decl is None:
+        raise ParameterError(
+            "accountant", MECHANISM,
+            "needs a declaration: create LastIterateAccountant(n=..., batch_size=..., lr=..., clip=..., ...) and assign "
+            "it to PrivacyEngine.accountant before make_private_with_epsilon",
+        )
+    return LastIterateAccountant(**decl)
+
+
+register_accountant(MECHANISM, _staged_accountant, force=True)  # type: ignore[arg-type]
 
 
 class LastIterateAccountant(IAccountant):
@@ -61,6 +118,8 @@ class LastIterateAccountant(IAccountant):
 
     #: (noise_multiplier, sample_rate, steps) runs; initialised by ``IAccountant.__init__``
     history: list[tuple[float, float, int]]
+
+    mechanism = _Mechanism()  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -92,10 +151,12 @@ class LastIterateAccountant(IAccountant):
         self.algorithm = algorithm
         self.sampling = sampling if algorithm == "sgd" else None
         self.adjacency = adjacency
-        self.bounds = bounds
+        self.bounds = None if bounds is None else list(bounds)
         self.reason = "no steps yet"
         self._last_report: Any = None
-        # validate the declaration once (raises ParameterError early)
+        #: what the attached DPOptimizer really does (clip, expected batch size, lr, ...), per step
+        self.observed: dict[str, Any] = {}
+        # validate the declaration once (raises ParameterError early, e.g. add/remove without Poisson)
         self._build_run(1.0, 1)
 
     # ------------------------------------------------------------------ IAccountant
@@ -111,18 +172,25 @@ class LastIterateAccountant(IAccountant):
         """Number of optimisation steps taken so far."""
         return int(sum(k for _, _, k in self.history))
 
-    @classmethod
-    def mechanism(cls) -> str:
-        return "lastiterate"
+    def get_optimizer_hook_fn(self, sample_rate: float) -> Callable[[Any], None]:
+        """Opacus' step hook, which also records what the optimizer really applies."""
+        count = super().get_optimizer_hook_fn(sample_rate)
+
+        def hook_fn(optim: Any) -> None:
+            self._observe(optim)
+            count(optim)
+
+        return hook_fn
 
     def get_epsilon(self, delta: float, *args: Any, **kwargs: Any) -> float:
-        """Epsilon at ``delta`` for releasing the current (last) iterate."""
+        """Epsilon at ``delta`` for releasing the current (last) iterate; :meth:`explain` says what it certifies."""
         if not self.history:
             self.reason = "no steps yet"
+            self._last_report = None
             return 0.0
         run, why = self._run_from_history()
         if run is None:
-            self.reason = why + "; fell back to Opacus' RDP accountant (composition)"
+            self.reason = f"{why}; fell back to {_OPACUS_FALLBACK}"
             self._last_report = None
             return self.opacus_rdp_epsilon(delta)
         from lastiterate.accountant import account
@@ -130,11 +198,49 @@ class LastIterateAccountant(IAccountant):
         report = account(run, delta=delta, bounds=self.bounds)
         self._last_report = report
         best = report.best
-        if best is None:  # pragma: no cover - composition always applies
-            self.reason = "no applicable bound; fell back to Opacus' RDP accountant"
+        if best is None:
+            self.reason = f"no bound of lastiterate applies; fell back to {_OPACUS_FALLBACK}"
+            self._last_report = None
             return self.opacus_rdp_epsilon(delta)
         self.reason = f"{best.bound}: {best.theorem} ({run.adjacency} adjacency)"
         return float(best.epsilon)
+
+    # ------------------------------------------------------------------ what the number means
+    @property
+    def last_report(self) -> Any:
+        """The :class:`~lastiterate.accountant.Report` behind the last :meth:`get_epsilon` (None after a fallback)."""
+        return self._last_report
+
+    def explain(self) -> str:
+        """What the last :meth:`get_epsilon` certifies: the bound, the adjacency, any fallback and why."""
+        rep = self._last_report
+        if rep is None:
+            if self.reason == "no steps yet":
+                return "No steps yet: epsilon is 0."
+            text = f"Fallback: {self.reason}."
+            if self.adjacency != "add-remove":
+                text += (
+                    f" That number certifies add/remove adjacency, NOT the declared {self.adjacency} adjacency "
+                    "(a replace-one guarantee follows from it only by group privacy over 2 examples)."
+                )
+            return text + " It covers every intermediate iterate as well as the last one."
+        best = rep.best
+        text = (
+            f"{best.bound} ({best.kind}): {best.theorem} [{best.reference}], {rep.run.adjacency} adjacency; "
+            f"L = {rep.run.L:g} means: {rep.run.setting()['sensitivity_meaning']}."
+        )
+        if best.bound.endswith("composition"):
+            refused = "; ".join(
+                f"{r.bound}: {r.reason}" for r in rep.not_applicable
+                if not r.bound.endswith("composition") and "no theorem of this family" not in r.reason
+            )
+            text += (
+                " This is composition (it also covers every intermediate iterate): no last-iterate theorem gave a "
+                "smaller epsilon" + (f" (refused: {refused})" if refused else "") + "."
+            )
+        else:
+            text += " Only the final model is covered; publishing intermediate iterates costs composition."
+        return text
 
     # ------------------------------------------------------------------ extras
     def opacus_rdp_epsilon(self, delta: float) -> float:
@@ -151,6 +257,46 @@ class LastIterateAccountant(IAccountant):
     @property
     def declared_geometry(self) -> bool:
         return any(v is not None for v in (self.strong_convexity, self.smoothness, self.diameter)) or self.convex
+
+    def declaration(self) -> dict[str, Any]:
+        """The constructor arguments (JSON-serialisable): the run this accountant was declared for."""
+        return {
+            "n": self.n, "batch_size": self.batch_size, "lr": self.lr, "clip": self.clip,
+            "strong_convexity": self.strong_convexity, "smoothness": self.smoothness, "convex": self.convex,
+            "diameter": self.diameter, "sampling": self.sampling if self.sampling is not None else "poisson",
+            "algorithm": self.algorithm, "adjacency": self.adjacency, "bounds": self.bounds,
+        }
+
+    def _observe(self, optim: Any) -> None:
+        groups = getattr(optim, "param_groups", None) or [{}]
+        g = groups[0]
+        self.observed = {
+            "max_grad_norm": getattr(optim, "max_grad_norm", None),
+            "expected_batch_size": getattr(optim, "expected_batch_size", None),
+            "lr": sorted({float(pg.get("lr", math.nan)) for pg in groups}),
+            "momentum": float(g.get("momentum", 0.0) or 0.0),
+            "weight_decay": max(float(pg.get("weight_decay", 0.0) or 0.0) for pg in groups),
+            "optimizer": type(getattr(optim, "original_optimizer", optim)).__name__,
+        }
+
+    def _mismatch(self) -> str | None:
+        """Why the attached optimizer does not execute the declared run (None when it does or is unknown)."""
+        o = self.observed
+        if not o:
+            return None
+        if o["max_grad_norm"] is not None and not math.isclose(float(o["max_grad_norm"]), self.clip, rel_tol=1e-9):
+            return f"the optimizer clips at max_grad_norm={o['max_grad_norm']:g}, the declaration says clip={self.clip:g}"
+        b = self.batch_size if self.algorithm != "gd" else self.n
+        if o["expected_batch_size"] is not None and int(o["expected_batch_size"]) != b:
+            return f"the optimizer divides by expected_batch_size={o['expected_batch_size']}, the declaration says {b}"
+        if o["lr"] != [self.lr]:
+            return f"the optimizer's learning rate {o['lr']} differs from the declared lr={self.lr:g}"
+        if o["optimizer"] != "SGD" or o["momentum"] != 0.0 or o["weight_decay"] != 0.0:
+            return (
+                f"the update is {o['optimizer']} with momentum={o['momentum']:g}, weight_decay={o['weight_decay']:g}; "
+                "the theorems need plain SGD steps"
+            )
+        return None
 
     def _build_run(self, z: float, steps: int) -> Any:
         from lastiterate.run import Run
@@ -171,6 +317,9 @@ class LastIterateAccountant(IAccountant):
             return None, "no geometry declared"
         if len(self.history) != 1:
             return None, "the noise multiplier or sample rate changed during training"
+        mismatch = self._mismatch()
+        if mismatch is not None:
+            return None, mismatch
         z, q, steps = self.history[0]
         expected = (self.batch_size if self.algorithm != "gd" else self.n) / self.n
         if not math.isclose(q, expected, rel_tol=1e-9, abs_tol=0.0):
@@ -179,12 +328,7 @@ class LastIterateAccountant(IAccountant):
 
     def state_dict(self, destination: Any = None) -> Any:
         d = super().state_dict(destination)
-        d["declaration"] = {
-            "n": self.n, "batch_size": self.batch_size, "lr": self.lr, "clip": self.clip,
-            "strong_convexity": self.strong_convexity, "smoothness": self.smoothness, "convex": self.convex,
-            "diameter": self.diameter, "sampling": self.sampling, "algorithm": self.algorithm,
-            "adjacency": self.adjacency,
-        }
+        d["declaration"] = self.declaration()
         return d
 
     def load_state_dict(self, state_dict: Any) -> None:
@@ -194,6 +338,6 @@ class LastIterateAccountant(IAccountant):
         self.history = [tuple(h) for h in state_dict["history"]]
         decl = state_dict.get("declaration")
         if decl is not None:
-            mine = self.state_dict()["declaration"]
+            mine = self.declaration()
             if decl != mine:
                 raise ValueError(f"state_dict was written for a different declaration: {decl} != {mine}")

@@ -5,7 +5,11 @@
 
 * ``b_t`` is the normaliser of :mod:`lastiterate.train.sampling`: n (gd), the realised batch size
   for the cyclic / shuffled partitions (>= b_min, the size the accountant charges), and the FIXED
-  b for uniform and Poisson batches (never the realised Poisson size).
+  b for uniform and Poisson batches (never the realised Poisson size).  Only the Poisson scheme,
+  whose normaliser b is a public constant, is run under add/remove adjacency (one added or
+  removed example moves the average by at most C/b); the other schemes normalise by a size that
+  depends on the data, so removing an example moves the average by up to 2C/b and they are
+  refused under add/remove (:func:`lastiterate.run.check_adjacency`, the accountant's rule).
 * ``clip_C`` clips each example's gradient of its data loss to norm C (replace-one sensitivity
   L = 2C).  The L2 regulariser's gradient ``lambda x`` is added unclipped: it is identical on
   neighbouring datasets, so the sensitivity is unchanged.  It is applied once per step, also for
@@ -43,7 +47,7 @@ import torch
 from torch import Tensor
 
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive, check_positive_int
-from lastiterate.run import Run
+from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
 from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint
@@ -166,15 +170,8 @@ class NoisyMethod:
         self.projection = projection
         self.feature_norm = None if feature_norm is None else check_positive("feature_norm", feature_norm)
         self.seed = int(seed)
-        if adjacency not in ("replace", "add-remove"):
-            raise ParameterError("adjacency", adjacency, "must be one of replace, add-remove")
-        if adjacency == "add-remove" and sampling != "poisson":
-            raise ParameterError(
-                "adjacency", adjacency,
-                "add-remove is only supported with Poisson sampling (normalised by the fixed b); the full, cyclic, "
-                "shuffled and fixed-size batches are defined on a dataset of fixed size n: use replace",
-            )
-        self.adjacency = adjacency
+        # the same rule (and line) as Run: add/remove only for Poisson batches over the FIXED b
+        self.adjacency = check_adjacency(adjacency, self.algorithm, sampling)
         self.permute = permute
         self._adam_state: dict[str, Any] = {}
 
