@@ -112,9 +112,9 @@ def secure_table(X, y, steps):
     lines = [
         SECURE_MARK,
         "",
-        "1 torch thread; per second (best of 5 repeats). Default: numpy PCG64 batches and torch MT19937 noise keyed "
-        "with 128 secret bits. Secure: keyed SHAKE-256 for every random bit and each Gaussian the sum of 4 Box-Muller "
-        "samples / 2 (Holohan and Braghin, ESORICS 2021).",
+        ("1 torch thread; per second (best of 5 repeats). Default: numpy PCG64 batches and torch MT19937 noise keyed "
+         "with 128 secret bits. Secure: keyed SHAKE-256 for every random bit and each Gaussian the sum of 4 Box-Muller "
+         "samples / 2 (Holohan and Braghin, ESORICS 2021)."),
         "",
         "| model | what | default /s | secure /s | secure cost |",
         "|---|---|---:|---:|---:|",

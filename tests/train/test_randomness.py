@@ -23,7 +23,12 @@ from lastiterate.errors import ParameterError
 from lastiterate.train.data import load_dataset
 from lastiterate.train.ledger import load_checkpoint
 from lastiterate.train.models import GLM, parameters_digest
-from lastiterate.train.randomness import SECURE_GAUSSIAN_TERMS, SEED_WARNING, Randomness, SeededRunWarning
+from lastiterate.train.randomness import (
+    SECURE_GAUSSIAN_TERMS,
+    SEED_WARNING,
+    Randomness,
+    SeededRunWarning,
+)
 from lastiterate.train.sampling import make_sampler
 from lastiterate.train.trainer import NoisyCGD, NoisyGD, NoisySGD
 
