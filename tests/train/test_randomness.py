@@ -265,11 +265,12 @@ def test_randomness_state_and_bad_input():
         NoisyGD(GLM(3, 1, "binary-logistic"), lr=0.5, noise_std=0.1, clip=1.0, secure="yes")
 
 
-def test_cli_bad_seed_is_one_line(capsys):
+@pytest.mark.parametrize(("flag", "value"), [("--seed", "-1"), ("--split-seed", "-1"), ("--split-seed", str(2**32))])
+def test_cli_bad_seed_is_one_line(capsys, flag, value):
     capsys.readouterr()
-    assert main([*EXAMPLE, "--seed", "-1"]) == 2
+    assert main([*EXAMPLE, flag, value]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "seed" in err
+    assert err.count("\n") == 1 and flag.lstrip("-").replace("-", "_") in err
 
 
 def test_seeded_default_mode_draws_the_documented_stream():

@@ -112,6 +112,8 @@ def run_train(args: argparse.Namespace) -> int:
     if args.target_epsilon is not None:
         check_positive("target_epsilon", args.target_epsilon)
     hidden = _hidden(args.hidden)
+    if not 0 <= args.split_seed < 2**32:
+        raise ParameterError("split_seed", args.split_seed, "must be an integer in [0, 4294967295]")
 
     import torch
 
