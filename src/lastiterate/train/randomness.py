@@ -197,7 +197,7 @@ class Randomness:
         independent Box-Muller samples Z_j from the keyed CSPRNG: N(0, sigma^2) in law, and its
         floating-point value no longer reveals the inputs of one sampler call.  Like every
         floating-point sampler it is not exactly Gaussian: the uniforms have 53 bits, so each
-        Box-Muller radius is at most sqrt(2 * 53 ln 2) ~ 8.6 (a tail of probability < 1e-16 per
+        Box-Muller radius is at most sqrt(2 * 53 ln 2) ~ 8.6 (a tail of probability 2^-53 ~ 1.1e-16 per
         sample is cut), far below any delta the accountant reports.
         """
         k = SECURE_GAUSSIAN_TERMS
