@@ -13,7 +13,13 @@ noise, SGD update.  Every step includes everything a training step does:
 
 Timing: best of 5 repeats of about 0.5 s each after a warm-up (the machine is shared; the best
 repeat is the least disturbed), for 1 and 2 torch threads.  Run:
-``python benchmarks/training.py [--threads 1,2] [--out FILE]``.
+``python benchmarks/training.py [--threads 1,2] [--tables main,secure] [--out FILE]``.
+
+Secure mode (``secure=True`` / ``--secure``, :mod:`lastiterate.train.randomness`): the same steps
+with noise and batches from the keyed SHAKE-256 CSPRNG and the Holohan-Braghin Gaussian (4
+Box-Muller samples per coordinate), against the default generators; and the noise draw alone
+(one N(0, sigma^2 I) vector per step).  ``--tables secure`` measures only that table and replaces
+its section of the results file.
 """
 
 from __future__ import annotations
@@ -59,8 +65,9 @@ def _best_rate(step, steps, repeats=5, warmup=3, seconds=0.5):
     return best
 
 
-def ours(model_kind, method, X, y, steps, policy=False):
-    """``policy=True``: run with the thread count ``NoisyMethod.fit`` would choose (default_threads)."""
+def ours(model_kind, method, X, y, steps, policy=False, secure=False):
+    """``policy=True``: run with the thread count ``NoisyMethod.fit`` would choose (default_threads);
+    ``secure=True``: the CSPRNG noise and batches of secure mode."""
     from lastiterate.train.models import GLM, ModuleModel, mlp
     from lastiterate.train.trainer import NoisySGD, default_threads
 
@@ -68,7 +75,7 @@ def ours(model_kind, method, X, y, steps, policy=False):
         model = GLM(D, K, "multinomial-logistic", intercept=True, dtype=torch.float32)
     else:
         model = ModuleModel(mlp(D, K, (HIDDEN,), "relu", seed=0, dtype=torch.float32), "cross-entropy", method=method)
-    meth = NoisySGD(model, batch_size=B, sampling="poisson", lr=0.1, noise_std=1.0 / B, clip=1.0)
+    meth = NoisySGD(model, batch_size=B, sampling="poisson", lr=0.1, noise_std=1.0 / B, clip=1.0, secure=secure)
     run, _, sampler = meth.plan(N, steps=10**6)
     sigma = run.sigma
     old = torch.get_num_threads()
@@ -78,6 +85,50 @@ def ours(model_kind, method, X, y, steps, policy=False):
         return _best_rate(lambda t: meth.step(t, X, y, sampler, sigma, 0.1), steps)
     finally:
         torch.set_num_threads(old)
+
+
+def noise_draws(n_params, secure, steps):
+    """Noise vectors per second: one N(0, sigma^2 I) draw over ``n_params`` coordinates per step."""
+    from lastiterate.train.randomness import Randomness
+
+    r = Randomness.fresh(secure)
+    return _best_rate(lambda t: r.gaussian(21, t, n_params, 1.0, torch.float32), steps)
+
+
+SECURE_MARK = "## Secure mode (--secure): what it costs"
+
+
+def secure_table(X, y, steps):
+    """Default against secure randomness, 1 thread: whole steps and the noise draw alone."""
+    n_glm, n_mlp = D * K + K, D * HIDDEN + HIDDEN + HIDDEN * K + K
+    rows = [
+        ("logreg 784x10", "noisy step (Poisson batch + noise)", lambda sec: ours("glm", None, X, y, steps, secure=sec)),
+        ("MLP 784-128-10", "noisy step (Poisson batch + noise)", lambda sec: ours("mlp", "linear", X, y, steps, secure=sec)),
+        (f"logreg 784x10 ({n_glm:,} parameters)", "noise draw alone", lambda sec: noise_draws(n_glm, sec, steps)),
+        (f"MLP 784-128-10 ({n_mlp:,} parameters)", "noise draw alone", lambda sec: noise_draws(n_mlp, sec, steps)),
+    ]
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    lines = [
+        SECURE_MARK,
+        "",
+        ("1 torch thread; per second (best of 5 repeats). Default: numpy PCG64 batches and torch MT19937 noise keyed "
+         "with 128 secret bits. Secure: keyed SHAKE-256 for every random bit and each Gaussian the sum of 4 Box-Muller "
+         "samples / 2 (Holohan and Braghin, ESORICS 2021)."),
+        "",
+        "| model | what | default /s | secure /s | secure cost |",
+        "|---|---|---:|---:|---:|",
+    ]
+    try:
+        for m, what, fn in rows:
+            base, sec = fn(False), fn(True)
+            print(f"secure table: {m} | {what}: {base:.0f} vs {sec:.0f}", flush=True)
+            lines.append(f"| {m} | {what} | {base:,.0f} | {sec:,.0f} | {base / sec:.1f}x slower |")
+    finally:
+        torch.set_num_threads(old)
+    load = __import__("os").getloadavg()
+    lines += ["", f"Load average during this table: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}."]
+    return "\n".join(lines) + "\n"
 
 
 def _opacus_model(model_kind):
@@ -129,11 +180,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts to measure (default 1,2)")
     ap.add_argument("--steps", type=int, default=400, help="at most this many steps per repeat")
+    ap.add_argument("--tables", default="main,secure",
+                    help="main (against Opacus), secure (secure-mode cost); --tables secure keeps the main table")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "training.md")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    tables = {t.strip() for t in args.tables.split(",")}
     X, y = _data()
     s = args.steps
+    secure = secure_table(X, y, s) if "secure" in tables else None
+    if "main" not in tables:
+        old = args.out.read_text() if args.out.exists() else ""
+        kept = old.split(SECURE_MARK)[0].rstrip("\n")
+        text = (kept + "\n\n" if kept else "") + (secure or "")
+        print(text)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        return
     impls = [
         ("logreg 784x10", "lastiterate, closed form", lambda: ours("glm", None, X, y, s)),
         ("logreg 784x10", "lastiterate, closed form, fit()'s thread policy", lambda: ours("glm", None, X, y, s, True)),
@@ -192,7 +255,7 @@ def main() -> None:
             "single-threaded by default: the rows \"fit()'s thread policy\" are the trainer as it actually runs."
         ),
     ]
-    table = "\n".join(lines) + "\n"
+    table = "\n".join(lines) + "\n" + ("\n" + secure if secure else "")
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from typing import Any
 
 from lastiterate.cli.common import UsageError, print_json
@@ -60,7 +61,14 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--clip", type=float, required=True, help="per-example gradient clip norm C (sensitivity L = 2C)")
     a.add_argument("--diameter", type=float, help="project onto the L2 ball of this diameter D (radius D/2) after every step")
     a.add_argument("--l2", type=float, default=0.0, help="L2 regularisation lambda (loss + lambda/2 ||x||^2; default 0)")
-    a.add_argument("--seed", type=int, default=0, help="seed of the split, the batches, the noise and the MLP init (default 0)")
+    a.add_argument("--seed", type=int,
+                   help="seed of the batches and the noise, for exact reproducibility (default: fresh secret OS entropy "
+                        "every run). A seeded run's guarantee holds only while the seed stays secret and is never reused")
+    a.add_argument("--secure", action="store_true",
+                   help="noise and batches from a cryptographically secure generator, floating-point-safe Gaussian "
+                        "sampler (Holohan-Braghin 2021, as Opacus' secure_mode); slower")
+    a.add_argument("--split-seed", type=int, default=0,
+                   help="seed of the train/test split and the MLP initialisation (public, data-independent; default 0)")
     a.add_argument("--threads", type=int, help="torch threads (default: 1 for small models, see NoisyMethod.fit)")
     o = p.add_argument_group("privacy bookkeeping and output")
     o.add_argument("--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)")
@@ -105,11 +113,14 @@ def run_train(args: argparse.Namespace) -> int:
     hidden = _hidden(args.hidden)
     if args.threads is not None:
         check_in_range("threads", args.threads, 1, 256)
+    if not 0 <= args.split_seed < 2**32:
+        raise ParameterError("split_seed", args.split_seed, "must be an integer in [0, 4294967295]")
 
     import torch
 
     from lastiterate.train.data import load_dataset
     from lastiterate.train.models import GLM, ModuleModel, mlp, parameters_digest
+    from lastiterate.train.randomness import SeededRunWarning
     from lastiterate.train.trainer import (
         NoisyAdam,
         NoisyCGD,
@@ -119,7 +130,7 @@ def run_train(args: argparse.Namespace) -> int:
         evaluate,
     )
 
-    data = load_dataset(args.dataset, seed=args.seed, test_size=args.test_size, feature_norm=args.feature_norm,
+    data = load_dataset(args.dataset, seed=args.split_seed, test_size=args.test_size, feature_norm=args.feature_norm,
                         standardize=not args.no_standardize)
     dtype = torch.float64
     if args.model == "logreg":
@@ -137,14 +148,15 @@ def run_train(args: argparse.Namespace) -> int:
     else:
         if data.task == "classification":
             assert data.n_classes is not None  # load_dataset sets n_classes for every classification dataset
-            net = mlp(data.n_features, int(data.n_classes), hidden, args.activation, seed=args.seed, dtype=dtype)
+            net = mlp(data.n_features, int(data.n_classes), hidden, args.activation, seed=args.split_seed, dtype=dtype)
             model = ModuleModel(net, "cross-entropy")
         else:
-            net = mlp(data.n_features, 1, hidden, args.activation, seed=args.seed, dtype=dtype)
+            net = mlp(data.n_features, 1, hidden, args.activation, seed=args.split_seed, dtype=dtype)
             model = ModuleModel(net, "mse")
 
     common: dict[str, Any] = {
         "lr": args.lr, "clip": args.clip, "l2": args.l2, "diameter": args.diameter, "feature_norm": args.feature_norm, "seed": args.seed,
+        "secure": args.secure,
     }
     if args.noise_std is not None:
         common["noise_std"] = args.noise_std
@@ -173,10 +185,14 @@ def run_train(args: argparse.Namespace) -> int:
         calibrated = {"noise_std": cal.noise_std, "noise_multiplier": cal.noise_multiplier}
 
     progress = (not args.json) and sys.stderr.isatty()
-    result = method.fit(
-        data.X_train, data.y_train, epochs=args.epochs, target_epsilon=target_for_stop, delta=args.delta,
-        ledger=args.ledger, checkpoint=args.checkpoint, resume=args.resume, progress=progress, threads=args.threads,
-    )
+    with warnings.catch_warnings():  # the seeded-run warning is printed below as one line
+        warnings.simplefilter("ignore", SeededRunWarning)
+        result = method.fit(
+            data.X_train, data.y_train, epochs=args.epochs, target_epsilon=target_for_stop, delta=args.delta,
+            ledger=args.ledger, checkpoint=args.checkpoint, resume=args.resume, progress=progress, threads=args.threads,
+        )
+    if result.randomness["warning"]:
+        print(f"warning: {result.randomness['warning']}", file=sys.stderr)
     train_eval = evaluate(model, data.X_train, data.y_train, args.feature_norm)
     test_eval = evaluate(model, data.X_test, data.y_test, args.feature_norm)
     report = result.report
@@ -216,6 +232,7 @@ def run_train(args: argparse.Namespace) -> int:
         "ledger": args.ledger,
         "checkpoint": args.checkpoint,
         "notes": result.notes,
+        "randomness": result.randomness,
     }
     if args.json:
         print_json(out)
@@ -247,6 +264,10 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
         if g.get("hint"):
             lines.append(f"  hint: {g['hint']}")
     lines.extend(out["notes"])
+    rnd = out["randomness"]
+    lines.append("Noise and batches: " + ("SEEDED (reproducible; the guarantee needs the seed secret and never reused)"
+                                          if rnd["seeded"] else "fresh secret OS entropy (not written to any output)")
+                 + ("; secure CSPRNG sampler" if rnd["secure"] else ""))
     best = out["best"]
     if best is not None:
         lines.append(f"Releasing only the final model is ({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "

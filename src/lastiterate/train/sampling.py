@@ -20,12 +20,16 @@ the rest of size ``n//l``, so the smallest batch is ``b_min = n // l`` -- exactl
 sigma)``.  Averaging a cyclic batch over its realised size therefore never exceeds what the
 accountant charges.
 
-Randomness is STATELESS: the batch of step t is a pure function of ``(seed, t)`` (a
-``numpy.random.SeedSequence([seed, stream, t])``; the shuffle permutation of epoch e of
-``(seed, e)``), so a run resumed from a checkpoint at step t replays exactly the batches of an
+Randomness is SECRET and STATELESS (:mod:`lastiterate.train.randomness`): by default fresh OS
+entropy for every sampler (``seed=None``); a seed (an int) gives reproducible batches, and a
+:class:`~lastiterate.train.randomness.Randomness` shares one root with the trainer's noise.  The
+batch of step t is a pure function of ``(root, t)`` (``numpy.random.SeedSequence([seed, stream,
+t])`` when seeded; the shuffle permutation of epoch e of ``(root, e)``; a keyed CSPRNG in secure
+mode), so a run resumed from a checkpoint at step t replays exactly the batches of an
 uninterrupted run.  The partition of the cyclic scheme is data-independent: the identity order, or
-one permutation drawn from the seed (``permute=True``, the default) -- any fixed partition is
-covered by the theorems.
+one permutation drawn from the root (``permute=True``, the default) -- any fixed partition is
+covered by the theorems.  Amplification by sampling credits batches the adversary cannot predict:
+a public seed forfeits it.
 """
 
 from __future__ import annotations
@@ -36,14 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_positive_int
+from lastiterate.train.randomness import Randomness
 
 SCHEMES = ("full", "cyclic", "shuffle", "uniform", "poisson")
 
 _STREAM = {"cyclic": 11, "shuffle": 12, "uniform": 13, "poisson": 14}
-
-
-def _rng(*keys: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([int(k) for k in keys]))
 
 
 def balanced_partition(order: np.ndarray, n_batches: int) -> list[np.ndarray]:
@@ -53,12 +54,16 @@ def balanced_partition(order: np.ndarray, n_batches: int) -> list[np.ndarray]:
 
 @dataclass(frozen=True)
 class Sampler:
-    """Batches for one run.  Build with :func:`make_sampler`."""
+    """Batches for one run.  Build with :func:`make_sampler`.
+
+    ``seed``: None (default) draws fresh secret randomness; an int gives reproducible batches; a
+    :class:`~lastiterate.train.randomness.Randomness` is used as is (the trainer's).
+    """
 
     scheme: str
     n: int
     batch_size: int
-    seed: int = 0
+    seed: int | Randomness | None = None
     permute: bool = True
 
     def __post_init__(self) -> None:
@@ -70,9 +75,15 @@ class Sampler:
             raise ParameterError("batch_size", b, f"must be an integer in [1, n={self.n}]")
         if self.scheme == "full" and b != self.n:
             raise ParameterError("batch_size", b, f"must equal n={self.n} for full-batch gd")
+        object.__setattr__(self, "_randomness", Randomness.of(self.seed))
         if self.scheme == "cyclic":
-            order = _rng(self.seed, _STREAM["cyclic"]).permutation(self.n) if self.permute else np.arange(self.n)
+            order = self.randomness.permutation(_STREAM["cyclic"], (), self.n) if self.permute else np.arange(self.n)
             object.__setattr__(self, "_partition", balanced_partition(order, int(self.l)))
+
+    @property
+    def randomness(self) -> Randomness:
+        """The root of this sampler's batches (secret unless seeded)."""
+        return self._randomness  # type: ignore[attr-defined,no-any-return]
 
     # ---------------------------------------------------------------- run semantics
     @property
@@ -152,15 +163,14 @@ class Sampler:
             epoch, k = divmod(t, l)
             cached = getattr(self, "_epoch_cache", None)
             if cached is None or cached[0] != epoch:
-                perm = _rng(self.seed, _STREAM["shuffle"], epoch).permutation(n)
+                perm = self.randomness.permutation(_STREAM["shuffle"], (epoch,), n)
                 cached = (epoch, balanced_partition(perm, l))
                 object.__setattr__(self, "_epoch_cache", cached)
             return cached[1][k]
-        rng = _rng(self.seed, _STREAM[self.scheme], t)
         if self.scheme == "uniform":
-            return np.sort(rng.choice(n, size=b, replace=False)).astype(np.int64)
+            return self.randomness.subset(_STREAM["uniform"], (t,), n, b)
         # poisson: independent inclusion with rate p = b/n
-        return np.flatnonzero(rng.random(n) < b / n).astype(np.int64)
+        return self.randomness.poisson_subset(_STREAM["poisson"], (t,), n, b / n)
 
     def normaliser(self, batch: np.ndarray) -> int:
         """The denominator of the averaged gradient: b (uniform, Poisson: fixed), else the realised size."""
@@ -170,8 +180,12 @@ class Sampler:
 
 
 def make_sampler(algorithm: str, n: int, batch_size: int | None = None, sampling: str | None = None,
-                 *, seed: int = 0, permute: bool = True) -> Sampler:
-    """The sampler for a Run-style description (``algorithm`` gd/cgd/sgd, ``sampling`` for sgd)."""
+                 *, seed: int | Randomness | None = None, permute: bool = True) -> Sampler:
+    """The sampler for a Run-style description (``algorithm`` gd/cgd/sgd, ``sampling`` for sgd).
+
+    ``seed``: None (default) for fresh secret randomness, an int for reproducible batches, or the
+    trainer's :class:`~lastiterate.train.randomness.Randomness`.
+    """
     if algorithm == "gd":
         return Sampler("full", n, n if batch_size is None else batch_size, seed)
     if batch_size is None:

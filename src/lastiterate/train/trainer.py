@@ -20,6 +20,12 @@
   ``projection(flat_parameters) -> flat_parameters`` (it must be the projection onto a closed
   convex set for the theorems to hold; give its ``diameter`` to use the bounded-domain theorems).
 * ``eta_t``: a constant, a sequence of length T or a callable ``t -> eta_t``.
+* Randomness (:mod:`~lastiterate.train.randomness`): ``Z_t`` and ``B_t`` are drawn from fresh secret
+  OS entropy for every :meth:`~NoisyMethod.fit` unless ``seed=`` is given (reproducible, with a
+  :class:`~lastiterate.train.randomness.SeededRunWarning`: the guarantee then needs the seed to stay
+  secret and never be reused on other data).  ``secure=True``: a keyed CSPRNG and the
+  floating-point-safe Gaussian sampler of Holohan and Braghin (ESORICS 2021).  Only the owner-only
+  checkpoint keeps the secret (to resume); reports, JSON and ledgers never do.
 
 The trainer BUILDS the :class:`~lastiterate.run.Run` describing what it executed (sampling,
 n, b, T, eta, sigma, C, D, and the geometry only when :mod:`~lastiterate.train.geometry`
@@ -38,6 +44,7 @@ import os
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +58,7 @@ from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
 from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint
+from lastiterate.train.randomness import Randomness, SeededRunWarning
 from lastiterate.train.sampling import Sampler, make_sampler
 
 LR = float | Sequence[float] | Callable[[int], float]
@@ -76,10 +84,6 @@ def l2_ball(diameter: float) -> Callable[[Tensor], Tensor]:
 
     project.__name__ = f"l2_ball(D={diameter:g})"
     return project
-
-
-def _step_seed(seed: int, t: int) -> int:
-    return int(np.random.SeedSequence([int(seed), _NOISE_STREAM, int(t)]).generate_state(1, dtype=np.uint64)[0])
 
 
 def default_threads(model: Any, batch_size: int) -> int | None:
@@ -121,6 +125,7 @@ class TrainResult:
     run_id: str = ""
     clipped_fraction: float = 0.0
     notes: list[str] = field(default_factory=list)
+    randomness: dict[str, Any] = field(default_factory=dict)  # public description; never the seed or the secret
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -150,7 +155,8 @@ class NoisyMethod:
         diameter: float | None = None,
         projection: Callable[[Tensor], Tensor] | None = None,
         feature_norm: float | None = None,
-        seed: int = 0,
+        seed: int | None = None,
+        secure: bool = False,
         adjacency: str = "replace",
         permute: bool = True,
     ) -> None:
@@ -169,7 +175,11 @@ class NoisyMethod:
             projection = l2_ball(self.diameter)
         self.projection = projection
         self.feature_norm = None if feature_norm is None else check_positive("feature_norm", feature_norm)
-        self.seed = int(seed)
+        if not isinstance(secure, bool):
+            raise ParameterError("secure", secure, "must be True or False")
+        self.secure = secure
+        self.randomness = Randomness.of(seed, secure)  # fresh OS entropy unless seeded; redrawn by every fit()
+        self.seed = self.randomness.seed
         # the same rule (and line) as Run: add/remove only for Poisson batches over the FIXED b
         self.adjacency = check_adjacency(adjacency, self.algorithm, sampling)
         self.permute = permute
@@ -177,7 +187,7 @@ class NoisyMethod:
 
     # ---------------------------------------------------------------- planning
     def sampler(self, n: int) -> Sampler:
-        return make_sampler(self.algorithm, n, self.batch_size, self.sampling, seed=self.seed, permute=self.permute)
+        return make_sampler(self.algorithm, n, self.batch_size, self.sampling, seed=self.randomness, permute=self.permute)
 
     def _schedule(self, T: int) -> tuple[float, ...] | float:
         lr = self.lr
@@ -229,10 +239,9 @@ class NoisyMethod:
 
     # ---------------------------------------------------------------- one step
     def _noise(self, t: int, sigma: float, params: list[Tensor]) -> list[Tensor]:
-        g = torch.Generator()
-        g.manual_seed(_step_seed(self.seed, t))
+        """Z_t ~ N(0, sigma^2 I) over all parameters, from this run's (secret) randomness."""
         numel = sum(p.numel() for p in params)
-        z = torch.randn(numel, generator=g, dtype=params[0].dtype) * sigma
+        z = self.randomness.gaussian(_NOISE_STREAM, t, numel, sigma, params[0].dtype)
         out, k = [], 0
         for p in params:
             out.append(z[k : k + p.numel()].view_as(p))
@@ -286,7 +295,7 @@ class NoisyMethod:
         h = hashlib.sha256()
         h.update(json.dumps(run.setting(), sort_keys=True, default=str).encode())
         h.update(json.dumps({
-            "method": type(self).__name__, "seed": self.seed, "l2": self.l2, "feature_norm": self.feature_norm,
+            "method": type(self).__name__, "randomness": self.randomness.fingerprint(), "l2": self.l2, "feature_norm": self.feature_norm,
             "projection": getattr(self.projection, "__name__", repr(self.projection)) if self.projection else None,
             "model": type(self.model).__name__, "family": getattr(self.model, "family", None),
             "shapes": [list(p.shape) for p in self.model.params()], "permute": self.permute,
@@ -357,6 +366,10 @@ class NoisyMethod:
         if (ledger is not None or target_epsilon is not None) and not account:
             raise ParameterError("account", account, "must be True with a ledger or a target epsilon")
         n = len(X)
+        if not self.randomness.seeded:
+            self.randomness = Randomness.fresh(self.secure)  # fresh secret per run (a resume adopts its checkpoint's)
+        else:
+            warnings.warn(self.randomness.describe()["warning"], SeededRunWarning, stacklevel=3)
         planned, cert, sampler = self.plan(n, epochs=epochs, steps=steps)
         sigma = planned.sigma
         schedule = planned.lr_schedule
@@ -381,6 +394,8 @@ class NoisyMethod:
                         "resume", str(checkpoint),
                         "the checkpoint was written by a different run (data, model, seed or run parameters differ)",
                     )
+                self.randomness = Randomness.from_checkpoint_state(state.get("rng"))
+                sampler = self.sampler(n)  # the checkpoint's batches (same root as its noise)
                 self.model.load_state_dict(state["model"])
                 self._load_optimizer_state(state["optimizer"])
                 start = int(state["step"])
@@ -449,7 +464,7 @@ class NoisyMethod:
                         "run_id": run_id, "fingerprint": fingerprint, "step": t,
                         "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
                         "optimizer": self._optimizer_state(),
-                        "rng": {"seed": self.seed, "scheme": "stateless: SeedSequence([seed, stream, step])"},
+                        "rng": self.randomness.checkpoint_state(),  # the secret: owner-only checkpoint only
                         "planned_run": planned.setting(),
                     })
                 if led is not None:
@@ -485,6 +500,7 @@ class NoisyMethod:
             model=self.model, run=executed, planned_run=planned, report=report, certificate=cert, steps=stop,
             seconds=time.perf_counter() - t_start, delta=delta, train_seconds=train_seconds, budget=budget, resumed_from=resumed_from,
             run_id=run_id, clipped_fraction=(n_clipped / n_seen) if n_seen else 0.0, notes=notes,
+            randomness=self.randomness.describe(),
         )
 
 
