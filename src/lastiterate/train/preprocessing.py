@@ -231,7 +231,9 @@ def private_moments(
 
     ``rng``: the noise source; None draws fresh entropy from the operating system (the default:
     the noise must stay secret).  Post-processing (no extra cost): the released mean is clamped to
-    ``[lo, hi]`` and the variance in ``[-1, 1]`` units to ``[VARIANCE_FLOOR, 1]``.
+    ``[lo, hi]`` and the variance in ``[-1, 1]`` units to ``[floor, 1]``, ``floor = max(VARIANCE_FLOOR,
+    3 sigma_2 / count)`` (three noise stds of the released second moment: a near-constant column is
+    not blown up by noise).
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or len(X) < 1:
@@ -241,7 +243,8 @@ def private_moments(
     out = mech.release(_to_unit(X, lo, hi), gen)
     count = max(float(out["count"]), 1.0)
     mean_u = np.clip(np.asarray(out["sum"]) / count, -1.0, 1.0)
-    var_u = np.clip(np.asarray(out["square"]) / count - mean_u**2, VARIANCE_FLOOR, 1.0)
+    floor = max(VARIANCE_FLOOR, 3.0 * mech.sigma_square / count)
+    var_u = np.clip(np.asarray(out["square"]) / count - mean_u**2, floor, 1.0)
     mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
     return PrivateMoments(mid + half * mean_u, half * np.sqrt(var_u), mech.claimed_mu(), adjacency,
                           mech.sigma_sum, mech.sigma_square, mech.sigma_count, lo, hi)
@@ -459,15 +462,6 @@ class ComposedGuarantee:
                 "preprocessing_epsilon": f(self.preprocessing_epsilon),
                 "candidates": [{k: f(v) if isinstance(v, float) else v for k, v in c.items()} for c in self.candidates]}
 
-    def line(self) -> str:
-        """One line for the text report."""
-        head = f"Releasing only the final model is ({self.epsilon:.4g}, {self.delta:.3g})-DP"
-        if not self.covered:
-            return head + " for the training alone -- the preprocessing is NOT covered (statistics treated as public)"
-        if not self.preprocessing_mu:
-            return head + f"  [{self.training_bound}; preprocessing is data-independent]"
-        return head + f", preprocessing included  [{self.method}]"
-
 
 #: fractions of delta given to the training guarantee in the (eps, delta)-DP composition candidate
 DELTA_FRACTIONS: tuple[float, ...] = (0.5, 0.2)
@@ -598,6 +592,63 @@ def meet_budget(
                          "or raise the target")
 
 
+def calibrate_noise_with_preprocessing(
+    run: Any,
+    split: BudgetSplit,
+    preprocessing: Preprocessing,
+    *,
+    bounds: Sequence[str] | None = None,
+) -> tuple[Any, ComposedGuarantee, float]:
+    """The smallest training noise (:func:`~lastiterate.accountant.calibrate_noise`) whose
+    guarantee, composed with the preprocessing's, meets ``split.epsilon`` at ``split.delta``.
+
+    Returns ``(calibration, composed guarantee of the calibrated run, training target epsilon)``.
+    """
+    from lastiterate.accountant import account, calibrate_noise
+
+    last: dict[str, Any] = {}
+
+    def composed_for(training_epsilon: float) -> float:
+        cal = calibrate_noise(run, epsilon=training_epsilon, delta=split.delta, bounds=bounds)
+        calibrated = run.replace(noise_std=cal.noise_std)
+        comp = compose_with_preprocessing(
+            cal.report, preprocessing, account_at=lambda d1: account(calibrated, delta=d1, bounds=bounds))
+        last.update(cal=cal, comp=comp)
+        return comp.epsilon
+
+    t, _, _ = meet_budget(split, composed_for)
+    return last["cal"], last["comp"], t
+
+
+def budget_stop_with_preprocessing(
+    run: Any,
+    split: BudgetSplit,
+    preprocessing: Preprocessing,
+    *,
+    bounds: Sequence[str] | None = None,
+) -> tuple[float, ComposedGuarantee]:
+    """The training target epsilon for the budget stop (:func:`~lastiterate.train.budget.allowed_steps`)
+    such that the model at the stop, composed with the preprocessing, meets ``split.epsilon``.
+
+    Returns ``(training target epsilon, composed guarantee at the stop)``.
+    """
+    from lastiterate.accountant import account
+    from lastiterate.train.budget import allowed_steps, truncate
+
+    last: dict[str, Any] = {}
+
+    def composed_for(training_epsilon: float) -> float:
+        stop = truncate(run, allowed_steps(run, training_epsilon, split.delta, bounds).allowed_steps)
+        comp = compose_with_preprocessing(
+            account(stop, delta=split.delta, bounds=bounds), preprocessing,
+            account_at=lambda d1: account(stop, delta=d1, bounds=bounds))
+        last["comp"] = comp
+        return comp.epsilon
+
+    t, _, _ = meet_budget(split, composed_for)
+    return t, last["comp"]
+
+
 __all__ = [
     "ADJACENCIES",
     "BudgetSplit",
@@ -609,6 +660,8 @@ __all__ = [
     "SCALINGS",
     "approximate_dp_gaussian_delta",
     "approximate_dp_gaussian_epsilon",
+    "budget_stop_with_preprocessing",
+    "calibrate_noise_with_preprocessing",
     "clip_rows",
     "compose_with_preprocessing",
     "gaussian_hockey_stick",
