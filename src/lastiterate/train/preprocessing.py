@@ -111,30 +111,48 @@ def clip_rows(X: np.ndarray, R: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- private moments
+def replace_one_sensitivity2(rho: float) -> float:
+    r"""``max_{a, b in [-1, 1]} (a - b)^2 + rho (a^2 - b^2)^2``: the squared replace-one change of one
+    column of ``(sum u, sum u^2 / sqrt(rho))``, in units where the sums' noise std is 1.
+
+    With ``s = a - b in [0, 2]`` and ``t = a + b``, ``|t| <= 2 - s``, the value is
+    ``s^2 (1 + rho t^2) <= h(s) = s^2 (1 + rho (2 - s)^2)``, attained at ``a = 1, b = 1 - s``.
+    ``h'(s) = 0`` at ``s = (3 - sqrt(1 - 2/rho)) / 2`` (a maximum inside [0, 2] when ``rho >= 2``);
+    otherwise the maximum is the end point ``s = 2`` (value 4).  Exact, hence attained.
+    """
+    r = check_positive("rho", rho)
+    h = lambda s: s * s * (1.0 + r * (2.0 - s) ** 2)  # noqa: E731
+    cands = [2.0]
+    if r >= 2.0:
+        cands.append((3.0 - math.sqrt(1.0 - 2.0 / r)) / 2.0)
+    return max(h(s) for s in cands)
+
+
 @dataclass(frozen=True)
 class GaussianMomentsMechanism:
     r"""Means and variances of ``d`` columns by the Gaussian mechanism on clipped values.
 
     Every value is clipped to its declared range and mapped onto ``u in [-1, 1]``.  Released:
-    ``S1 = sum_i u_i + N(0, sigma_1^2 I_d)``, ``S2 = sum_i u_i^2 + N(0, sigma_2^2 I_d)`` and,
-    under add-remove adjacency only, ``N = n + N(0, sigma_0^2)`` (under replace-one n is public).
+    ``S1 = sum_i u_i + N(0, sigma_1^2 I_d)``, ``S2 = sum_i u_i^2 + N(0, sigma_2^2 I_d)`` with
+    ``sigma_2 = noise_ratio * sigma_1`` and, under add-remove adjacency only, ``N = n + N(0,
+    sigma_0^2)`` (under replace-one n is public).
 
-    Sensitivity (per column, rows in ``[-1, 1]^d``): replace-one changes ``sum u`` by at most 2
-    and ``sum u^2`` by at most 1 per column, so the released vector scaled by its noise has L2
-    sensitivity ``sqrt(d (4/sigma_1^2 + 1/sigma_2^2))`` (the two blocks' worst cases are added in
-    quadrature; they are not attained together, so this is an upper bound).  Add-remove: one row
-    changes them by ``|u_j| <= 1`` and ``u_j^2 <= 1`` and the count by 1:
-    ``sqrt(d (1/sigma_1^2 + 1/sigma_2^2) + 1/sigma_0^2)``, attained at ``|u_j| = 1``.  The Gaussian
-    mechanism with L2 sensitivity s and unit noise is ``s``-GDP (Dong, Roth & Su 2022, Thm 2.7).
+    Sensitivity: the release divided by its noise stds is a Gaussian mechanism with unit noise, so
+    it is ``s``-GDP with ``s`` the L2 sensitivity of ``(S1/sigma_1, S2/sigma_2[, N/sigma_0])``
+    (Dong, Roth & Su 2022, Thm 2.7).  Columns add up, so with ``rho = 1/noise_ratio^2``:
 
-    Calibration: ``mu^2`` is split as ``count_share`` (add-remove only) to the count,
-    then ``sum_share`` of the rest to ``S1`` and the remainder to ``S2``.
+    * replace-one: ``s^2 = d k(rho) / sigma_1^2`` with ``k`` = :func:`replace_one_sensitivity2`
+      (exact: one row going from ``(1, ..., 1)`` to ``(1 - s*, ..., 1 - s*)``);
+    * add-remove: ``s^2 = d (1 + rho) / sigma_1^2 + 1 / sigma_0^2`` (exact at ``|u_j| = 1``).
+
+    Calibration to ``mu``: under add-remove ``count_share`` of ``mu^2`` pays for the count; the
+    rest fixes ``sigma_1`` (and ``sigma_2 = noise_ratio sigma_1``).
     """
 
     d: int
     mu: float
     adjacency: str = "replace"
-    sum_share: float = 0.5
+    noise_ratio: float = 0.5
     count_share: float = 0.1
 
     def __post_init__(self) -> None:
@@ -143,30 +161,28 @@ class GaussianMomentsMechanism:
         check_positive("statistics_mu", self.mu)
         if self.adjacency not in ADJACENCIES:
             raise ParameterError("adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES))
-        check_in_range("sum_share", self.sum_share, 0.0, 1.0, low_open=True, high_open=True)
+        check_positive("noise_ratio", self.noise_ratio)
         check_in_range("count_share", self.count_share, 0.0, 1.0, low_open=True, high_open=True)
 
     @property
-    def _moment_mu2(self) -> float:
-        return self.mu**2 * (1.0 - self.count_share if self.adjacency == "add-remove" else 1.0)
+    def rho(self) -> float:
+        return 1.0 / self.noise_ratio**2
 
     @property
-    def sum_sensitivity(self) -> float:
-        """L2 sensitivity of ``sum_i u_i``: ``2 sqrt(d)`` (replace-one) or ``sqrt(d)`` (add-remove)."""
-        return (2.0 if self.adjacency == "replace" else 1.0) * math.sqrt(self.d)
-
-    @property
-    def square_sensitivity(self) -> float:
-        """L2 sensitivity of ``sum_i u_i^2``: ``sqrt(d)`` under both adjacencies."""
-        return math.sqrt(self.d)
+    def column_sensitivity2(self) -> float:
+        """Squared sensitivity of one column in units of ``1/sigma_1^2`` (see the class docstring)."""
+        if self.adjacency == "replace":
+            return replace_one_sensitivity2(self.rho)
+        return 1.0 + self.rho
 
     @property
     def sigma_sum(self) -> float:
-        return self.sum_sensitivity / math.sqrt(self.sum_share * self._moment_mu2)
+        moment_mu2 = self.mu**2 * (1.0 - self.count_share if self.adjacency == "add-remove" else 1.0)
+        return math.sqrt(self.d * self.column_sensitivity2 / moment_mu2)
 
     @property
     def sigma_square(self) -> float:
-        return self.square_sensitivity / math.sqrt((1.0 - self.sum_share) * self._moment_mu2)
+        return self.noise_ratio * self.sigma_sum
 
     @property
     def sigma_count(self) -> float | None:
@@ -174,11 +190,23 @@ class GaussianMomentsMechanism:
             return None
         return 1.0 / math.sqrt(self.count_share * self.mu**2)
 
+    def scaled_change(self, a: np.ndarray, b: np.ndarray | None) -> float:
+        """``||(release(D) - release(D')) / noise||`` for neighbours that differ in one row: ``a``
+        replaced by ``b`` (replace-one) or ``a`` added (``b=None``, add-remove).  For tests."""
+        a = np.asarray(a, dtype=np.float64)
+        if b is None:
+            v = np.concatenate([a / self.sigma_sum, a * a / self.sigma_square,
+                                [1.0 / self.sigma_count] if self.sigma_count else []])
+        else:
+            b = np.asarray(b, dtype=np.float64)
+            v = np.concatenate([(a - b) / self.sigma_sum, (a * a - b * b) / self.sigma_square])
+        return float(np.linalg.norm(v))
+
     def claimed_mu(self) -> float:
-        """The GDP parameter of the release from the sensitivities and the noise stds (equals ``mu``)."""
-        m2 = (self.sum_sensitivity / self.sigma_sum) ** 2 + (self.square_sensitivity / self.sigma_square) ** 2
+        """The GDP parameter of the release from its exact sensitivity and noise stds (equals ``mu``)."""
+        m2 = self.d * self.column_sensitivity2 / self.sigma_sum**2
         if self.sigma_count is not None:
-            m2 += (1.0 / self.sigma_count) ** 2
+            m2 += 1.0 / self.sigma_count**2
         return math.sqrt(m2)
 
     def release(self, U: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray | float]:
@@ -660,6 +688,7 @@ __all__ = [
     "SCALINGS",
     "approximate_dp_gaussian_delta",
     "approximate_dp_gaussian_epsilon",
+    "replace_one_sensitivity2",
     "budget_stop_with_preprocessing",
     "calibrate_noise_with_preprocessing",
     "clip_rows",
