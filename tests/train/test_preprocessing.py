@@ -160,7 +160,7 @@ def _gd_report():
 
 
 def test_gdp_training_composes_exactly_like_two_gaussians():
-    run, rep = _gd_report()
+    _, rep = _gd_report()
     mu_t = rep.best.mu
     assert mu_t is not None
     g = compose_with_preprocessing(rep, Preprocessing("private", "test", 0.4))
@@ -241,12 +241,12 @@ def test_auto_scaling_uses_declared_ranges_or_clips_rows_only():
     raw = load_dataset("breast-cancer", standardize=False)
     bc, rec = preprocess(raw, feature_norm=1.0)
     assert rec.scaling == "clip-only" and rec.mu == 0.0
-    assert any("declares no public feature range" in n for n in bc.notes)
+    assert "declares no public feature range" in rec.description and rec.description in bc.notes
     with pytest.raises(ParameterError, match="feature_range"):
         preprocess(raw, scaling="private", statistics_mu=0.5)
     with pytest.raises(ParameterError, match="statistics_mu"):
         preprocess(raw, scaling="private", feature_range="0,3000")
-    priv, rec = preprocess(raw, scaling="private", feature_range="0,3000", statistics_mu=0.5)
+    _, rec = preprocess(raw, scaling="private", feature_range="0,3000", statistics_mu=0.5)
     assert rec.mu == pytest.approx(0.5) and rec.covered and "mechanism" in rec.details
     old, rec = preprocess(raw, scaling="data-public")
     assert not rec.covered and "NOT covered" in rec.description

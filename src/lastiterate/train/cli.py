@@ -119,6 +119,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     import torch
 
+    from lastiterate.train import preprocessing as pp
     from lastiterate.train.data import load_dataset
     from lastiterate.train.models import GLM, ModuleModel, mlp, parameters_digest
     from lastiterate.train.trainer import (
@@ -129,8 +130,6 @@ def run_train(args: argparse.Namespace) -> int:
         composition_summary,
         evaluate,
     )
-
-    from lastiterate.train import preprocessing as pp
 
     scaling = "clip-only" if args.no_standardize and args.scaling == "auto" else args.scaling
     split = None
@@ -304,7 +303,8 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
                         else f", preprocessing included  [{g['method']}]"))
     comp = out["composition"]
     if comp is not None:
-        lines.append(f"Composition (every iterate released) gives epsilon = {_fmt(comp['epsilon'])}  [{comp['bound']}]")
+        lines.append(f"Composition (every iterate released) gives epsilon = {_fmt(comp['epsilon'])}  [{comp['bound']}]"
+                     + ("  (training only, before the preprocessing's cost)" if g["preprocessing_mu"] else ""))
     if out["ledger"]:
         lines.append(f"Ledger: {out['ledger']}")
     lines.append("")

@@ -121,7 +121,7 @@ def replace_one_sensitivity2(rho: float) -> float:
     otherwise the maximum is the end point ``s = 2`` (value 4).  Exact, hence attained.
     """
     r = check_positive("rho", rho)
-    h = lambda s: s * s * (1.0 + r * (2.0 - s) ** 2)  # noqa: E731
+    h = lambda s: s * s * (1.0 + r * (2.0 - s) ** 2)
     cands = [2.0]
     if r >= 2.0:
         cands.append((3.0 - math.sqrt(1.0 - 2.0 / r)) / 2.0)
@@ -366,7 +366,9 @@ def preprocess(
         desc = f"features mapped to [0, 1] by the public range ({range_note}); data-independent, no privacy cost"
         details["feature_range"] = _range_json(lo, hi)
     elif mode == "clip-only":
-        desc = "no feature scaling (row clipping only); data-independent, no privacy cost"
+        hint = "" if lo is not None else (f"; {data.name} declares no public feature range: declare one to scale by it "
+                                          "(--feature-range LO,HI) or to release private statistics (--scaling private)")
+        desc = f"no feature scaling (row clipping only{hint}); data-independent, no privacy cost"
     elif mode == "private":
         if lo is None:
             raise ParameterError("feature_range", None,
@@ -412,9 +414,6 @@ def preprocess(
     if R is not None:
         Xtr, Xte = clip_rows(Xtr, R), clip_rows(Xte, R)
         notes.append(f"rows clipped to norm {R:g}")
-    if mode == "clip-only" and lo is None:
-        notes.append(f"{data.name} declares no public feature range: declare one (feature_range / --feature-range) to "
-                     "scale by it, or to release private statistics (scaling='private')")
     record = Preprocessing(mode, desc, mu, adjacency, details)
     new = replace(data, X_train=Xtr, X_test=Xte, y_train=ytr, y_test=yte, feature_norm=R,
                   notes=[*data.notes, desc, *notes])
@@ -679,16 +678,15 @@ def budget_stop_with_preprocessing(
 
 __all__ = [
     "ADJACENCIES",
+    "NOT_COVERED",
+    "SCALINGS",
     "BudgetSplit",
     "ComposedGuarantee",
     "GaussianMomentsMechanism",
-    "NOT_COVERED",
     "Preprocessing",
     "PrivateMoments",
-    "SCALINGS",
     "approximate_dp_gaussian_delta",
     "approximate_dp_gaussian_epsilon",
-    "replace_one_sensitivity2",
     "budget_stop_with_preprocessing",
     "calibrate_noise_with_preprocessing",
     "clip_rows",
@@ -699,6 +697,7 @@ __all__ = [
     "preprocess",
     "private_moments",
     "public_range_scale",
+    "replace_one_sensitivity2",
     "resolve_scaling",
     "split_budget",
 ]
