@@ -349,3 +349,20 @@ def test_data_public_is_labelled_not_covered(capsys):
 def test_bad_preprocessing_input_is_one_line_exit_2(extra, capsys):
     code, cap = _run([*TRAIN, *extra], capsys)
     assert code == 2 and cap.out == "" and len(cap.err.strip().splitlines()) == 1
+
+
+def test_ledger_records_the_preprocessing_cost(tmp_path, capsys):
+    from lastiterate.train.ledger import read_ledger, steps_counted
+
+    led = tmp_path / "privacy.jsonl"
+    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
+                      "--ledger", str(led), "--json"], capsys)
+    out = _strict_json(cap.out)
+    recs = read_ledger(led)
+    last = recs[-1]
+    assert code == 0 and last["event"] == "preprocessing" and last["preprocessing"]["mu"] == pytest.approx(0.5)
+    assert last["guarantee_with_preprocessing"]["epsilon"] == out["guarantee"]["epsilon"]
+    assert steps_counted(recs, out["run_id"]) == out["steps"]
+    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
+                      "--checkpoint", str(tmp_path / "c.pt"), "--resume"], capsys)
+    assert code == 2 and "spend their budget twice" in cap.err and len(cap.err.strip().splitlines()) == 1

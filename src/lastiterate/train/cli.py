@@ -131,7 +131,12 @@ def run_train(args: argparse.Namespace) -> int:
         evaluate,
     )
 
-    scaling = "clip-only" if args.no_standardize and args.scaling == "auto" else args.scaling
+    if args.no_standardize and args.scaling not in ("auto", "clip-only"):
+        raise _usage(f"--no-standardize means --scaling clip-only; it contradicts --scaling {args.scaling}")
+    if args.resume and args.scaling == "private":
+        raise _usage("--resume is not supported with --scaling private: the private statistics are not in the "
+                     "checkpoint, and drawing them again would spend their budget twice")
+    scaling = "clip-only" if args.no_standardize else args.scaling
     split = None
     if scaling == "private" and args.target_epsilon is not None:
         split = pp.split_budget(args.target_epsilon, args.delta, args.statistics_share)
@@ -211,6 +216,13 @@ def run_train(args: argparse.Namespace) -> int:
     from lastiterate.accountant import account as _account
 
     guarantee = pp.compose_with_preprocessing(report, prep, account_at=lambda d1: _account(result.run, delta=d1))
+    if args.ledger and prep.mu != 0.0:
+        from lastiterate.train.ledger import Ledger
+
+        Ledger(args.ledger).open().append({
+            "run_id": result.run_id, "event": "preprocessing", "steps_done": result.steps,
+            "preprocessing": prep.to_json(), "guarantee_with_preprocessing": guarantee.to_json(),
+        })
     comp = composition_summary(report)
     cert = result.certificate
     out: dict[str, Any] = {
