@@ -43,7 +43,19 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--intercept", action="store_true", help="fit an intercept (GLMs; adds 1 to ||x||^2 in the certificate)")
     d.add_argument("--feature-norm", type=float, help="clip every feature row to this L2 norm R (needed for GLM certificates)")
     d.add_argument("--test-size", type=float, default=0.2, help="test fraction when the data have no test set (default 0.2)")
-    d.add_argument("--no-standardize", action="store_true", help="do not standardise features")
+    d.add_argument("--no-standardize", action="store_true", help="same as --scaling clip-only (kept for old scripts)")
+    d.add_argument("--scaling", default="auto", choices=("auto", "public-range", "private", "clip-only", "data-public"),
+                   help="feature scaling, part of the mechanism (default auto: public-range when the data declare a range "
+                        "-- digits 0-16, MNIST 0-255 -- or --feature-range is given, else clip-only). private: means and "
+                        "variances released with the Gaussian mechanism (--statistics-mu), composed into the headline "
+                        "epsilon. data-public: the old training-set mean/std, treated as public -- NOT covered by the "
+                        "printed guarantee")
+    d.add_argument("--feature-range", help="declared public feature range LO,HI (all features) or LO1,HI1;LO2,HI2;... (one per feature)")
+    d.add_argument("--target-range", help="declared public range LO,HI of regression targets (mapped to [-1, 1])")
+    d.add_argument("--statistics-mu", type=float, default=0.5,
+                   help="GDP budget of --scaling private without --target-epsilon (default 0.5)")
+    d.add_argument("--statistics-share", type=float, default=0.1,
+                   help="with --scaling private and --target-epsilon: share of mu^2 given to the statistics (default 0.1)")
     a = p.add_argument_group("algorithm")
     a.add_argument("--algorithm", required=True, choices=("gd", "cgd", "sgd"), help="full batch, fixed cyclic batches, sampled batches")
     a.add_argument("--sampling", choices=("poisson", "uniform", "shuffle"), help="batch sampling for sgd (required with sgd)")
@@ -118,6 +130,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     import torch
 
+    from lastiterate.train import preprocessing as pp
     from lastiterate.train.data import load_dataset
     from lastiterate.train.models import GLM, ModuleModel, mlp, parameters_digest
     from lastiterate.train.randomness import SeededRunWarning
@@ -130,8 +143,19 @@ def run_train(args: argparse.Namespace) -> int:
         evaluate,
     )
 
-    data = load_dataset(args.dataset, seed=args.split_seed, test_size=args.test_size, feature_norm=args.feature_norm,
-                        standardize=not args.no_standardize)
+    if args.no_standardize and args.scaling not in ("auto", "clip-only"):
+        raise _usage(f"--no-standardize means --scaling clip-only; it contradicts --scaling {args.scaling}")
+    if args.resume and args.scaling == "private":
+        raise _usage("--resume is not supported with --scaling private: the private statistics are not in the "
+                     "checkpoint, and drawing them again would spend their budget twice")
+    scaling = "clip-only" if args.no_standardize else args.scaling
+    split = None
+    if scaling == "private" and args.target_epsilon is not None:
+        split = pp.split_budget(args.target_epsilon, args.delta, args.statistics_share)
+    raw = load_dataset(args.dataset, seed=args.split_seed, test_size=args.test_size, standardize=False)
+    data, prep = pp.preprocess(raw, scaling=scaling, feature_range=args.feature_range, target_range=args.target_range,
+                               statistics_mu=split.statistics_mu if split else args.statistics_mu,
+                               feature_norm=args.feature_norm)
     dtype = torch.float64
     if args.model == "logreg":
         if data.task != "classification":
@@ -180,9 +204,18 @@ def run_train(args: argparse.Namespace) -> int:
         from lastiterate.accountant import calibrate_noise
 
         planned, _, _ = method.plan(data.n, epochs=args.epochs)
-        cal = calibrate_noise(planned, epsilon=args.target_epsilon, delta=args.delta)
+        if split is not None:
+            cal, _, target_train = pp.calibrate_noise_with_preprocessing(planned, split, prep)
+        else:
+            cal = calibrate_noise(planned, epsilon=args.target_epsilon, delta=args.delta)
         method.noise_std = cal.noise_std
         calibrated = {"noise_std": cal.noise_std, "noise_multiplier": cal.noise_multiplier}
+        if split is not None:
+            calibrated["training_epsilon"] = target_train
+            target_for_stop = target_train
+    elif split is not None:
+        planned, _, _ = method.plan(data.n, epochs=args.epochs)
+        target_for_stop, _ = pp.budget_stop_with_preprocessing(planned, split, prep)
 
     progress = (not args.json) and sys.stderr.isatty()
     with warnings.catch_warnings():  # the seeded-run warning is printed below as one line
@@ -197,6 +230,16 @@ def run_train(args: argparse.Namespace) -> int:
     test_eval = evaluate(model, data.X_test, data.y_test, args.feature_norm)
     report = result.report
     rep = report.to_json()
+    from lastiterate.accountant import account as _account
+
+    guarantee = pp.compose_with_preprocessing(report, prep, account_at=lambda d1: _account(result.run, delta=d1))
+    if args.ledger and prep.mu != 0.0:
+        from lastiterate.train.ledger import Ledger
+
+        Ledger(args.ledger).open().append({
+            "run_id": result.run_id, "event": "preprocessing", "steps_done": result.steps,
+            "preprocessing": prep.to_json(), "guarantee_with_preprocessing": guarantee.to_json(),
+        })
     comp = composition_summary(report)
     cert = result.certificate
     out: dict[str, Any] = {
@@ -213,6 +256,8 @@ def run_train(args: argparse.Namespace) -> int:
         "train_seconds": result.train_seconds,
         "run": result.run.setting(),
         "delta": rep["delta"],
+        "guarantee": guarantee.to_json(),
+        "preprocessing": {**prep.to_json(), "budget_split": None if split is None else split.to_json()},
         "best": rep["best"],
         "results": rep["results"],
         "not_applicable": rep["not_applicable"],
@@ -269,14 +314,23 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
                                           if rnd["seeded"] else "fresh secret OS entropy (not written to any output)")
                  + ("; secure CSPRNG sampler" if rnd["secure"] else ""))
     best = out["best"]
+    g, p = out["guarantee"], out["preprocessing"]
+    lines.append(f"Preprocessing: {p['description']}" + (f" (epsilon {_fmt(g['preprocessing_epsilon'])} alone)" if p["mu"] else ""))
+    if p["budget_split"] is not None:
+        lines.append(f"  {p['budget_split']['rule']}: mu_total {_fmt(p['budget_split']['mu_total'])} = "
+                     f"training {_fmt(p['budget_split']['training_mu'])} (+) statistics {_fmt(p['budget_split']['statistics_mu'])}")
     if best is not None:
-        lines.append(f"Releasing only the final model is ({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "
+        lines.append(f"Training alone (the final model given the preprocessed data): ({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "
                      f"[{best['bound']}: {best['theorem']}]")
+        lines.append(f"Releasing only the final model is ({_fmt(g['epsilon'])}, {g['delta']:.3g})-DP"
+                     + ("  -- preprocessing NOT covered (statistics treated as public)" if not g["covers_preprocessing"]
+                        else f", preprocessing included  [{g['method']}]"))
     comp = out["composition"]
     if comp is not None:
-        lines.append(f"Composition (every iterate released) gives epsilon = {_fmt(comp['epsilon'])}  [{comp['bound']}]")
+        lines.append(f"Composition (every iterate released) gives epsilon = {_fmt(comp['epsilon'])}  [{comp['bound']}]"
+                     + ("  (training only, before the preprocessing's cost)" if g["preprocessing_mu"] else ""))
     if out["ledger"]:
         lines.append(f"Ledger: {out['ledger']}")
     lines.append("")
-    lines.append(report.format())
+    lines.append(report.format().replace("Releasing only the final model is", "Training alone:"))
     return "\n".join(lines)

@@ -37,6 +37,24 @@ SKLEARN = {
 }
 
 
+#: Public value ranges of the bundled data's features, in the units ``load_dataset`` returns them
+#: (before any scaling).  They come from how the data are RECORDED, never from the values: digits
+#: are 8x8 images whose pixels count 0-16 (sklearn's ``load_digits`` documentation), MNIST pixels
+#: are bytes 0-255 that ``load_mnist`` divides by 255.  breast-cancer, iris, wine and diabetes have
+#: no such public range (their documented minima and maxima are computed from the data).
+PUBLIC_FEATURE_RANGES: dict[str, tuple[float, float, str]] = {
+    "digits": (0.0, 16.0, "digits pixels count 0-16"),
+    "mnist": (0.0, 1.0, "MNIST pixels 0-255, loaded divided by 255"),
+}
+
+
+def declared_feature_range(name: str) -> tuple[float, float, str] | None:
+    """The public feature range ``(lo, hi, why)`` of a dataset ``load_dataset`` named ``name``
+    (its ``Dataset.name``: ``digits``, ``mnist:DIR``, ...), or None when none is known."""
+    key = "mnist" if name.startswith("mnist:") else name.lower().replace("_", "-")
+    return PUBLIC_FEATURE_RANGES.get(key)
+
+
 @dataclass
 class Dataset:
     name: str
