@@ -47,7 +47,11 @@ def _cli(args, capsys):
 
 @pytest.fixture(scope="module")
 def breast_cancer():
-    return load_dataset("breast-cancer", seed=0, test_size=0.2, feature_norm=1.0, standardize=True)
+    """The data exactly as ``lastiterate train`` prepares them by default (public preprocessing)."""
+    from lastiterate.train.preprocessing import preprocess
+
+    raw = load_dataset("breast-cancer", seed=0, test_size=0.2, standardize=False)
+    return preprocess(raw, scaling="auto", feature_norm=1.0)[0]
 
 
 def _replay(data, seed):

@@ -11,7 +11,7 @@ import pytest
 from lastiterate.cli import main
 
 BASE = ["train", "--dataset", "digits", "--model", "logreg", "--algorithm", "cgd", "--epochs", "3", "--batch-size", "256",
-        "--lr", "1.0", "--noise-std", "0.05", "--clip", "1", "--l2", "0.005"]
+        "--lr", "1.0", "--noise-std", "0.05", "--clip", "1", "--l2", "0.005", "--seed", "0"]  # seeded: deterministic
 
 
 def _json(args, capsys):
