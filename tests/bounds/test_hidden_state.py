@@ -19,7 +19,7 @@ from lastiterate.bounds._base import Query
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
-REFERENCE_FILE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE_FILE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 Q = Query(delta=1e-5)
 
 

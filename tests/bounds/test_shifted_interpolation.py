@@ -27,7 +27,7 @@ from lastiterate.errors import NotApplicable
 from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.run import Run
 
-REFERENCE_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs"
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "data"
 REFERENCE_FILE = REFERENCE_DIR / "reference_values.json"
 Q = Query(delta=1e-5)
 

@@ -17,7 +17,7 @@ from lastiterate.errors import ParameterError
 from lastiterate.notions.clt import clt_h, clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import gdp_epsilon
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 
 def _vectors() -> list[dict[str, Any]]:

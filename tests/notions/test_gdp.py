@@ -21,7 +21,7 @@ from lastiterate.notions.gdp import (
     gdp_to_rdp,
 )
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 
 def _vectors() -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from lastiterate.notions.rdp import (
 
 dpa = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 TF_ORDERS = np.concatenate([1 + np.arange(1, 100) / 10.0, np.arange(12, 64, dtype=float)])
 FRACTIONAL = np.array([1.1, 1.5, 2.5, 3.7, 7.3, 10.5, 31.5])
 INTEGER = np.array([2.0, 3.0, 8.0, 32.0, 256.0])
