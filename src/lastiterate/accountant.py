@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lastiterate.bounds._base import BOUND_IDS, Query, Result, registered
+from lastiterate.bounds import BOUND_IDS, Query, Result, registered
 from lastiterate.errors import NotApplicable, ParameterError, check_positive
 from lastiterate.run import Run
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lastiterate.bounds import langevin as lg
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 

@@ -15,7 +15,7 @@ import pytest
 from scipy.special import ndtr
 
 from lastiterate.bounds import pabi
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import sampled_gaussian_rdp
 from lastiterate.run import Run

@@ -22,7 +22,7 @@ import pytest
 
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.run import Run

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from lastiterate.bounds._base import Query, Result, gdp_result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, gdp_result, rdp_result, register
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.run import Run
 

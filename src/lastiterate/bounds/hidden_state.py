@@ -17,7 +17,7 @@ per epoch, ``E`` epochs, ``c`` contraction of one gradient step):
   ``rho = (L/(n sigma))^2 ((1+c)/(1-c)) (1 - c_ys^T)`` with ``c_ys = 0.975 = 1 - eta m/2`` there.
 
 Linear RDP curves are converted with the best of the conversions of theorems.md 1.5
-(``lastiterate.bounds._base.rdp_result``).
+(``lastiterate.bounds.base.rdp_result``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.bounds.shifted_interpolation import one_minus_power
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import rdp_to_delta

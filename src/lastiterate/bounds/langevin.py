@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 

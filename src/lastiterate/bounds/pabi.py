@@ -77,7 +77,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds._base import Kind, Query, Result, gdp_result, register
+from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 

@@ -57,7 +57,7 @@ import dataclasses
 import math
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.bounds.pabi import (
     GRADIENT_BOUND_REASON,
     LAMBDA_FINE_Q1,

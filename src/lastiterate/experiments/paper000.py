@@ -24,7 +24,7 @@ import numpy as np
 
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
-from lastiterate.bounds._base import Query, Result
+from lastiterate.bounds import Query, Result
 from lastiterate.experiments._base import Comparison, Experiment, register_experiment
 from lastiterate.run import Run
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query
 from lastiterate.bounds.langevin import (
     composition_baseline_rdp,
     langevin_corollary1,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from lastiterate.bounds import pabi
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query
 from lastiterate.experiments._base import Experiment, register_experiment
 from lastiterate.run import Run
 

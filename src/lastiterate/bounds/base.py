@@ -1,4 +1,5 @@
-"""What every bound shares: the query, the result type, the registry.
+"""What every bound shares: the query, the result type, the registry (public; re-exported by
+:mod:`lastiterate.bounds`).
 
 A bound is one small function ``run, query -> Result`` registered with a stable id, the theorem,
 the reference and its kind:
@@ -9,7 +10,8 @@ the reference and its kind:
 A bound whose assumptions do not hold raises :class:`~lastiterate.errors.NotApplicable` with the
 reason.  Several functions may share an id (e.g. ``shifted-interpolation`` has one theorem per
 algorithm and geometry); the accountant keeps, for each id and kind, the tightest applicable one.
-Adding a theorem means adding one decorated function in a module of this package.
+Adding a theorem means adding one decorated function in a module of this package (a new module
+is also listed in :func:`lastiterate.bounds.load_all`).
 """
 
 from __future__ import annotations
