@@ -9,7 +9,7 @@ import numpy as np
 
 
 def epsilon_delta_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
-    """Tradeoff curve of (epsilon, delta)-DP: max{0, 1-delta-e^eps a, e^-eps (1-delta-a)} (theorems.md 1.1)."""
+    """Tradeoff curve of (epsilon, delta)-DP: max{0, 1-delta-e^eps a, e^-eps (1-delta-a)} (docs/theorems.md 1.1)."""
     a = np.asarray(alpha, dtype=float)
     with np.errstate(over="ignore"):
         e = np.exp(min(epsilon, 700.0))

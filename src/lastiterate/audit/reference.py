@@ -141,14 +141,14 @@ def cgd_quadratic_mu(
 
 
 def thm42_mu(T: int, c: float, mu0: float) -> float:
-    """Bok-Su-Altschuler Thm 4.2 (theorems.md 2.2): mu0 sqrt((1+c)/(1-c) (1-c^T)/(1+c^T))."""
+    """Bok-Su-Altschuler Thm 4.2 (docs/theorems.md 2.2): mu0 sqrt((1+c)/(1-c) (1-c^T)/(1+c^T))."""
     if c == 1.0:
         return mu0 * math.sqrt(T)
     return mu0 * math.sqrt((1 + c) / (1 - c) * (1 - c**T) / (1 + c**T))
 
 
 def thm45_mu(E: int, l: int, c: float, mu0_b: float) -> float:
-    """Bok-Su-Altschuler Thm 4.5 (theorems.md 2.3): NoisyCGD, mu0_b = L/(b sigma)."""
+    """Bok-Su-Altschuler Thm 4.5 (docs/theorems.md 2.3): NoisyCGD, mu0_b = L/(b sigma)."""
     return mu0_b * math.sqrt(1 + c ** (2 * l - 2) * (1 - c * c) / (1 - c**l) ** 2 * (1 - c ** (l * (E - 1))) / (1 + c ** (l * (E - 1))))
 
 

@@ -1,6 +1,6 @@
 """Vectorised Monte-Carlo simulators of NoisyGD / NoisyCGD / NoisySGD on worst-case loss pairs.
 
-The simulated algorithm is the canonical iteration of theorems.md section 0, for N independent
+The simulated algorithm is the canonical iteration of docs/theorems.md section 0, for N independent
 chains at once (leading axis):
 
     x_{t+1} = Proj_K( x_t - eta_t * ( (1/norm_t) * sum_{i in B_t} g_i(x_t) + Z_t ) ),  Z_t ~ N(0, sigma^2 I)

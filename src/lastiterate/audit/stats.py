@@ -5,7 +5,7 @@ runs threshold tests "guess D' if S > t" (and the mirrored "guess D' if S < t").
 
     FPR = P_D(S > t),   FNR = P_D'(S <= t).
 
-Every (eps, delta)-DP mechanism satisfies FNR >= f_{eps,delta}(FPR) (theorems.md 1.1), so with
+Every (eps, delta)-DP mechanism satisfies FNR >= f_{eps,delta}(FPR) (docs/theorems.md 1.1), so with
 one-sided UPPER confidence bounds FPR_u, FNR_u (Clopper-Pearson, each at level alpha/2):
 
     eps >= eps_lb = max( log((1 - delta - FPR_u)/FNR_u), log((1 - delta - FNR_u)/FPR_u), 0 )
@@ -81,7 +81,7 @@ def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
 
 
 def gdp_delta(eps: float, mu: float) -> float:
-    """delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (theorems.md 1.2), in log space."""
+    """delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (docs/theorems.md 1.2), in log space."""
     if mu <= 0:
         return 0.0
     if math.isinf(mu):

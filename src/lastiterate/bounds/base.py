@@ -188,7 +188,7 @@ def gdp_result(
     details: Mapping[str, Any] | None = None,
     assumptions: Sequence[str] = (),
 ) -> Result:
-    """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (theorems.md 1.2)."""
+    """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (docs/theorems.md 1.2)."""
     from lastiterate.notions.gdp import gaussian_tradeoff, gdp_delta, gdp_epsilon
 
     if not (mu >= 0) or math.isnan(mu):
@@ -227,7 +227,7 @@ def rdp_result(
     assumptions: Sequence[str] = (),
     linear_rho: float | None = None,
 ) -> Result:
-    """A result from an RDP curve, converted with the best of the conversions of theorems.md 1.5.
+    """A result from an RDP curve, converted with the best of the conversions of docs/theorems.md 1.5.
 
     ``rdp`` is a callable ``alpha -> eps_R(alpha)`` valid at every order > 1 (optimised over alpha)
     or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must

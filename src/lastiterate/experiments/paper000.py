@@ -7,10 +7,10 @@ for the composition baselines).  The printed paper values below appear only as t
 of :class:`~lastiterate.experiments._base.Comparison` objects.
 
 Provenance of the printed values: Table 1 and Tables 7/8 are the test vectors of
-``shared/docs/reference_values.json``; Tables 3, 4, 9 and 10-12 are transcribed from paper 000's
-Appendix D (seed text ``shared/seeds/000_*.txt``), whose reproduction is recorded in theorems.md 7
-("every cell reproduced"; Tables 10-12: every mu*).  The printed E* of Tables 10-12 come from a
-mistyped expression in the authors' code (theorems.md 2.3): they are shown next to the
+``tests/data/reference_values.json``; Tables 3, 4, 9 and 10-12 are transcribed from paper 000's
+Appendix D, whose reproduction is recorded in docs/theorems.md 7 ("every cell reproduced";
+Tables 10-12: every mu*).  The printed E* of Tables 10-12 come from a
+mistyped expression in the authors' code (docs/theorems.md 2.3): they are shown next to the
 self-consistent crossing with Thm 4.4 that the library reports, and not used as comparisons.
 """
 
@@ -118,7 +118,7 @@ def table10_12_run(E: int, l: int, L_over_b: float, eta: float) -> Run:
 
 
 def printed_e_star_expression(L_over_b: float, eta: float, l: int) -> int:
-    """The authors' code expression that reproduces the PRINTED E* of Tables 10-12 (theorems.md 2.3):
+    """The authors' code expression that reproduces the PRINTED E* of Tables 10-12 (docs/theorems.md 2.3):
     ceil((3m/(eta l) + m^2 m^2/l ceil(1/(m eta))) / m^2), m = L/b, D = 1 (``m^2 m^2/l`` looks like a
     typo for ``m^2 + m^2/l``).  Shown for provenance only; the library reports the crossing."""
     m = L_over_b
@@ -314,6 +314,6 @@ def tables10_12(quick: bool = False) -> Experiment:
         rows=rows, comparisons=comps, plot=plot,
         notes=[
             "E*_paper is reproduced only by the authors' (mistyped) expression E*_repo_expression; the",
-            "library reports the self-consistent crossing with Thm 4.4, ceil(mu*^2 sigma^2 b^2 / L^2) (theorems.md 2.3).",
+            "library reports the self-consistent crossing with Thm 4.4, ceil(mu*^2 sigma^2 b^2 / L^2) (docs/theorems.md 2.3).",
         ],
     )

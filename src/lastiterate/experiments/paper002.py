@@ -2,7 +2,7 @@
 
 RDP epsilon at alpha = 1.1 over the number of iterations T for DPSGD with gradient clipping and a
 bounded domain, against the bounds the paper compares with, exactly as in the authors'
-``plot_figure_1.py`` (theorems.md section 5): smoothness L = 1, C = 2, sigma = 4, D = 1, b = 2,
+``plot_figure_1.py`` (docs/theorems.md section 5): smoothness L = 1, C = 2, sigma = 4, D = 1, b = 2,
 eta = 0.2, n = 8 (Fig. 1, T in [0, 200]) or n = 16 (Fig. 5, T in [0, 300], plus the trivial bound).
 
 Column ``library_thm34`` is the registered ``smooth-bounded-domain`` bound for the same run
@@ -78,7 +78,7 @@ def _figure(name: str, n: int, T_max: int, trivial: bool, quick: bool) -> Experi
         columns=cols,
         rows=rows,
         notes=[
-            ("Curves as coded by the authors (theorems.md 5); 'library_thm34' is the registered smooth-bounded-domain "
+            ("Curves as coded by the authors (docs/theorems.md 5); 'library_thm34' is the registered smooth-bounded-domain "
             "bound (two-direction per-step term, optimised window) for the same run with uniform fixed-size batches."),
         ],
         plot=_plot(rows, cols),

@@ -1,14 +1,14 @@
 """``lastiterate reproduce paper004-*``: Bu, Dong, Long, Su, "Deep Learning with Gaussian
-Differential Privacy" (HDSR 2020), MNIST accounting (theorems.md 6).
+Differential Privacy" (HDSR 2020), MNIST accounting (docs/theorems.md 6).
 
 Setting: NoisySGD with Poisson sampling at rate p = 256/60000, clipping R, noise sigma R on the sum
 (sigma = TF/Opacus noise multiplier), add/remove adjacency, delta = 1e-5.  Three accountants:
 
-* **CLT** (BDLS20 eq. 3.1, theorems.md 1.7): mu_CLT = p sqrt(T (e^{1/sigma^2} - 1)) with the
+* **CLT** (BDLS20 eq. 3.1, docs/theorems.md 1.7): mu_CLT = p sqrt(T (e^{1/sigma^2} - 1)) with the
   paper's real-valued T = epochs n / B (:func:`~lastiterate.notions.clt.clt_mu_poisson`), and
   eps_CLT by the exact GDP duality (3.2) (:func:`~lastiterate.notions.gdp.gdp_epsilon`).  An
   ESTIMATE (a limit as T -> infinity), not a bound.
-* **MA** ("moments accountant", the paper's comparison column, theorems.md 1.5): RDP of the
+* **MA** ("moments accountant", the paper's comparison column, docs/theorems.md 1.5): RDP of the
   Poisson-sampled Gaussian (mixture-first direction, as TF-Privacy) at the TF-tutorial orders
   {1 + x/10 : x = 1..99} u {12..63}, composed over steps = ceil(epochs n / B), converted with the
   classic Mironov formula only (``rdp_to_epsilon(..., methods=("mironov",))``).
@@ -19,7 +19,7 @@ Setting: NoisySGD with Poisson sampling at rate p = 256/60000, clipping R, noise
   bound (``with_lower=True``).
 
 Provenance of the printed values (only used as the ``paper`` side of the comparisons): Table 1 rows
-1-3 and the Fig. 4 caption as listed in ``shared/docs/reference_values.json`` (ids ``P004-*``).
+1-3 and the Fig. 4 caption as listed in ``tests/data/reference_values.json`` (ids ``P004-*``).
 Table 1 mu_CLT/eps_CLT of row 1 and eps_CLT of row 2 are recomputed-only there (not printed values
 recovered from the paper), so they are shown but not compared.  Rows 4-6 were not recovered.
 """
