@@ -865,7 +865,12 @@ class Pld:
 
     def to_dp_accounting(self):  # -> dp_accounting PrivacyLossDistribution
         """The equivalent pessimistic ``dp_accounting`` ``PrivacyLossDistribution``."""
-        from dp_accounting.pld import pld_pmf, privacy_loss_distribution
+        try:
+            from dp_accounting.pld import pld_pmf, privacy_loss_distribution
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "to_dp_accounting needs dp-accounting: pip install 'lastiterate[dp-accounting]'"
+            ) from exc
 
         def dense(p: _Pmf) -> object:
             return pld_pmf.DensePLDPmf(self._d, p.lower, np.array(p.probs), p.infinity_mass, True)
