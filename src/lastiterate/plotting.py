@@ -9,7 +9,8 @@ import numpy as np
 
 
 def epsilon_delta_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
-    """Tradeoff curve of (epsilon, delta)-DP: max{0, 1-delta-e^eps a, e^-eps (1-delta-a)} (docs/theorems.md 1.1)."""
+    """Tradeoff curve of (epsilon, delta)-DP: max{0, 1-delta-e^eps a, e^-eps (1-delta-a)}
+    (docs/theorems.md 1.1)."""
     a = np.asarray(alpha, dtype=float)
     with np.errstate(over="ignore"):
         e = np.exp(min(epsilon, 700.0))
@@ -17,7 +18,8 @@ def epsilon_delta_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> n
 
 
 def plot_report(report: Any, path: Path | str) -> Path:
-    """Draw the tradeoff curve of every result of ``report`` (type I error alpha, log scale, vs type II error).
+    """Draw the tradeoff curve of every result of ``report`` (type I error alpha, log scale, vs type
+    II error).
 
     GDP results are drawn exactly (G_mu); results known only through (epsilon, delta) — RDP and PLD
     results — are drawn as the tradeoff curve of the reported (epsilon, delta) pair.  Higher curves
@@ -26,7 +28,9 @@ def plot_report(report: Any, path: Path | str) -> Path:
     try:
         import matplotlib
     except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError("plotting needs matplotlib: pip install 'lastiterate[plot]'") from exc
+        raise ModuleNotFoundError(
+            "plotting needs matplotlib: pip install 'lastiterate[plot]'"
+        ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -49,7 +53,10 @@ def plot_report(report: Any, path: Path | str) -> Path:
     ax.set_ylabel("type II error beta")
     ax.set_xlim(alpha[0], 1)
     ax.set_ylim(0, 1.02)
-    ax.set_title("Tradeoff curves of the released last iterate\n(higher = more private; thick = best bound)", fontsize=9)
+    ax.set_title(
+        "Tradeoff curves of the released last iterate\n(higher = more private; thick = best bound)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     out = Path(path)

@@ -20,7 +20,16 @@ from lastiterate.bounds.base import (
     registered,
 )
 
-__all__ = ["BOUND_IDS", "BoundSpec", "Kind", "Query", "Result", "load_all", "register", "registered"]
+__all__ = [
+    "BOUND_IDS",
+    "BoundSpec",
+    "Kind",
+    "Query",
+    "Result",
+    "load_all",
+    "register",
+    "registered",
+]
 
 
 def load_all() -> None:

@@ -75,11 +75,15 @@ class Result:
     assumptions: tuple[str, ...] = ()
     adjacency: str = "replace"
     #: tradeoff curve alpha -> beta (for plots); not serialised
-    tradeoff: Callable[[np.ndarray], np.ndarray] | None = field(default=None, compare=False, repr=False)
+    tradeoff: Callable[[np.ndarray], np.ndarray] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not (self.epsilon >= 0) or math.isnan(self.epsilon):
-            raise ValueError(f"{self.bound}: produced epsilon={self.epsilon!r}; a bound must be >= 0")
+            raise ValueError(
+                f"{self.bound}: produced epsilon={self.epsilon!r}; a bound must be >= 0"
+            )
         if not (0 <= self.delta <= 1):
             raise ValueError(f"{self.bound}: produced delta={self.delta!r} outside [0, 1]")
 
@@ -227,7 +231,8 @@ def rdp_result(
     assumptions: Sequence[str] = (),
     linear_rho: float | None = None,
 ) -> Result:
-    """A result from an RDP curve, converted with the best of the conversions of docs/theorems.md 1.5.
+    """A result from an RDP curve, converted with the best of the conversions of docs/theorems.md
+    1.5.
 
     ``rdp`` is a callable ``alpha -> eps_R(alpha)`` valid at every order > 1 (optimised over alpha)
     or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must

@@ -23,8 +23,8 @@ _SQRT2 = math.sqrt(2.0)
 
 
 def clt_h(mu: ArrayLike) -> float | np.ndarray:
-    """ESTIMATE helper ``h(mu) = e^{mu^2} Phi(1.5 mu) + 3 Phi(-0.5 mu) - 2`` (docs/theorems.md 1.7; paper
-    000's ``gdp.clt_mu``), the per-step variance factor of the symmetric privacy CLT.
+    """ESTIMATE helper ``h(mu) = e^{mu^2} Phi(1.5 mu) + 3 Phi(-0.5 mu) - 2`` (docs/theorems.md 1.7;
+    paper 000's ``gdp.clt_mu``), the per-step variance factor of the symmetric privacy CLT.
 
     Evaluated as ``expm1(mu^2) Phi(1.5 mu) + erf(1.5 mu/sqrt2)/2 - 3 erf(0.5 mu/sqrt2)/2``
     (algebraically equal: ``Phi(x) - 1/2 = erf(x/sqrt2)/2``), which avoids the cancellation of the

@@ -58,7 +58,8 @@ DEFAULT_ORDERS: np.ndarray = np.concatenate(
 )
 DEFAULT_ORDERS.setflags(write=False)
 
-#: Conversion names accepted by :func:`rdp_to_epsilon` / :func:`rdp_to_delta` (docs/theorems.md 1.5, plus
+#: Conversion names accepted by :func:`rdp_to_epsilon` / :func:`rdp_to_delta` (docs/theorems.md 1.5,
+#: plus
 #: KL-TV).
 CONVERSION_METHODS: tuple[str, ...] = (
     "mironov",
@@ -127,15 +128,15 @@ def _log_expm1(x: np.ndarray) -> np.ndarray:
 
 
 def epsilon_mironov(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
-    """Mironov 2017 Prop. 3: ``eps = eps_R(alpha) + log(1/delta)/(alpha - 1)`` (docs/theorems.md 1.5 item
-    1)."""
+    """Mironov 2017 Prop. 3: ``eps = eps_R(alpha) + log(1/delta)/(alpha - 1)`` (docs/theorems.md 1.5
+    item 1)."""
     return rdp + math.log(1.0 / delta) / (alpha - 1.0)
 
 
 def epsilon_balle2020(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """Balle et al. 2020 Thm 20 (= Canonne-Kamath-Steinke Prop 12; dp_accounting's conversion):
-    ``eps = eps_R + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1)`` (docs/theorems.md 1.5
-    item 3)."""
+    ``eps = eps_R + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1)`` (docs/theorems.md
+    1.5 item 3)."""
     return rdp + np.log1p(-1.0 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
 
 
@@ -380,7 +381,8 @@ def _formula_on_orders(f: _Formula, alphas: np.ndarray, vals: np.ndarray, x: flo
 
 
 def _formula_at_order(rdp: Callable[[float], float], f: _Formula, u: float, x: float) -> float:
-    """Conversion formula ``f`` (at ``x``) of a callable curve at the order ``a = 1 + e^u`` (NaN kept)."""
+    """Conversion formula ``f`` (at ``x``) of a callable curve at the order ``a = 1 + e^u`` (NaN
+    kept)."""
     a = 1.0 + math.exp(u)
     r = _rdp_value(rdp, a)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -398,7 +400,8 @@ def _refine_order(objective: Callable[[float], float], u_grid: np.ndarray, k: in
 
 
 def _order_grid(alpha_bounds: tuple[float, float] | None) -> np.ndarray:
-    """Coarse grid of 97 points in ``log(a - 1)`` over ``alpha_bounds`` (default [1 + 1e-6, 1 + 1e8])."""
+    """Coarse grid of 97 points in ``log(a - 1)`` over ``alpha_bounds`` (default [1 + 1e-6, 1 +
+    1e8])."""
     lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
     lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
     hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
@@ -457,7 +460,8 @@ def rdp_to_epsilon(
     methods: Iterable[str] | None = None,
     alpha_bounds: tuple[float, float] | None = None,
 ) -> DpConversion:
-    """Smallest epsilon at ``delta`` over the RDP -> (eps, delta) conversions (docs/theorems.md 1.5):
+    """Smallest epsilon at ``delta`` over the RDP -> (eps, delta) conversions (docs/theorems.md
+    1.5):
 
     1. ``mironov``: ``eps_R(a) + log(1/delta)/(a - 1)`` (Mironov 2017 Prop. 3);
     2. ``bun-steinke``: ``rho + 2 sqrt(rho log(1/delta))`` for linear curves ``rho a`` (zCDP);
@@ -468,10 +472,11 @@ def rdp_to_epsilon(
     ``rdp`` is either an :class:`RdpCurve` (minimised over its tabulated orders; a linear curve is
     treated as valid at every alpha > 1) or a callable ``alpha -> eps_R(alpha)`` valid for every
     alpha > 1, minimised over ``log(alpha - 1)`` in ``log(alpha_bounds - 1)`` (default alpha in [1 +
-    1e-6, 1 + 1e8]) by a coarse grid (97 points, step 1/3 in log(alpha - 1), to avoid local minima) followed by bounded scalar
-    minimisation around the best grid point of each formula. Each formula is valid at every order,
-    so the minimisation can only affect tightness; the value returned is the formula evaluated at
-    the returned order. The result is >= 0 and never NaN (``inf`` if every order gives ``inf``).
+    1e-6, 1 + 1e8]) by a coarse grid (97 points, step 1/3 in log(alpha - 1), to avoid local minima)
+    followed by bounded scalar minimisation around the best grid point of each formula. Each formula
+    is valid at every order, so the minimisation can only affect tightness; the value returned is
+    the formula evaluated at the returned order. The result is >= 0 and never NaN (``inf`` if every
+    order gives ``inf``).
     """
     d = _check_delta(delta)
     ms = _check_methods(methods)
@@ -498,9 +503,9 @@ def rdp_linear_to_epsilon(
     rho: float, delta: float, *, methods: Iterable[str] | None = None
 ) -> DpConversion:
     """Conversion of the linear RDP curve ``eps_R(alpha) = rho alpha`` (valid for all alpha > 1) at
-    ``delta``: minimum of Bun-Steinke's closed form and the optimised formulas 1, 3, 4 (docs/theorems.md
-    1.5; paper 000's ``table_privacy_lr.py``). ``rho = 0`` gives 0. Used by the CLI ``--rdp-linear
-    RHO --delta D``."""
+    ``delta``: minimum of Bun-Steinke's closed form and the optimised formulas 1, 3, 4
+    (docs/theorems.md 1.5; paper 000's ``table_privacy_lr.py``). ``rho = 0`` gives 0. Used by the
+    CLI ``--rdp-linear RHO --delta D``."""
     r = check_nonnegative("rho", rho)
     d = _check_delta(delta)
     ms = _check_methods(methods)
@@ -612,8 +617,8 @@ _U = float(np.finfo(float).eps)
 
 
 def _log_a_int(q: float, sigma: float, alpha: int) -> float:
-    """``log A_alpha`` for integer alpha (Mironov-Talwar-Zhang 2019; docs/theorems.md 1.9): ``A_alpha =
-    sum_k C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2 - k)/(2 sigma^2))``.
+    """``log A_alpha`` for integer alpha (Mironov-Talwar-Zhang 2019; docs/theorems.md 1.9):
+    ``A_alpha = sum_k C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2 - k)/(2 sigma^2))``.
 
     Because the binomial weights sum to 1, ``A_alpha - 1 = sum_{k>=2} C(alpha,k) (1-q)^{alpha-k} q^k
     expm1((k^2 - k)/(2 sigma^2))``: all terms are positive, so ``log A_alpha = log1p(A_alpha - 1)``
@@ -662,9 +667,9 @@ _FRAC_REL_STOP = math.log(1e-13)
 def _log_a_frac(
     q: float, sigma: float, alpha: float, series: str = "signed"
 ) -> tuple[float, float] | None:
-    """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (docs/theorems.md 1.9), and a bound on
-    its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both halves
-    in binomial series (``j = alpha - i``):
+    """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (docs/theorems.md 1.9), and a bound
+    on its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both
+    halves in binomial series (``j = alpha - i``):
 
         A_alpha = sum_i C(alpha, i) [ (1-q)^{alpha-i} q^i e^{(i^2-i)/(2s^2)} Phi((z0 - i)/s)
                                     + q^{alpha-i} (1-q)^i e^{(j^2-j)/(2s^2)} Phi((j - z0)/s) ].
@@ -979,7 +984,8 @@ def lemma_2_12_applies(q: float, sigma: float, alpha: float) -> bool:
 
 def alpha_star(q: float, sigma: float) -> float:
     """``alpha*(q, sigma)``: the largest alpha such that every order in ``(1, alpha]`` satisfies
-    both order conditions of Lemma 2.12 (docs/theorems.md 1.9 last bullet). Found by scanning ``log(alpha
+    both order conditions of Lemma 2.12 (docs/theorems.md 1.9 last bullet). Found by scanning
+    ``log(alpha
     - 1)`` from 1e-8 upwards for the FIRST violation and refining with brentq, so it never
     over-states the range. Requires ``q in (0, 1/5)`` and ``sigma >= 4``; returns 1.0 if no order
     qualifies."""

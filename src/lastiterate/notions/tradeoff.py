@@ -179,8 +179,8 @@ def _scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
 
 
 def epsilon_delta_tradeoff(alpha: ArrayLike, epsilon: float, delta: float) -> np.ndarray:
-    """Tradeoff function of (eps, delta)-DP (docs/theorems.md 1.1): ``f_{eps,delta}(alpha) = max{0, 1 -
-    delta - e^eps alpha, e^-eps (1 - delta - alpha)}``."""
+    """Tradeoff function of (eps, delta)-DP (docs/theorems.md 1.1): ``f_{eps,delta}(alpha) = max{0,
+    1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)}``."""
     e = check_nonnegative("epsilon", epsilon)
     d = _check_probability_closed("delta", delta)
     a = _check_alpha_array(alpha)
@@ -247,7 +247,8 @@ def subsampled_gaussian_tradeoff(alpha: ArrayLike, p: float, mu: float) -> np.nd
 
 
 def subsampled_gaussian_delta(epsilon: ArrayLike, p: float, mu: float) -> float | np.ndarray:
-    """Single-step privacy curve of ``C_p(G_mu)`` for ``eps >= 0`` (docs/theorems.md 1.6, last bullet):
+    """Single-step privacy curve of ``C_p(G_mu)`` for ``eps >= 0`` (docs/theorems.md 1.6, last
+    bullet):
 
         delta(eps) = p * delta_GDP(eps'; mu),   e^{eps'} = 1 + (e^eps - 1) / p.
 
@@ -397,7 +398,8 @@ class TradeoffCurve:
 
     @classmethod
     def from_privacy_profile(cls, epsilons: ArrayLike, deltas: ArrayLike) -> TradeoffCurve:
-        """f-DP curve implied by a privacy profile: ``max_j f_{eps_j, delta_j}`` (docs/theorems.md 1.3).
+        """f-DP curve implied by a privacy profile: ``max_j f_{eps_j, delta_j}`` (docs/theorems.md
+        1.3).
 
         Each pair ``(eps_j, delta_j)`` must be a valid guarantee; the pointwise max of the
         corresponding ``f_{eps,delta}`` is then valid, and it is computed EXACTLY as the upper
@@ -506,8 +508,8 @@ class TradeoffCurve:
     def privacy_profile(
         self, epsilons: ArrayLike, *, symmetric: bool = False
     ) -> float | np.ndarray:
-        """``delta(eps) = max(delta_f(eps), delta_{f^-1}(eps)) + PROFILE_MARGIN`` (docs/theorems.md 1.3),
-        clipped to [0, 1], with ``delta_f(eps) = 1 + f*(-e^eps)``.
+        """``delta(eps) = max(delta_f(eps), delta_{f^-1}(eps)) + PROFILE_MARGIN`` (docs/theorems.md
+        1.3), clipped to [0, 1], with ``delta_f(eps) = 1 + f*(-e^eps)``.
 
         For the polygon the conjugate is exact: ``delta_f(eps) = max(0, max_i 1 - f_i - e^eps
         alpha_i)``; for ``f^{-1}`` the roles of alpha and f swap. ``PROFILE_MARGIN`` (~3.6e-15)
@@ -612,8 +614,8 @@ class TradeoffCurve:
 
     def subsample(self, p: float) -> TradeoffCurve:
         """Subsampling operator ``C_p(f) = min{f_p, f_p^{-1}}**`` with ``f_p = p f + (1 - p) Id``
-        (docs/theorems.md 1.6; DRS22 Def. 6 / Thm 9). Exact for the polygon (``f_p`` is a vertex-wise
-        combination, then :meth:`symmetrize`). ``p`` in [0, 1]."""
+        (docs/theorems.md 1.6; DRS22 Def. 6 / Thm 9). Exact for the polygon (``f_p`` is a
+        vertex-wise combination, then :meth:`symmetrize`). ``p`` in [0, 1]."""
         pp = _check_probability_closed("p", p)
         fp = TradeoffCurve._raw(self._x, pp * self._y + (1.0 - pp) * (1.0 - self._x))
         return fp.symmetrize()
