@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from lastiterate.bounds import Query
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
-from lastiterate.bounds import Query
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 

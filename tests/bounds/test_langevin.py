@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lastiterate.bounds import langevin as lg
 from lastiterate.bounds import Query
+from lastiterate.bounds import langevin as lg
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from lastiterate.bounds import smooth_bounded_domain as sbd
 from lastiterate.bounds import Query
+from lastiterate.bounds import smooth_bounded_domain as sbd
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import sampled_gaussian_rdp
 from lastiterate.run import Run
