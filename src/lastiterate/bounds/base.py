@@ -61,7 +61,7 @@ class Query:
 
 @dataclass(frozen=True)
 class Result:
-    """One guarantee for the released last iterate (design.md JSON contract)."""
+    """One guarantee for the released last iterate (JSON contract: docs/design.md)."""
 
     bound: str
     theorem: str
