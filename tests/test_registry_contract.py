@@ -145,8 +145,7 @@ SLOW = [s for s in full_grid(SMALL) if s.id not in QUICK_IDS] + [
 
 # ------------------------------------------------------------------ known breaches of the contract
 def _known_breach(spec: BoundSpec, setting: Setting, prop: str) -> str | None:
-    """Why this (theorem, setting, property) is expected to fail today, with the numbers; or
-    None."""
+    """Why (theorem, setting, property) is expected to fail today, with the numbers, or None."""
     if (
         prop == "T"
         and spec.func.__name__ == "noisy_sgd_bounded_convex_clt"
@@ -155,12 +154,11 @@ def _known_breach(spec: BoundSpec, setting: Setting, prop: str) -> str | None:
         and "diameter" in GEOMETRIES[setting.geometry]
     ):
         return (
-            "Prop C.15 CLT estimate (kind 'estimate', never chosen as best) decreases in T: it "
-            "always "
-            "pays the diameter term 2 D^2/(eta^2 sigma^2 nu) with nu <= T and omits the tau = 0 "
-            "window "
-            "(no D term).  n=20, b=5, lr=0.1, D=1, sigma=0.5: epsilon(T=4, 8, 16) = 160.19, 93.45, "
-            "58.01; n=200, b=20, sigma=1: epsilon(T=100, 200, 400) = 6.62, 4.49, 3.23"
+            "Prop C.15 CLT estimate (kind 'estimate', never chosen as best) decreases in T: "
+            "it always pays the diameter term 2 D^2/(eta^2 sigma^2 nu) with nu <= T and omits "
+            "the tau = 0 window (no D term).  n=20, b=5, lr=0.1, D=1, sigma=0.5: "
+            "epsilon(T=4, 8, 16) = 160.19, 93.45, 58.01; n=200, b=20, sigma=1: "
+            "epsilon(T=100, 200, 400) = 6.62, 4.49, 3.23"
         )
     return None
 
@@ -190,9 +188,8 @@ def evaluate(
     steps: int | None = None,
     noise_std: float | None = None,
 ) -> Result | None:
-    """The theorem's result on ``setting.run(steps, noise_std)``, or None when it refuses; any other
-    outcome fails the contract.  Cached: the tests below share the runs in the middle of the
-    grid."""
+    """The theorem's result on ``setting.run(steps, noise_std)``, or None when it refuses; any
+    other outcome fails the contract.  Cached: the tests share the runs in the grid's middle."""
     scale = setting.scale
     steps = scale.steps[len(scale.steps) // 2] if steps is None else steps
     noise_std = scale.noise_stds[len(scale.noise_stds) // 2] if noise_std is None else noise_std
@@ -250,7 +247,11 @@ def assert_non_decreasing(
 # ------------------------------------------------------------------ the contract
 def test_every_bound_module_is_loaded_and_every_id_is_registered() -> None:
     package_dir = Path(lastiterate.bounds.__file__).parent
-    modules = [m.name for m in pkgutil.iter_modules([str(package_dir)]) if m.name not in ("base",)]
+    modules = [
+        m.name
+        for m in pkgutil.iter_modules([str(package_dir)])
+        if m.name != "base" and not m.name.startswith("_")
+    ]
     missing = [m for m in modules if f"lastiterate.bounds.{m}" not in sys.modules]
     assert not missing, f"bound modules not imported by lastiterate.bounds.load_all: {missing}"
     assert {s.id for s in SPECS} == set(BOUND_IDS), "every bound id has a theorem and vice versa"
