@@ -1,4 +1,9 @@
-"""Test configuration: slow checks run only with --runslow (or LASTITERATE_SLOW=1)."""
+"""Test configuration: slow checks run only with --runslow (or LASTITERATE_SLOW=1).
+
+The published reference values (paper tables and recomputed values, formulas in docs/theorems.md)
+are vendored in ``tests/data/reference_values.json``; a checkout without them is refused rather than
+silently skipping the tests that compare against them.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,18 @@ import pytest
 # a green suite shows no such failure on its corpus.
 os.environ.setdefault("LASTITERATE_STRICT_BOUNDS", "1")
 
-REFERENCE_VALUES = Path(__file__).resolve().parents[1] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE_VALUES = Path(__file__).resolve().parent / "data" / "reference_values.json"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not REFERENCE_VALUES.is_file():
+        raise pytest.UsageError(f"vendored reference values missing: {REFERENCE_VALUES}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+    parser.addoption(
+        "--runslow", action="store_true", default=False, help="also run tests marked slow"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -138,7 +138,7 @@ def test_closed_stdout_gives_no_traceback() -> None:
 
 def test_one_failing_theorem_does_not_take_the_report_down(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from lastiterate.bounds import _base
+    from lastiterate.bounds import base as _base
 
     def broken(run: Run, query: object) -> object:
         raise ZeroDivisionError("float division by zero")

@@ -27,8 +27,16 @@ from lastiterate.errors import NotApplicable, ParameterError
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from lastiterate.accountant import Calibration, Failure, Refusal, Report, account, calibrate_epochs, calibrate_noise
-    from lastiterate.bounds._base import Query, Result
+    from lastiterate.accountant import (
+        Calibration,
+        Failure,
+        Refusal,
+        Report,
+        account,
+        calibrate_epochs,
+        calibrate_noise,
+    )
+    from lastiterate.bounds.base import Query, Result
     from lastiterate.run import Run
     from lastiterate.train.geometry import Certificate, glm_certificate
 
@@ -41,8 +49,8 @@ _EXPORTS = {
     "Calibration": "lastiterate.accountant",
     "Refusal": "lastiterate.accountant",
     "Failure": "lastiterate.accountant",
-    "Result": "lastiterate.bounds._base",
-    "Query": "lastiterate.bounds._base",
+    "Result": "lastiterate.bounds.base",
+    "Query": "lastiterate.bounds.base",
     "glm_certificate": "lastiterate.train.geometry",
     "Certificate": "lastiterate.train.geometry",
 }

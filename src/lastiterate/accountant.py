@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lastiterate.bounds._base import BOUND_IDS, Query, Result, registered
+from lastiterate.bounds import BOUND_IDS, Query, Result, registered
 from lastiterate.errors import NotApplicable, ParameterError, check_positive
 from lastiterate.formatting import COMPOSITION_BOUNDS, format_report
 from lastiterate.run import Run
@@ -110,7 +110,9 @@ class Report:
         best = self.best
         return {
             "setting": self.run.setting(),
-            "delta": self.query.delta if self.query.delta is not None else (best.delta if best else None),
+            "delta": self.query.delta
+            if self.query.delta is not None
+            else (best.delta if best else None),
             "epsilon": self.query.epsilon,
             "best": None
             if best is None
@@ -159,7 +161,10 @@ def account(
     for bid in {s.id for s in specs}:
         covered = sorted({a for s in specs if s.id == bid for a in s.algorithms})
         if run.algorithm not in covered:
-            reasons[bid] = [("", f"no theorem of this family for {run.algorithm} (it covers {', '.join(covered)})")]  # type: ignore[list-item]
+            reason = (
+                f"no theorem of this family for {run.algorithm} (it covers {', '.join(covered)})"
+            )
+            reasons[bid] = [("", reason)]  # type: ignore[list-item]
     for spec in specs:
         if run.algorithm not in spec.algorithms:
             continue
@@ -186,8 +191,12 @@ def account(
         if bid in reasons and bid not in have
     )
     return Report(
-        run=run, query=query, results=results, not_applicable=refusals,
-        refusals_by_theorem=tuple(by_theorem), failures=tuple(failures),
+        run=run,
+        query=query,
+        results=results,
+        not_applicable=refusals,
+        refusals_by_theorem=tuple(by_theorem),
+        failures=tuple(failures),
     )
 
 
@@ -198,7 +207,9 @@ def _join_reasons(items: list[tuple[str, str]]) -> str:
         grouped.setdefault(reason, [])
         if theorem and theorem not in grouped[reason]:
             grouped[reason].append(theorem)
-    return "; ".join((", ".join(ths) + ": " if ths else "") + reason for reason, ths in grouped.items())
+    return "; ".join(
+        (", ".join(ths) + ": " if ths else "") + reason for reason, ths in grouped.items()
+    )
 
 
 # ---------------------------------------------------------------------- calibration
@@ -276,14 +287,18 @@ def calibrate_noise(
             if eps_at(hi) <= target:
                 break
         else:
-            raise ParameterError("epsilon", epsilon, "is not reachable with any finite noise for this run")
+            raise ParameterError(
+                "epsilon", epsilon, "is not reachable with any finite noise for this run"
+            )
     else:
         for _ in range(200):
             hi, lo = lo, lo / 2.0
             if eps_at(lo) > target:
                 break
         else:
-            raise ParameterError("epsilon", epsilon, "is met with vanishing noise; the run leaks nothing measurable")
+            raise ParameterError(
+                "epsilon", epsilon, "is met with vanishing noise; the run leaks nothing measurable"
+            )
     while hi / lo - 1 > rtol:
         mid = math.sqrt(lo * hi)
         if eps_at(mid) <= target:
@@ -321,10 +336,15 @@ def calibrate_epochs(
 
     eps1, rep1 = evaluate(1)
     if eps1 > target:
-        raise ParameterError("epsilon", epsilon, f"is below the guarantee after one epoch ({eps1:.6g})")
+        raise ParameterError(
+            "epsilon", epsilon, f"is below the guarantee after one epoch ({eps1:.6g})"
+        )
     limits = [
-        r for r in rep1.results
-        if r.kind == "bound" and r.details.get("epsilon_limit") is not None and r.details["epsilon_limit"] <= target
+        r
+        for r in rep1.results
+        if r.kind == "bound"
+        and r.details.get("epsilon_limit") is not None
+        and r.details["epsilon_limit"] <= target
     ]
     if limits:
         tightest = min(limits, key=lambda r: float(r.details["epsilon_limit"]))
@@ -336,7 +356,11 @@ def calibrate_epochs(
             break
         lo, hi = hi, hi * 2
         if hi > max_epochs:
-            raise ParameterError("epsilon", epsilon, f"allows more than {max_epochs:g} epochs and no bound proves a limit")
+            raise ParameterError(
+                "epsilon",
+                epsilon,
+                f"allows more than {max_epochs:g} epochs and no bound proves a limit",
+            )
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if evaluate(mid)[0] <= target:

@@ -11,7 +11,8 @@ from lastiterate.notions.tradeoff import epsilon_delta_tradeoff
 
 
 def plot_report(report: Any, path: Path | str) -> Path:
-    """Draw the tradeoff curve of every result of ``report`` (type I error alpha, log scale, vs type II error).
+    """Draw the tradeoff curve of every result of ``report`` (type I error alpha, log scale, vs type
+    II error).
 
     GDP results are drawn exactly (G_mu); results known only through (epsilon, delta) — RDP and PLD
     results — are drawn as the tradeoff curve of the reported (epsilon, delta) pair.  Higher curves
@@ -20,7 +21,9 @@ def plot_report(report: Any, path: Path | str) -> Path:
     try:
         import matplotlib
     except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError("plotting needs matplotlib: pip install 'lastiterate[plot]'") from exc
+        raise ModuleNotFoundError(
+            "plotting needs matplotlib: pip install 'lastiterate[plot]'"
+        ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -43,7 +46,10 @@ def plot_report(report: Any, path: Path | str) -> Path:
     ax.set_ylabel("type II error beta")
     ax.set_xlim(alpha[0], 1)
     ax.set_ylim(0, 1.02)
-    ax.set_title("Tradeoff curves of the released last iterate\n(higher = more private; thick = best bound)", fontsize=9)
+    ax.set_title(
+        "Tradeoff curves of the released last iterate\n(higher = more private; thick = best bound)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     out = Path(path)

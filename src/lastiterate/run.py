@@ -1,4 +1,4 @@
-"""The description of a training run, in the canonical notation of theorems.md section 0.
+"""The description of a training run, in the canonical notation of docs/theorems.md section 0.
 
     x_{t+1} = Proj_K( x_t - eta_t * ( (1/b) * sum_{i in B_t} g_i(x_t) + Z_t ) ),  Z_t ~ N(0, sigma^2 I)
 
@@ -6,7 +6,7 @@ A :class:`Run` is validated on construction and computes every derived quantity 
 epochs E, batches per epoch l, sampling rate p, noise std sigma, sensitivity L, contraction c,
 per-step GDP scale L/(b sigma)).  Bounds read these derived quantities; they never re-derive them.
 
-Conventions (theorems.md 0.1):
+Conventions (docs/theorems.md 0.1):
 
 * ``noise_std`` sigma is the std of the Gaussian added to the AVERAGED gradient.  Opacus users give
   ``noise_multiplier`` z on the SUM of gradients clipped to ``clip`` C; then sigma = z*C/b.
@@ -267,7 +267,7 @@ class Run:
         return schedule
 
     def _contraction(self) -> tuple[float | None, str]:
-        """Contraction c of one gradient step (theorems.md 0): c = max(|1-eta m|, |1-eta M|)."""
+        """Contraction c of one gradient step (docs/theorems.md 0): c = max(|1-eta m|, |1-eta M|)."""
         d = self._derived
         if d["contraction_explicit"] is not None:
             return d["contraction_explicit"], "declared with contraction"
@@ -288,7 +288,7 @@ class Run:
         return None, "neither strong convexity nor convexity declared"
 
     # ------------------------------------------------------------------ derived quantities
-    # Canonical short names (theorems.md 0).  The constructor's inputs keep their long names; these
+    # Canonical short names (docs/theorems.md 0).  The constructor's inputs keep their long names; these
     # properties are the values every bound must use.
     @property
     def T(self) -> int:

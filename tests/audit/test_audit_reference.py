@@ -30,7 +30,7 @@ from lastiterate.run import Run
 
 def accountant_mu(run: Run, bound_id: str = "shifted-interpolation") -> float:
     """The accountant's mu for ``bound_id`` (restricted to that id so that unrelated modules do
-    not matter here).  Until the shifted-interpolation module exists the theorems.md 2.2 / 2.3
+    not matter here).  Until the shifted-interpolation module exists the docs/theorems.md 2.2 / 2.3
     formulas stand in (the exactness of the formula is then what is tested)."""
     import importlib.util
 

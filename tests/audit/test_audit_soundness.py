@@ -259,7 +259,7 @@ def test_sgd_poisson_replace_difference_pair_mc_at_large_delta() -> None:
 
 
 def test_sgd_strongly_convex_claims_vs_mc() -> None:
-    """Thm 4.9-type claims (shifted interpolation for NoisySGD, [R-] in theorems.md) vs Monte Carlo."""
+    """Thm 4.9-type claims (shifted interpolation for NoisySGD, [R-] in docs/theorems.md) vs Monte Carlo."""
     run = Run(algorithm="sgd", n=10, batch_size=2, lr=0.2, steps=200, noise_std=1.0, sensitivity=4.0,
               strong_convexity=1.0, smoothness=1.0, sampling="uniform")
     res = audit_run(run, N=100_000, seed=10, alpha=ALPHA, delta=DELTA)

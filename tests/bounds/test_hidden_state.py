@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from lastiterate.bounds import Query
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
-from lastiterate.bounds._base import Query
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.run import Run
 
-REFERENCE_FILE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE_FILE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 Q = Query(delta=1e-5)
 
 

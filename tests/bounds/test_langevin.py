@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from lastiterate.bounds import Query
 from lastiterate.bounds import langevin as lg
-from lastiterate.bounds._base import Query
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
-REF = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REF = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 
 def _p001_vectors() -> list[dict]:
@@ -26,7 +26,7 @@ def _p001_vectors() -> list[dict]:
 VECTORS = _p001_vectors()
 
 
-@pytest.mark.skipif(not REF.exists(), reason="reference_values.json not found beside the repository")
+@pytest.mark.skipif(not REF.exists(), reason=f"reference vectors not found at {REF}")
 def test_reference_file_has_paper001_vectors() -> None:
     assert len(VECTORS) == 36
 

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtr
 
-from lastiterate.bounds import pabi
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query, pabi
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.rdp import sampled_gaussian_rdp
 from lastiterate.run import Run

@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lastiterate.bounds import Query
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
-from lastiterate.bounds._base import Query
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.run import Run
 
-REFERENCE_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs"
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "data"
 REFERENCE_FILE = REFERENCE_DIR / "reference_values.json"
 Q = Query(delta=1e-5)
 
@@ -364,7 +364,7 @@ def test_combined_is_at_most_each_single_theorem() -> None:
 
 
 def test_tables_10_12_crossover_is_self_consistent() -> None:
-    """theorems.md 2.3: the printed E* are not the crossing with Thm 4.4; ours for l = 10 are
+    """docs/theorems.md 2.3: the printed E* are not the crossing with Thm 4.4; ours for l = 10 are
     41/81/161, 21/41/81, 11/21/41 (rows L/b = 0.25, 0.5, 1; columns eta = 0.04, 0.02, 0.01)."""
     want = [[41, 81, 161], [21, 41, 81], [11, 21, 41]]
     for i, Lb in enumerate((0.25, 0.5, 1.0)):
@@ -427,7 +427,7 @@ def test_sgd_monotone_plateau_and_single_step() -> None:
 
 
 def test_sgd_single_step_matches_exact_subsampled_profile() -> None:
-    """T = 1: delta(eps) = p delta_G(log(1 + (e^eps - 1)/p); mu) (theorems.md 1.6) at the reported eps."""
+    """T = 1: delta(eps) = p delta_G(log(1 + (e^eps - 1)/p); mu) (docs/theorems.md 1.6) at the reported eps."""
     from lastiterate.notions.gdp import gdp_delta
 
     res = si.noisy_sgd_bounded_convex(sgd_run(1), Q)

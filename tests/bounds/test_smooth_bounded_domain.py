@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
+from lastiterate.bounds import Query
 from lastiterate.bounds import smooth_bounded_domain as sbd
-from lastiterate.bounds._base import Query
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.rdp import sampled_gaussian_rdp
 from lastiterate.run import Run
 
 DELTA = 1e-5
-# the Fig. 1 setting of paper 002 (theorems.md 5): alpha = 1.1, smoothness 1, C = 2, sigma = 4, D = 1, b = 2, eta = 0.2
+# the Fig. 1 setting of paper 002 (docs/theorems.md 5): alpha = 1.1, smoothness 1, C = 2, sigma = 4, D = 1, b = 2, eta = 0.2
 FIG = {"C": 2.0, "n": 8, "b": 2, "sigma": 4.0}
 
 

@@ -14,7 +14,7 @@ import pytest
 from lastiterate.experiments import paper000
 from lastiterate.experiments._base import experiments, write_experiment
 
-REFERENCE_FILE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE_FILE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 EXPECTED = {
     "paper000-table1": 30,  # Table 3 (4 x 3 mu) + Table 4 (6 x 3 eps); Table 1 = part of Table 4

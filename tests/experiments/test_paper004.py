@@ -12,7 +12,7 @@ import pytest
 from lastiterate.experiments import paper004
 from lastiterate.experiments._base import Comparison, Experiment, experiments, write_experiment
 
-REFERENCE_FILE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE_FILE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 #: comparisons that are EXPECTED to differ at the printed precision (documented in the notes),
 #: with our precise value: the paper rounded an input first or truncated its output

@@ -1,4 +1,4 @@
-"""Tests for lastiterate.notions.clt (theorems.md 1.7). These are ESTIMATES; the tests check the
+"""Tests for lastiterate.notions.clt (docs/theorems.md 1.7). These are ESTIMATES; the tests check the
 formulas and the published numbers, not a privacy guarantee."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from lastiterate.errors import ParameterError
 from lastiterate.notions.clt import clt_h, clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import gdp_epsilon
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 
 def _vectors() -> list[dict[str, Any]]:
@@ -66,7 +66,7 @@ def test_clt_formulas_by_hand() -> None:
 
 
 def test_paper000_mnist_clt_epsilons() -> None:
-    """theorems.md 1.7: p = 0.025, mu = 2/3, T = 2000/4000/8000 -> CLT eps 4.51 / 6.77 / 10.31
+    """docs/theorems.md 1.7: p = 0.025, mu = 2/3, T = 2000/4000/8000 -> CLT eps 4.51 / 6.77 / 10.31
     (delta 1e-5)."""
     for T, printed in [(2000, 4.51), (4000, 6.77), (8000, 10.31)]:
         eps = gdp_epsilon(1e-5, clt_mu_symmetric(0.025, 2.0 / 3.0, T))

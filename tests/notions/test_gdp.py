@@ -1,4 +1,4 @@
-"""Tests for lastiterate.notions.gdp (theorems.md 1.1, 1.2, 1.4)."""
+"""Tests for lastiterate.notions.gdp (docs/theorems.md 1.1, 1.2, 1.4)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from lastiterate.notions.gdp import (
     gdp_to_rdp,
 )
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 
 
 def _vectors() -> list[dict[str, Any]]:
@@ -32,7 +32,7 @@ def _vectors() -> list[dict[str, Any]]:
 
 
 def _mp_delta(eps: float, mu: float) -> float:
-    """delta(eps; mu) with 60 significant digits (independent reference for theorems.md 1.2)."""
+    """delta(eps; mu) with 60 significant digits (independent reference for docs/theorems.md 1.2)."""
     with mp.workdps(60):
         e, m = mp.mpf(eps), mp.mpf(mu)
         return float(mp.ncdf(-e / m + m / 2) - mp.e**e * mp.ncdf(-e / m - m / 2))

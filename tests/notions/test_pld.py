@@ -2,7 +2,7 @@
 
 Reference values and where they come from:
 
-* Gaussian: the exact profile delta(eps; mu) (theorems.md 1.2), root-found independently here.
+* Gaussian: the exact profile delta(eps; mu) (docs/theorems.md 1.2), root-found independently here.
 * Poisson-subsampled Gaussian, add/remove: dp_accounting's PLDAccountant on PoissonSampledDpEvent
   (same connect-the-dots construction, so agreement to ~1e-6 relative) and prv_accountant's
   certified [lower, upper] bracket; peers.md 2 reference interval [0.5976, 0.5987] at
@@ -10,7 +10,7 @@ Reference values and where they come from:
 * Replace-one: direct numerical integration of int (p - e^eps q)_+ for the mixture pair, q = 1
   reduces to G_{2/z}, and prv_accountant fed with an independently computed CDF of the loss.
 * C_p(G_mu): paper 000 Table 4 (p = 0.025, mu = 2/3, T = 2000/4000/8000 -> 4.438/6.654/10.113),
-  the PRV CDF of theorems.md 1.8 (implemented below, not in the library) fed to prv_accountant,
+  the PRV CDF of docs/theorems.md 1.8 (implemented below, not in the library) fed to prv_accountant,
   and the identity delta(eps) = int_eps^inf e^{eps - t} (1 - F_Y(t)) dt against the closed form.
 
 Tolerances: the connect-the-dots discretisation at Delta = 1e-4 moves epsilon by ~1e-8 relative
@@ -51,7 +51,7 @@ def exact_gaussian_epsilon(mu: float, delta: float) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# A PRV (Gopi et al.) of C_p(G_mu) for prv_accountant, theorems.md 1.8 (float64 version)
+# A PRV (Gopi et al.) of C_p(G_mu) for prv_accountant, docs/theorems.md 1.8 (float64 version)
 # --------------------------------------------------------------------------------------------
 
 

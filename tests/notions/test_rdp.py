@@ -1,4 +1,4 @@
-"""Tests for lastiterate.notions.rdp (theorems.md 1.4, 1.5, 1.9)."""
+"""Tests for lastiterate.notions.rdp (docs/theorems.md 1.4, 1.5, 1.9)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from lastiterate.notions.rdp import (
 
 dpa = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "docs" / "reference_values.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 TF_ORDERS = np.concatenate([1 + np.arange(1, 100) / 10.0, np.arange(12, 64, dtype=float)])
 FRACTIONAL = np.array([1.1, 1.5, 2.5, 3.7, 7.3, 10.5, 31.5])
 INTEGER = np.array([2.0, 3.0, 8.0, 32.0, 256.0])
@@ -59,7 +59,7 @@ def _vectors() -> list[dict[str, Any]]:
 
 
 def _mp_rdp(q: float, s: float, a: float, literal: bool) -> float:
-    """Independent 40-digit quadrature of either direction (theorems.md 1.9)."""
+    """Independent 40-digit quadrature of either direction (docs/theorems.md 1.9)."""
     with mp.workdps(40):
         q_, s_, a_ = mp.mpf(q), mp.mpf(s), mp.mpf(a)
         power = (1 - a_) if literal else a_
@@ -342,12 +342,12 @@ def test_reference_fig1_rdp_columns() -> None:
     assert len(rows) == 5
     for v in rows:
         rc, tol, T = v["recomputed"], v["tolerance"]["rel"], v["inputs_canonical"]["T"]
-        # GDP -> RDP (theorems.md 1.4) -> best conversion
+        # GDP -> RDP (docs/theorems.md 1.4) -> best conversion
         assert rdp_linear_to_epsilon(rc["mu_thm42"] ** 2 / 2, 1e-5).epsilon == pytest.approx(
             rc["eps_our_rdp"], rel=tol
         )
         # YS22 Thm D.6 as coded: rho = (L/(n sigma))^2 (1+c)/(1-c) (1 - 0.975^T), c = 0.95
-        # (theorems.md 2.3)
+        # (docs/theorems.md 2.3)
         rho = 0.1**2 * (1.95 / 0.05) * (1 - 0.975**T)
         assert rdp_linear_to_epsilon(rho, 1e-5).epsilon == pytest.approx(
             rc["eps_prior_rdp_YS22_D6_as_coded"], rel=tol

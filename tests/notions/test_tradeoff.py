@@ -1,4 +1,4 @@
-"""Tests for lastiterate.notions.tradeoff (theorems.md 1.1, 1.3, 1.6)."""
+"""Tests for lastiterate.notions.tradeoff (docs/theorems.md 1.1, 1.3, 1.6)."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_epsilon_delta_tradeoff_function() -> None:
 
 def test_non_symmetric_profile_uses_both_sides() -> None:
     """f_p = p G_mu + (1 - p) Id is not symmetric: the profile is max(delta_f, delta_{f^-1}) and
-    equals the profile of the symmetrisation min{f, f^-1}** (theorems.md 1.3)."""
+    equals the profile of the symmetrisation min{f, f^-1}** (docs/theorems.md 1.3)."""
     p, mu = 0.2, 2.0
     fp = TradeoffCurve.from_function(lambda a: p * gaussian_tradeoff(a, mu) + (1 - p) * (1 - a))
     eps = np.array([0.0, 0.5, 1.0, 2.0])

@@ -62,16 +62,22 @@ def gaussian_propagation_mu(
 ) -> float:
     """Exact GDP parameter of x_T for the linear-Gaussian recursion, by brute force.
 
-        x_{t+1} = A_t x_t + k_t + (world-independent terms) + N(0, s_t^2 I),  x_0 equal in both worlds,
+        x_{t+1} = A_t x_t + k_t + (world-independent terms) + N(0, s_t^2 I),  x_0 equal in both
+        worlds,
 
-    where ``kicks[t]`` (shape (T, d)) is the difference of the deterministic drifts of the two worlds
-    at step t.  Returns sqrt(d_T^T Sigma_T^{-1} d_T), with d the mean difference and Sigma the
-    (common) covariance: the two laws are N(0, Sigma) vs N(d, Sigma), whose tradeoff is exactly G_mu.
+    where ``kicks[t]`` (shape (T, d)) is the difference of the deterministic drifts of the two
+    worlds at step t.  Returns sqrt(d_T^T Sigma_T^{-1} d_T), with d the mean difference and Sigma
+    the (common) covariance: the two laws are N(0, Sigma) vs N(d, Sigma), whose tradeoff is exactly
+    G_mu.
     ``A`` is one d x d matrix or a sequence of T of them; ``noise_std`` a scalar or T values.
     """
     kicks = np.atleast_2d(np.asarray(kicks, dtype=float))
     T, d = kicks.shape
-    mats = [np.asarray(A, dtype=float)] * T if np.ndim(A) == 2 else [np.asarray(a, dtype=float) for a in A]
+    mats = (
+        [np.asarray(A, dtype=float)] * T
+        if np.ndim(A) == 2
+        else [np.asarray(a, dtype=float) for a in A]
+    )
     if len(mats) != T:
         raise ValueError("need one matrix per step")
     s = np.broadcast_to(np.asarray(noise_std, dtype=float), (T,))
@@ -93,7 +99,8 @@ def gaussian_quadratic_mu(
     *,
     M: float | None = None,
 ) -> float:
-    """Exact mu of NoisyGD's last iterate on the 1-D quadratic with curvature kappa (auditing-notes 3.1).
+    """Exact mu of NoisyGD's last iterate on the 1-D quadratic with curvature kappa (auditing-notes
+    3.1).
 
     kappa = m, or, when ``M`` is given, whichever of m, M has the larger |1 - eta kappa| (the
     extremal curvature).  Mean/variance recursion: d <- c d + eta Delta, v <- c^2 v + (eta sigma)^2,
@@ -125,7 +132,8 @@ def cgd_quadratic_mu(
     """Exact mu of NoisyCGD's last iterate on the 1-D quadratic with curvature m.
 
     l batches per epoch, the differing example in batch ``position`` (0-based; default the last,
-    l - 1); the kick eta*Delta_b (Delta_b = L/b) enters only in the steps t with t mod l == position.
+    l - 1); the kick eta*Delta_b (Delta_b = L/b) enters only in the steps t with t mod l ==
+    position.
     ``steps`` defaults to epochs*l (a partial last epoch is allowed).
     """
     T = epochs * l if steps is None else steps
@@ -141,19 +149,27 @@ def cgd_quadratic_mu(
 
 
 def thm42_mu(T: int, c: float, mu0: float) -> float:
-    """Bok-Su-Altschuler Thm 4.2 (theorems.md 2.2): mu0 sqrt((1+c)/(1-c) (1-c^T)/(1+c^T))."""
+    """Bok-Su-Altschuler Thm 4.2 (docs/theorems.md 2.2): mu0 sqrt((1+c)/(1-c) (1-c^T)/(1+c^T))."""
     if c == 1.0:
         return mu0 * math.sqrt(T)
     return mu0 * math.sqrt((1 + c) / (1 - c) * (1 - c**T) / (1 + c**T))
 
 
 def thm45_mu(E: int, l: int, c: float, mu0_b: float) -> float:
-    """Bok-Su-Altschuler Thm 4.5 (theorems.md 2.3): NoisyCGD, mu0_b = L/(b sigma)."""
-    return mu0_b * math.sqrt(1 + c ** (2 * l - 2) * (1 - c * c) / (1 - c**l) ** 2 * (1 - c ** (l * (E - 1))) / (1 + c ** (l * (E - 1))))
+    """Bok-Su-Altschuler Thm 4.5 (docs/theorems.md 2.3): NoisyCGD, mu0_b = L/(b sigma)."""
+    return mu0_b * math.sqrt(
+        1
+        + c ** (2 * l - 2)
+        * (1 - c * c)
+        / (1 - c**l) ** 2
+        * (1 - c ** (l * (E - 1)))
+        / (1 + c ** (l * (E - 1)))
+    )
 
 
 def linear_unconstrained_mu(T: int, Delta: float, sigma: float) -> float:
-    """Linear loss, no projection: x_T ~ N(eta T Delta, (eta sigma)^2 T) vs N(0, .): mu_0 sqrt(T)."""
+    """Linear loss, no projection: x_T ~ N(eta T Delta, (eta sigma)^2 T) vs N(0, .): mu_0
+    sqrt(T)."""
     return Delta / sigma * math.sqrt(T)
 
 
@@ -166,9 +182,12 @@ def _schedule(eta: float | Sequence[float], T: int) -> np.ndarray:
     return etas
 
 
-def _invert_profile(delta_of: Callable[[float], float], delta: float, *, xtol: float, rtol: float) -> float:
+def _invert_profile(
+    delta_of: Callable[[float], float], delta: float, *, xtol: float, rtol: float
+) -> float:
     """Exact reference epsilon(delta) of a non-increasing profile: expanding bracket (inf past 1e4),
-    then brentq.  Deliberately independent of lastiterate.notions (the audit checks those numerics)."""
+    then brentq.  Deliberately independent of lastiterate.notions (the audit checks those
+    numerics)."""
     if not (0 < delta < 1):
         raise ValueError(f"delta={delta!r} must be in (0, 1)")
     if delta_of(0.0) <= delta:
@@ -196,7 +215,12 @@ class DiscreteCurve:
 
     def delta(self, eps: float) -> float:
         e = math.exp(eps)
-        return float(max(np.maximum(self.q - e * self.p, 0.0).sum(), np.maximum(self.p - e * self.q, 0.0).sum()))
+        return float(
+            max(
+                np.maximum(self.q - e * self.p, 0.0).sum(),
+                np.maximum(self.p - e * self.q, 0.0).sum(),
+            )
+        )
 
     def epsilon(self, delta: float) -> float:
         return _invert_profile(self.delta, delta, xtol=1e-10, rtol=1e-10)
@@ -213,7 +237,8 @@ class DiscreteCurve:
 
 @dataclass(frozen=True)
 class ProjectedWalkCurve(DiscreteCurve):
-    """Exact (grid) privacy curve of the projected walk; index 0 and -1 of the support are the atoms."""
+    """Exact (grid) privacy curve of the projected walk; index 0 and -1 of the support are the
+    atoms."""
 
     T: int = 0
     D: float = 1.0
@@ -223,7 +248,10 @@ class ProjectedWalkCurve(DiscreteCurve):
     @property
     def atom_masses(self) -> dict[str, tuple[float, float]]:
         """(P_D, P_D') of the lower and the upper boundary atom."""
-        return {"lower": (float(self.p[0]), float(self.q[0])), "upper": (float(self.p[-1]), float(self.q[-1]))}
+        return {
+            "lower": (float(self.p[0]), float(self.q[0])),
+            "upper": (float(self.p[-1]), float(self.q[-1])),
+        }
 
 
 def _walk_matrix(centers: np.ndarray, edges: np.ndarray, drift: float, s: float) -> np.ndarray:
@@ -250,14 +278,18 @@ def _propagate(v: np.ndarray, P: np.ndarray, k: int) -> np.ndarray:
     return v @ np.linalg.matrix_power(P, k)
 
 
-def _walk_step_from_point(x: float, edges: np.ndarray, drift: float, s: float, p_inc: float) -> np.ndarray:
+def _walk_step_from_point(
+    x: float, edges: np.ndarray, drift: float, s: float, p_inc: float
+) -> np.ndarray:
     row = _walk_matrix(np.array([x]), edges, drift, s)[0]
     if p_inc < 1.0:
         row = p_inc * row + (1 - p_inc) * _walk_matrix(np.array([x]), edges, 0.0, s)[0]
     return row
 
 
-def _walk_step(v: np.ndarray, edges: np.ndarray, drift: float, s: float, p_inc: float) -> np.ndarray:
+def _walk_step(
+    v: np.ndarray, edges: np.ndarray, drift: float, s: float, p_inc: float
+) -> np.ndarray:
     """One step of the grid chain (v over [lower atom, cells..., upper atom]) by convolution:
     from cell midpoints the transition depends only on the cell offset (Toeplitz), O(K^2) per step
     without building the matrix; kick w.p. ``p_inc``."""
@@ -304,11 +336,14 @@ def _check_resolution(D: float, s_min: float, bins: int) -> None:
     if bins < walk_bins_needed(D, s_min):
         raise ValueError(
             f"bins={bins} is too coarse for noise std {s_min:g} on a domain of diameter {D:g}: "
-            f"need >= {walk_bins_needed(D, s_min)} (>= {MIN_CELLS_PER_NOISE_STD:g} cells per noise std)"
+            f"need >= {walk_bins_needed(D, s_min)} (>= {MIN_CELLS_PER_NOISE_STD:g} cells per noise "
+            "std)"
         )
 
 
-def _propagate_periodic(rn: np.ndarray, rk: np.ndarray, Pn: np.ndarray, Pk: np.ndarray, pattern: np.ndarray, T: int) -> np.ndarray:
+def _propagate_periodic(
+    rn: np.ndarray, rk: np.ndarray, Pn: np.ndarray, Pk: np.ndarray, pattern: np.ndarray, T: int
+) -> np.ndarray:
     """Law after T steps from x0 when step t uses pattern[t % l] * (kick) + (1 - .) * (no kick)."""
     l = pattern.size
     mats = [w * Pk + (1 - w) * Pn for w in pattern]
@@ -419,7 +454,15 @@ def projected_walk_schedule_curve(
         q = _walk_step(q, edges, a_arr[t], s_arr[t], pin[t])
     p = np.maximum(p, 0.0)
     q = np.maximum(q, 0.0)
-    return ProjectedWalkCurve(p=p / p.sum(), q=q / q.sum(), support=support, T=T, D=D, s=float(s_arr.max()), a=float(a_arr.max()))
+    return ProjectedWalkCurve(
+        p=p / p.sum(),
+        q=q / q.sum(),
+        support=support,
+        T=T,
+        D=D,
+        s=float(s_arr.max()),
+        a=float(a_arr.max()),
+    )
 
 
 def composition_epsilon(T: int, mu0: float, delta: float) -> float:
@@ -430,7 +473,8 @@ def composition_epsilon(T: int, mu0: float, delta: float) -> float:
 # ---------------------------------------------------------------------- linear NoisySGD (mixture)
 @dataclass(frozen=True)
 class MixtureCurve:
-    """P = sum_k w_k N(k a, sd^2) (world D') against Q = sum_k w_k N(k a_d, sd^2) (world D), a_d <= 0 <= a.
+    """P = sum_k w_k N(k a, sd^2) (world D') against Q = sum_k w_k N(k a_d, sd^2) (world D), a_d <=
+    0 <= a.
 
     The likelihood ratio p/q is then increasing in x, so the optimal (Neyman-Pearson) sets are
     half-lines: delta(eps) = max( P(X > t1) - e^eps Q(X > t1), Q(X < t2) - e^eps P(X < t2) ) with
@@ -475,7 +519,11 @@ class MixtureCurve:
             return -math.inf
         if f_hi <= 0:
             return None
-        return float(optimize.brentq(lambda t: self._llr(t) - level, lo, hi, xtol=1e-13 * self.sd, rtol=1e-15))
+        return float(
+            optimize.brentq(
+                lambda t: self._llr(t) - level, lo, hi, xtol=1e-13 * self.sd, rtol=1e-15
+            )
+        )
 
     def delta(self, eps: float) -> float:
         e = math.exp(eps)
@@ -485,12 +533,20 @@ class MixtureCurve:
             if t1 == -math.inf:
                 out = max(out, 1.0 - e)
             else:
-                out = max(out, math.exp(self._log("sf", t1, self.a)) - e * math.exp(self._log("sf", t1, self.a_d)))
+                out = max(
+                    out,
+                    math.exp(self._log("sf", t1, self.a))
+                    - e * math.exp(self._log("sf", t1, self.a_d)),
+                )
         t2 = self._root(-eps)
         if t2 is None:
             out = max(out, 1.0 - e)
         elif t2 != -math.inf:
-            out = max(out, math.exp(self._log("cdf", t2, self.a_d)) - e * math.exp(self._log("cdf", t2, self.a)))
+            out = max(
+                out,
+                math.exp(self._log("cdf", t2, self.a_d))
+                - e * math.exp(self._log("cdf", t2, self.a)),
+            )
         return float(min(1.0, max(out, 0.0)))
 
     def epsilon(self, delta: float) -> float:
@@ -504,7 +560,11 @@ def linear_sgd_curve(T: int, p: float, a: float, s: float, *, a_d: float = 0.0) 
     This is the last-iterate heuristic of Steinke et al. 2025, exact for linear losses.
     ``a_d``: the kick of world D's own differing example (e.g. -a/2 with a' = +a/2 for the
     antipodal clipped pair; then use ``a`` for world D')."""
-    w = special.comb(T, np.arange(T + 1)) * p ** np.arange(T + 1) * (1 - p) ** (T - np.arange(T + 1))
+    w = (
+        special.comb(T, np.arange(T + 1))
+        * p ** np.arange(T + 1)
+        * (1 - p) ** (T - np.arange(T + 1))
+    )
     w = np.asarray(w, dtype=float)
     keep = w > 1e-18 * w.max()
     last = int(np.nonzero(keep)[0].max())

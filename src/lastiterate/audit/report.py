@@ -33,7 +33,14 @@ from lastiterate.audit.stats import ThresholdStrategy, audit_scores, gdp_epsilon
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.formatting import fmt_number
 
-__all__ = ["AuditResult", "ClaimCheck", "audit_run", "audit_spec", "reference_for_spec", "verdict_for"]
+__all__ = [
+    "AuditResult",
+    "ClaimCheck",
+    "audit_run",
+    "audit_spec",
+    "reference_for_spec",
+    "verdict_for",
+]
 
 VERDICTS = ("ok", "VIOLATION", "inconclusive")
 
@@ -41,7 +48,8 @@ VERDICTS = ("ok", "VIOLATION", "inconclusive")
 REFERENCE_RTOL = 1e-6
 #: the projected-walk references are grid approximations (500 vs 1000 bins agree to ~1e-3 in eps)
 GRID_REFERENCE_RTOL = 2e-3
-#: finer grids cost O(bins^2) per step (O(bins^3) per squaring); beyond this no walk reference is given
+#: finer grids cost O(bins^2) per step (O(bins^3) per squaring); beyond this no walk reference is
+#: given
 MAX_WALK_BINS = 2000
 
 
@@ -106,12 +114,16 @@ class AuditResult:
         lines = [f"Audit {self.name}: {self.verdict}"]
         claim = f"mu = {f(self.claim_mu)}" if self.claim_mu is not None else ""
         if self.claim_eps is not None:
-            claim += (", " if claim else "") + f"epsilon = {f(self.claim_eps)} at delta = {self.delta:g}"
+            claim += (
+                ", " if claim else ""
+            ) + f"epsilon = {f(self.claim_eps)} at delta = {self.delta:g}"
         lines.append(f"  claim ({self.claim_bound or '-'}): {claim or '-'}")
         lb = f"mu_lb = {f(self.mu_lb)}"
         if self.eps_lb is not None:
             lb += f", eps_lb = {f(self.eps_lb)}"
-        lines.append(f"  Monte-Carlo lower bounds (confidence {1 - self.alpha:g}, {self.strategy}): {lb}")
+        lines.append(
+            f"  Monte-Carlo lower bounds (confidence {1 - self.alpha:g}, {self.strategy}): {lb}"
+        )
         if self.reference_mu is not None or self.reference_eps is not None:
             ref = []
             if self.reference_mu is not None:
@@ -157,7 +169,11 @@ def verdict_for(
         return "VIOLATION", f"eps_lb {eps_lb:.6g} > claimed epsilon {claim_eps:.6g}"
     if claim_mu is not None and reference_mu is not None and reference_mu > claim_mu * tol:
         return "VIOLATION", f"exact mu {reference_mu:.6g} > claimed mu {claim_mu:.6g}"
-    if claim_eps is not None and reference_eps is not None and reference_eps > claim_eps * tol + 1e-9:
+    if (
+        claim_eps is not None
+        and reference_eps is not None
+        and reference_eps > claim_eps * tol + 1e-9
+    ):
         return "VIOLATION", f"exact epsilon {reference_eps:.6g} > claimed epsilon {claim_eps:.6g}"
     if mu_lb <= 0 and (eps_lb is None or eps_lb <= 0):
         return "inconclusive", "no leakage certified (the audit has no power here)"
@@ -170,8 +186,11 @@ def verdict_for(
 
 
 # ---------------------------------------------------------------------- exact references
-def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | None, float | None, str]:
-    """(exact mu or None, exact eps(delta) or None, description) for the simulated pair, if known."""
+def reference_for_spec(
+    spec: ChainSpec, delta: float | None
+) -> tuple[float | None, float | None, str]:
+    """(exact mu or None, exact eps(delta) or None, description) for the simulated pair, if
+    known."""
 
     kappa = spec.kappa
     etas = spec.etas
@@ -189,7 +208,9 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
             for t in range(spec.T):
                 if t % l == pos:
                     kicks[t, 0] = etas[t] * spec.L / sizes[pos]
-        mu = ref.gaussian_propagation_mu(A, kicks, etas * spec.sigma) if spec.sigma > 0 else math.inf
+        mu = (
+            ref.gaussian_propagation_mu(A, kicks, etas * spec.sigma) if spec.sigma > 0 else math.inf
+        )
         eps = gdp_epsilon(delta, mu) if delta is not None and math.isfinite(mu) else None
         return mu, eps, "Gaussian mean/variance propagation (exact)"
     if spec.dim != 1 or np.any(kappa):
@@ -209,14 +230,26 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
             norm, pin = float(spec.b), spec.b / spec.n
         else:
             return None, None, ""
-        curve = ref.projected_walk_schedule_curve(spec.diameter, etas * spec.sigma, etas * g_dp / norm, bins, p_include=pin,
-                                                  a_d=etas * g_d / norm)
-        return None, curve.epsilon(delta), f"projected random walk with a step-size schedule, Markov chain ({bins} bins)"
+        curve = ref.projected_walk_schedule_curve(
+            spec.diameter,
+            etas * spec.sigma,
+            etas * g_dp / norm,
+            bins,
+            p_include=pin,
+            a_d=etas * g_d / norm,
+        )
+        return (
+            None,
+            curve.epsilon(delta),
+            f"projected random walk with a step-size schedule, Markov chain ({bins} bins)",
+        )
     eta = float(etas[0])
     s = eta * spec.sigma
     if spec.diameter is not None and spec.x0 == 0.0 and delta is not None and s > 0:
         if spec.algorithm == "gd":
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.n, spec.T, bins, a_d=eta * g_d / spec.n)
+            curve = ref.projected_walk_curve(
+                spec.diameter, s, eta * g_dp / spec.n, spec.T, bins, a_d=eta * g_d / spec.n
+            )
             return None, curve.epsilon(delta), f"projected random walk, Markov chain ({bins} bins)"
         if spec.algorithm == "cgd":
             sizes = spec.partition_sizes()
@@ -224,16 +257,51 @@ def reference_for_spec(spec: ChainSpec, delta: float | None) -> tuple[float | No
             pattern = np.zeros(sizes.size)
             pattern[pos] = 1.0
             bsz = sizes[pos]
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / bsz, spec.T, bins, p_include=pattern, a_d=eta * g_d / bsz)
-            return None, curve.epsilon(delta), f"cyclic projected random walk, Markov chain ({bins} bins)"
+            curve = ref.projected_walk_curve(
+                spec.diameter,
+                s,
+                eta * g_dp / bsz,
+                spec.T,
+                bins,
+                p_include=pattern,
+                a_d=eta * g_d / bsz,
+            )
+            return (
+                None,
+                curve.epsilon(delta),
+                f"cyclic projected random walk, Markov chain ({bins} bins)",
+            )
         if spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson"):
-            curve = ref.projected_walk_curve(spec.diameter, s, eta * g_dp / spec.b, spec.T, bins, p_include=spec.b / spec.n,
-                                             a_d=eta * g_d / spec.b)
-            return None, curve.epsilon(delta), f"sampled projected random walk, Markov chain ({bins} bins)"
+            curve = ref.projected_walk_curve(
+                spec.diameter,
+                s,
+                eta * g_dp / spec.b,
+                spec.T,
+                bins,
+                p_include=spec.b / spec.n,
+                a_d=eta * g_d / spec.b,
+            )
+            return (
+                None,
+                curve.epsilon(delta),
+                f"sampled projected random walk, Markov chain ({bins} bins)",
+            )
         return None, None, ""
-    if spec.diameter is None and spec.algorithm == "sgd" and spec.sampling in ("uniform", "poisson") and delta is not None and s > 0:
-        mixture = ref.linear_sgd_curve(spec.T, spec.b / spec.n, eta * g_dp / spec.b, s, a_d=eta * g_d / spec.b)
-        return None, mixture.epsilon(delta), "linear NoisySGD: Binomial mixtures (exact, closed form)"
+    if (
+        spec.diameter is None
+        and spec.algorithm == "sgd"
+        and spec.sampling in ("uniform", "poisson")
+        and delta is not None
+        and s > 0
+    ):
+        mixture = ref.linear_sgd_curve(
+            spec.T, spec.b / spec.n, eta * g_dp / spec.b, s, a_d=eta * g_d / spec.b
+        )
+        return (
+            None,
+            mixture.epsilon(delta),
+            "linear NoisySGD: Binomial mixtures (exact, closed form)",
+        )
     return None, None, ""
 
 
@@ -260,16 +328,49 @@ def audit_spec(
     t0 = time.perf_counter()
     sim = simulated or spec
     x, y = simulate_pair(sim, N, seed)
-    sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
+    sa = audit_scores(
+        scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed
+    )
     ref_mu, ref_eps, ref_desc = reference_for_spec(sim, delta) if reference else (None, None, "")
-    verdict, reason = verdict_for(mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, claim_mu=claim_mu, claim_eps=claim_eps,
-                                  reference_mu=ref_mu, reference_eps=ref_eps, reference_rtol=_reference_rtol(ref_desc))
-    check = ClaimCheck(claim_bound or "claim", "", claim_mu, claim_eps if claim_eps is not None else math.nan, delta, verdict, reason)
+    verdict, reason = verdict_for(
+        mu_lb=sa.mu_lb,
+        eps_lb=sa.eps_lb,
+        claim_mu=claim_mu,
+        claim_eps=claim_eps,
+        reference_mu=ref_mu,
+        reference_eps=ref_eps,
+        reference_rtol=_reference_rtol(ref_desc),
+    )
+    check = ClaimCheck(
+        claim_bound or "claim",
+        "",
+        claim_mu,
+        claim_eps if claim_eps is not None else math.nan,
+        delta,
+        verdict,
+        reason,
+    )
     return AuditResult(
-        name=name, claim_mu=claim_mu, claim_eps=claim_eps, delta=delta, mu_lb=sa.mu_lb, eps_lb=sa.eps_lb,
-        N=N, seed=seed, seconds=time.perf_counter() - t0, verdict=verdict, alpha=alpha, claim_bound=claim_bound,
-        reference_mu=ref_mu, reference_eps=ref_eps, strategy=sa.strategy, checks=(check,),
-        details={"reference": ref_desc, "mu_test_threshold": sa.best_mu_test.threshold if sa.best_mu_test else None},
+        name=name,
+        claim_mu=claim_mu,
+        claim_eps=claim_eps,
+        delta=delta,
+        mu_lb=sa.mu_lb,
+        eps_lb=sa.eps_lb,
+        N=N,
+        seed=seed,
+        seconds=time.perf_counter() - t0,
+        verdict=verdict,
+        alpha=alpha,
+        claim_bound=claim_bound,
+        reference_mu=ref_mu,
+        reference_eps=ref_eps,
+        strategy=sa.strategy,
+        checks=(check,),
+        details={
+            "reference": ref_desc,
+            "mu_test_threshold": sa.best_mu_test.threshold if sa.best_mu_test else None,
+        },
     )
 
 
@@ -314,23 +415,36 @@ def audit_run(
     offset = run.L / 2 if pair == "antipodal" else 0.0
     spec = spec_from_run(run, loss=scenario, position=position, offset=offset)
     if run.adjacency != "replace" and not (
-        run.algorithm == "sgd" and run.sampling_scheme == "poisson" and not np.any(spec.kappa) and offset == 0.0
+        run.algorithm == "sgd"
+        and run.sampling_scheme == "poisson"
+        and not np.any(spec.kappa)
+        and offset == 0.0
     ):
         raise NotApplicable(
-            "the audit simulates replace-one pairs; add/remove adjacency is simulated only for Poisson "
+            "the audit simulates replace-one pairs; add/remove adjacency is simulated only for "
+            "Poisson "
             "batches with a linear loss (pair 'difference')"
         )
     sim = spec.with_(sigma=spec.sigma * noise_scale, L=spec.L * sensitivity_scale)
     x, y = simulate_pair(sim, N, seed)
-    sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
+    sa = audit_scores(
+        scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed
+    )
     ref_mu, ref_eps, ref_desc = reference_for_spec(sim, delta) if reference else (None, None, "")
     rep = account(run, delta=delta, bounds=bounds)
     checks = []
     for r in rep.results:
         if r.kind != "bound":
             continue
-        v, reason = verdict_for(mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, claim_mu=r.mu, claim_eps=r.epsilon,
-                                reference_mu=ref_mu, reference_eps=ref_eps, reference_rtol=_reference_rtol(ref_desc))
+        v, reason = verdict_for(
+            mu_lb=sa.mu_lb,
+            eps_lb=sa.eps_lb,
+            claim_mu=r.mu,
+            claim_eps=r.epsilon,
+            reference_mu=ref_mu,
+            reference_eps=ref_eps,
+            reference_rtol=_reference_rtol(ref_desc),
+        )
         checks.append(ClaimCheck(r.bound, r.theorem, r.mu, r.epsilon, r.delta, v, reason))
     best = rep.best
     if any(c.verdict == "VIOLATION" for c in checks):
@@ -339,17 +453,28 @@ def audit_run(
         verdict = "inconclusive"
     else:
         verdict = next(c.verdict for c in checks if c.bound == best.bound)
-    name = f"{scenario if scenario != 'auto' else ('quadratic' if np.any(spec.kappa) else 'linear')}"
+    name = (
+        f"{scenario if scenario != 'auto' else ('quadratic' if np.any(spec.kappa) else 'linear')}"
+    )
     if spec.diameter is not None and not np.any(spec.kappa):
         name = "projected-walk"
     return AuditResult(
         name=f"{name} ({run.algorithm})",
         claim_mu=None if best is None else best.mu,
         claim_eps=None if best is None else best.epsilon,
-        delta=delta, mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, N=N, seed=seed,
-        seconds=time.perf_counter() - t0, verdict=verdict, alpha=alpha,
+        delta=delta,
+        mu_lb=sa.mu_lb,
+        eps_lb=sa.eps_lb,
+        N=N,
+        seed=seed,
+        seconds=time.perf_counter() - t0,
+        verdict=verdict,
+        alpha=alpha,
         claim_bound=None if best is None else best.bound,
-        reference_mu=ref_mu, reference_eps=ref_eps, strategy=sa.strategy, checks=tuple(checks),
+        reference_mu=ref_mu,
+        reference_eps=ref_eps,
+        strategy=sa.strategy,
+        checks=tuple(checks),
         details={
             "reference": ref_desc,
             "curvature": float(spec.kappa[0]),

@@ -1,9 +1,10 @@
 """Vectorised Monte-Carlo simulators of NoisyGD / NoisyCGD / NoisySGD on worst-case loss pairs.
 
-The simulated algorithm is the canonical iteration of theorems.md section 0, for N independent
+The simulated algorithm is the canonical iteration of docs/theorems.md section 0, for N independent
 chains at once (leading axis):
 
-    x_{t+1} = Proj_K( x_t - eta_t * ( (1/norm_t) * sum_{i in B_t} g_i(x_t) + Z_t ) ),  Z_t ~ N(0, sigma^2 I)
+    x_{t+1} = Proj_K( x_t - eta_t * ( (1/norm_t) * sum_{i in B_t} g_i(x_t) + Z_t ) ),  Z_t ~ N(0,
+    sigma^2 I)
 
 with the batch conventions of :class:`lastiterate.run.Run`: full batch (norm = n); cyclic batches
 from ``numpy.array_split`` (norm = |B_j|); uniform fixed-size batches (norm = b); Poisson batches
@@ -18,7 +19,8 @@ function f'(x) = -L <u, x>.  So world D' is pushed along +u by eta*L/norm whenev
 example is in the batch.  ``offset`` adds ``offset * u`` to the differing example's gradient in
 BOTH worlds (D: ``offset``, D': ``offset - L``): ``offset = L/2`` is the antipodal pair
 ``g = +C u``, ``g' = -C u`` of clipped gradients (C = L/2), ``offset = 0`` the pair ``g = 0``,
-``g' = -L u`` that only the sensitivity (difference) bound L constrains.  These are the extremal instances of the last-iterate theorems:
+``g' = -L u`` that only the sensitivity (difference) bound L constrains.  These are the extremal
+instances of the last-iterate theorems:
 
 * kappa = m > 0, no projection: Bok-Su-Altschuler Thm 4.2 / 4.5 are exact (Gaussian iterates);
 * kappa = 0, no projection: no amplification, mu = mu_0 sqrt(T);
@@ -124,13 +126,19 @@ class ChainSpec:
 
 
 def spec_from_run(
-    run: Any, *, loss: str = "auto", position: int | None = None, dim: int = 1, offset: float = 0.0,
+    run: Any,
+    *,
+    loss: str = "auto",
+    position: int | None = None,
+    dim: int = 1,
+    offset: float = 0.0,
 ) -> ChainSpec:
     """The worst-case world pair for a :class:`lastiterate.run.Run`.
 
     ``loss``: "quadratic" (curvature = whichever of m, M gives the largest |1 - eta kappa|, or
-    (1 - c)/eta from a declared contraction c), "linear" (curvature 0), or "auto" (quadratic when the
-    run declares strong convexity or c < 1, linear otherwise).  The projection is the run's diameter.
+    (1 - c)/eta from a declared contraction c), "linear" (curvature 0), or "auto" (quadratic when
+    the run declares strong convexity or c < 1, linear otherwise).  The projection is the run's
+    diameter.
     ``offset``: the differing example's own gradient (see :class:`ChainSpec`); ``run.L / 2`` gives
     the antipodal clipped pair.
     """
@@ -146,16 +154,30 @@ def spec_from_run(
         elif run.c is not None and run.c < 1:
             kappa = (1 - run.c) / eta_max
         else:
-            raise ValueError("a quadratic scenario needs strong convexity m > 0 or a contraction c < 1")
+            raise ValueError(
+                "a quadratic scenario needs strong convexity m > 0 or a contraction c < 1"
+            )
     elif loss == "linear":
         kappa = 0.0
     else:
         raise ValueError(f"loss={loss!r} must be quadratic, linear or auto")
-    lr: float | tuple[float, ...] = float(etas[0]) if run.constant_lr else tuple(float(e) for e in etas)
+    lr: float | tuple[float, ...] = (
+        float(etas[0]) if run.constant_lr else tuple(float(e) for e in etas)
+    )
     return ChainSpec(
-        algorithm=run.algorithm, n=run.n, T=run.T, lr=lr, sigma=run.sigma, L=run.L, curvature=kappa,
-        batch_size=None if run.algorithm == "gd" else run.b, sampling=run.sampling_scheme,
-        diameter=run.D, position=position, dim=dim, offset=offset,
+        algorithm=run.algorithm,
+        n=run.n,
+        T=run.T,
+        lr=lr,
+        sigma=run.sigma,
+        L=run.L,
+        curvature=kappa,
+        batch_size=None if run.algorithm == "gd" else run.b,
+        sampling=run.sampling_scheme,
+        diameter=run.D,
+        position=position,
+        dim=dim,
+        offset=offset,
     )
 
 
@@ -209,7 +231,9 @@ def _kicks(spec: ChainSpec, world: int, N: int, rng: np.random.Generator) -> Any
             yield np.where(batch == j, 1.0 / sizes[j], 0.0), 1.0
 
 
-def simulate(spec: ChainSpec, world: int, N: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+def simulate(
+    spec: ChainSpec, world: int, N: int, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
     """Final iterates x_T of N independent chains in world 0 (D) or 1 (D'); shape (N, dim)."""
     if world not in (0, 1):
         raise ValueError("world must be 0 (D) or 1 (D')")
@@ -242,7 +266,12 @@ def simulate(spec: ChainSpec, world: int, N: int, rng: np.random.Generator | int
 
 
 def simulate_pair(
-    spec: ChainSpec, N: int, seed: int = 0, *, coupled: bool = False, spec_prime: ChainSpec | None = None,
+    spec: ChainSpec,
+    N: int,
+    seed: int = 0,
+    *,
+    coupled: bool = False,
+    spec_prime: ChainSpec | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(x_T under D, x_T under D'), N chains each, deterministic in ``seed``.
 
@@ -290,7 +319,9 @@ def coupled_trace(spec: ChainSpec, N: int = 16, seed: int = 0) -> CoupledTrace:
     gdiff = []
     shifts = []
     cmax = 0.0
-    for t, ((w0, s0), (w1, s1)) in enumerate(zip(_kicks(spec, 0, N, rng0), _kicks(spec, 1, N, rng1))):
+    for t, ((w0, s0), (w1, s1)) in enumerate(
+        zip(_kicks(spec, 0, N, rng0), _kicks(spec, 1, N, rng1))
+    ):
         eta = etas[t]
         s0a = np.broadcast_to(np.asarray(s0, dtype=float), (N,))[:, None]
         s1a = np.broadcast_to(np.asarray(s1, dtype=float), (N,))[:, None]

@@ -5,7 +5,7 @@ runs threshold tests "guess D' if S > t" (and the mirrored "guess D' if S < t").
 
     FPR = P_D(S > t),   FNR = P_D'(S <= t).
 
-Every (eps, delta)-DP mechanism satisfies FNR >= f_{eps,delta}(FPR) (theorems.md 1.1), so with
+Every (eps, delta)-DP mechanism satisfies FNR >= f_{eps,delta}(FPR) (docs/theorems.md 1.1), so with
 one-sided UPPER confidence bounds FPR_u, FNR_u (Clopper-Pearson, each at level alpha/2):
 
     eps >= eps_lb = max( log((1 - delta - FPR_u)/FNR_u), log((1 - delta - FNR_u)/FPR_u), 0 )
@@ -21,7 +21,8 @@ non-parametric ``eps_lb`` is the one to compare with (eps, delta) claims of non-
 
 Threshold choice (auditing-notes 3.4, and the "same data" bug class of 5.3):
 
-* :class:`Explicit` - thresholds fixed in advance (e.g. from an exact reference); Bonferroni over them;
+* :class:`Explicit` - thresholds fixed in advance (e.g. from an exact reference); Bonferroni over
+them;
 * :class:`Split` - choose the best threshold on a held-out part, evaluate on the rest;
 * :class:`Bonferroni` - a grid of thresholds (fixed, or read from a small pilot part that is then
   discarded), every one evaluated at level alpha / (#grid * #directions);
@@ -69,7 +70,8 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------- Gaussian DP (independent copy)
+# ---------------------------------------------------------------------- Gaussian DP (independent
+# copy)
 def _ndtr(x: Any) -> Any:
     return special.ndtr(x)
 
@@ -81,7 +83,8 @@ def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
 
 
 def gdp_delta(eps: float, mu: float) -> float:
-    """delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (theorems.md 1.2), in log space."""
+    """delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (docs/theorems.md 1.2), in
+    log space."""
     if mu <= 0:
         return 0.0
     if math.isinf(mu):
@@ -104,12 +107,15 @@ def gdp_epsilon(delta: float, mu: float) -> float:
     hi = max(1.0, mu * mu / 2 + 3 * mu * math.sqrt(2 * math.log(1 / delta)))
     while gdp_delta(hi, mu) > delta:
         hi *= 2
-    return float(optimize.brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12))
+    return float(
+        optimize.brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12)
+    )
 
 
 # ---------------------------------------------------------------------- confidence bounds
 def clopper_pearson_upper(k: Any, n: Any, alpha: float) -> Any:
-    """One-sided (1 - alpha) Clopper-Pearson UPPER bound on a binomial proportion (k successes of n).
+    """One-sided (1 - alpha) Clopper-Pearson UPPER bound on a binomial proportion (k successes of
+    n).
 
     Exact: P(p <= upper) >= 1 - alpha.  Equals 1 when k == n.  Vectorised over k (and n).
     """
@@ -148,7 +154,7 @@ def _check_alpha(alpha: float) -> None:
 def eps_lb_two_sided(fpr_u: Any, fnr_u: Any, delta: float) -> Any:
     """eps lower bound of an (eps, delta) claim from upper bounds on FPR and FNR of one test:
 
-        max( log((1 - delta - FPR_u)/FNR_u), log((1 - delta - FNR_u)/FPR_u), 0 ).
+    max( log((1 - delta - FPR_u)/FNR_u), log((1 - delta - FNR_u)/FPR_u), 0 ).
     """
     fpr_u = np.asarray(fpr_u, dtype=float)
     fnr_u = np.asarray(fnr_u, dtype=float)
@@ -181,7 +187,9 @@ def fdp_violation(f: Callable[[Any], Any], fpr_u: Any, fnr_u: Any) -> bool:
 
 
 # ---------------------------------------------------------------------- empirical error rates
-def _error_counts(x: np.ndarray, y: np.ndarray, thresholds: np.ndarray, direction: Direction) -> tuple[np.ndarray, np.ndarray]:
+def _error_counts(
+    x: np.ndarray, y: np.ndarray, thresholds: np.ndarray, direction: Direction
+) -> tuple[np.ndarray, np.ndarray]:
     """(false positives among x, false negatives among y) of "guess D' if S > t" (or "S < t")."""
     xs = np.sort(x)
     ys = np.sort(y)
@@ -231,7 +239,10 @@ class TestOutcome:
     alpha_per_test: float
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in self.__dict__.items()}
+        return {
+            k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
+            for k, v in self.__dict__.items()
+        }
 
 
 def _evaluate(
@@ -247,14 +258,38 @@ def _evaluate(
     fpr_u = np.atleast_1d(clopper_pearson_upper(fp, x.size, a))
     fnr_u = np.atleast_1d(clopper_pearson_upper(fn, y.size, a))
     mu = np.atleast_1d(mu_lb_gdp(fpr_u, fnr_u))
-    eps = np.atleast_1d(eps_lb_two_sided(fpr_u, fnr_u, delta)) if delta is not None else np.full(mu.shape, np.nan)
+    eps = (
+        np.atleast_1d(eps_lb_two_sided(fpr_u, fnr_u, delta))
+        if delta is not None
+        else np.full(mu.shape, np.nan)
+    )
     return [
-        TestOutcome(float(t), direction, float(p / x.size), float(q / y.size), float(pu), float(qu), float(m), float(e), x.size, y.size, alpha_per_test)
+        TestOutcome(
+            float(t),
+            direction,
+            float(p / x.size),
+            float(q / y.size),
+            float(pu),
+            float(qu),
+            float(m),
+            float(e),
+            x.size,
+            y.size,
+            alpha_per_test,
+        )
         for t, p, q, pu, qu, m, e in zip(thresholds, fp, fn, fpr_u, fnr_u, mu, eps)
     ]
 
 
-def _point_scores(x: np.ndarray, y: np.ndarray, thresholds: np.ndarray, direction: Direction, metric: Metric, delta: float | None, alpha: float) -> np.ndarray:
+def _point_scores(
+    x: np.ndarray,
+    y: np.ndarray,
+    thresholds: np.ndarray,
+    direction: Direction,
+    metric: Metric,
+    delta: float | None,
+    alpha: float,
+) -> np.ndarray:
     """Selection score of each threshold on selection data: the bound itself at level alpha
     (penalises thresholds in sparse tails, unlike the raw point estimate)."""
     outs = _evaluate(x, y, thresholds, direction, alpha, delta)
@@ -266,8 +301,15 @@ class ThresholdStrategy:
     """How the thresholds of an audit are chosen; ``select`` returns the evaluated tests."""
 
     def select(
-        self, x: np.ndarray, y: np.ndarray, *, metric: Metric, alpha: float, delta: float | None,
-        directions: Sequence[Direction], rng: np.random.Generator,
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        *,
+        metric: Metric,
+        alpha: float,
+        delta: float | None,
+        directions: Sequence[Direction],
+        rng: np.random.Generator,
     ) -> list[TestOutcome]:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -347,7 +389,11 @@ class Bonferroni(ThresholdStrategy):
         return out
 
     def describe(self) -> str:
-        return "bonferroni(fixed grid)" if self.thresholds is not None else f"bonferroni({self.n_grid} pilot quantiles)"
+        return (
+            "bonferroni(fixed grid)"
+            if self.thresholds is not None
+            else f"bonferroni({self.n_grid} pilot quantiles)"
+        )
 
 
 @dataclass(frozen=True)
@@ -368,14 +414,34 @@ class DKW(ThresholdStrategy):
             fpr_u = np.minimum(fp / x.size + ex, 1.0)
             fnr_u = np.minimum(fn / y.size + ey, 1.0)
             mu = np.atleast_1d(mu_lb_gdp(fpr_u, fnr_u))
-            eps = np.atleast_1d(eps_lb_two_sided(fpr_u, fnr_u, delta)) if delta is not None else np.full(mu.shape, np.nan)
+            eps = (
+                np.atleast_1d(eps_lb_two_sided(fpr_u, fnr_u, delta))
+                if delta is not None
+                else np.full(mu.shape, np.nan)
+            )
             sc = mu if metric == "mu" else eps
             i = int(np.argmax(sc))
-            out.append(TestOutcome(float(cand[i]), d, float(fp[i] / x.size), float(fn[i] / y.size), float(fpr_u[i]), float(fnr_u[i]), float(mu[i]), float(eps[i]), x.size, y.size, alpha))
+            out.append(
+                TestOutcome(
+                    float(cand[i]),
+                    d,
+                    float(fp[i] / x.size),
+                    float(fn[i] / y.size),
+                    float(fpr_u[i]),
+                    float(fnr_u[i]),
+                    float(mu[i]),
+                    float(eps[i]),
+                    x.size,
+                    y.size,
+                    alpha,
+                )
+            )
         return out
 
 
-def _random_split(v: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _random_split(
+    v: np.ndarray, fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     if not (0 < fraction < 1):
         raise ValueError(f"fraction={fraction!r} must be in (0, 1)")
     perm = rng.permutation(v.size)
@@ -423,17 +489,28 @@ def audit_scores(
     strategy = strategy or Split()
     rng = np.random.default_rng(seed)
     a = alpha / 2 if delta is not None else alpha
-    mu_tests = strategy.select(x, y, metric="mu", alpha=a, delta=None, directions=directions, rng=rng)
+    mu_tests = strategy.select(
+        x, y, metric="mu", alpha=a, delta=None, directions=directions, rng=rng
+    )
     best_mu = max(mu_tests, key=lambda o: o.mu_lb)
     best_eps = None
     eps_lb = None
     if delta is not None:
-        eps_tests = strategy.select(x, y, metric="eps", alpha=a, delta=delta, directions=directions, rng=rng)
+        eps_tests = strategy.select(
+            x, y, metric="eps", alpha=a, delta=delta, directions=directions, rng=rng
+        )
         best_eps = max(eps_tests, key=lambda o: o.eps_lb)
         eps_lb = best_eps.eps_lb
     return ScoreAudit(
-        mu_lb=best_mu.mu_lb, eps_lb=eps_lb, delta=delta, alpha=alpha, strategy=strategy.describe(),
-        best_mu_test=best_mu, best_eps_test=best_eps, n_d=x.size, n_dprime=y.size,
+        mu_lb=best_mu.mu_lb,
+        eps_lb=eps_lb,
+        delta=delta,
+        alpha=alpha,
+        strategy=strategy.describe(),
+        best_mu_test=best_mu,
+        best_eps_test=best_eps,
+        n_d=x.size,
+        n_dprime=y.size,
     )
 
 
@@ -442,4 +519,8 @@ def point_mu_gaussian(x: Any, y: Any) -> float:
     x = np.asarray(x, dtype=float).ravel()
     y = np.asarray(y, dtype=float).ravel()
     sd = math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
-    return float(abs(y.mean() - x.mean()) / sd) if sd > 0 else (0.0 if y.mean() == x.mean() else math.inf)
+    return (
+        float(abs(y.mean() - x.mean()) / sd)
+        if sd > 0
+        else (0.0 if y.mean() == x.mean() else math.inf)
+    )

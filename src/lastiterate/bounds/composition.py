@@ -4,7 +4,7 @@ These hold for ANY loss (no convexity, smoothness or projection needed): releasi
 is post-processed into releasing the last one.  They are what Opacus / dp_accounting report, and
 what the accountant falls back to when no last-iterate theorem applies.
 
-Per-step mechanism (theorems.md 0): a step whose batch holds the differing example is the Gaussian
+Per-step mechanism (docs/theorems.md 0): a step whose batch holds the differing example is the Gaussian
 mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
 
 * ``gdp-composition``: paper 000 Thm 4.1 (gd), Thm 4.4 (cgd: the example is used once per epoch),
@@ -13,8 +13,8 @@ mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
   shuffled batches: one Gaussian step per epoch (no amplification is claimed).
 * ``pld-composition``: the same mechanisms through the privacy-loss-distribution engine.
 * ``rdp-composition``: Renyi DP of the (sampled) Gaussian composed over the steps, converted with
-  the best conversion of theorems.md 1.5.
-* ``clt``: the central-limit GDP approximations (theorems.md 1.7); estimates, never bounds.
+  the best conversion of docs/theorems.md 1.5.
+* ``clt``: the central-limit GDP approximations (docs/theorems.md 1.7); estimates, never bounds.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from lastiterate.bounds._base import Query, Result, gdp_result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, gdp_result, rdp_result, register
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.run import Run
 
@@ -80,7 +80,7 @@ def gdp_composition_sgd(run: Run, query: Query) -> Result:
     """NoisySGD composition.
 
     * uniform fixed-size batches, replace-one: Thm 4.8, f = C_p(G_{L/(b sigma)})^{⊗T}, composed by
-      the PLD engine (pessimistic; theorems.md 1.8);
+      the PLD engine (pessimistic; docs/theorems.md 1.8);
     * Poisson batches: paper 004's exact guarantee min{f, f^-1}** with f = (p G + (1-p) Id)^{⊗T}
       (dp_accounting PLD of the Poisson-subsampled Gaussian under the run's adjacency);
     * shuffled batches: each example is used exactly once per epoch; given the permutation this is
@@ -156,7 +156,7 @@ class RevealedSamplingComposition:
 
         delta(eps) = sum_k P(K = k) * delta_G(eps; mu sqrt(k)),   mu = L/(b sigma)
 
-    (theorems.md 1.2 for delta_G).  Binomial mass below 1e-30 relative is dropped and ADDED to delta.
+    (docs/theorems.md 1.2 for delta_G).  Binomial mass below 1e-30 relative is dropped and ADDED to delta.
     """
 
     discretization = "none (exact binomial mixture of Gaussian profiles)"
@@ -252,7 +252,7 @@ def rdp_composition(run: Run, query: Query) -> Result:
     """RDP of the (sampled) Gaussian mechanism, composed over the steps that may use the example.
 
     gd / cgd / shuffle: uses * alpha mu^2 / 2.  sgd with Poisson batches under add/remove adjacency:
-    T * (sampled-Gaussian RDP, the max of both directions; theorems.md 1.9).  Other subsampled
+    T * (sampled-Gaussian RDP, the max of both directions; docs/theorems.md 1.9).  Other subsampled
     cases are refused (no RDP amplification theorem for them is implemented).
     """
     if run.algorithm != "sgd" or run.sampling_scheme == "shuffle":

@@ -6,7 +6,7 @@ RDP bounds ("RDP" column of Tables 1/4, "prior RDP" curve of Fig. 1).  They are 
 bounds on the privacy of the last iterate and are registered with ``kind="bound"``; in this
 library they serve mainly as a comparison baseline (paper 000's Thm 4.5 / 4.2 are tighter).
 
-Formulas exactly as recovered in theorems.md 2.3 (canonical units: ``L`` gradient sensitivity
+Formulas exactly as recovered in docs/theorems.md 2.3 (canonical units: ``L`` gradient sensitivity
 under replace-one, ``sigma`` noise std on the averaged gradient, ``b`` batch size, ``l`` batches
 per epoch, ``E`` epochs, ``c`` contraction of one gradient step):
 
@@ -19,8 +19,8 @@ per epoch, ``E`` epochs, ``c`` contraction of one gradient step):
 Sensitivity: both theorems need ``L`` to bound only the DIFFERING pair ``||g_i(x) - g'_i(x)||`` (one
 index differs; full or cyclic batches).  Replace-one adjacency only.
 
-Linear RDP curves are converted with the best of the conversions of theorems.md 1.5
-(``lastiterate.bounds._base.rdp_result``).
+Linear RDP curves are converted with the best of the conversions of docs/theorems.md 1.5
+(``lastiterate.bounds.base.rdp_result``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.bounds.shifted_interpolation import one_minus_power
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import rdp_to_delta
@@ -40,7 +40,7 @@ REFERENCE = "Ye, Shokri 2022, Differentially Private Learning Needs Hidden State
 
 # ============================================================================ formulas
 def ys22_thm33_rho(step_mu: float, c: float, l: int, E: float) -> float:
-    """YS22 Thm 3.3 zCDP-type constant of NoisyCGD (``eps_R(alpha) = rho alpha``), theorems.md 2.3:
+    """YS22 Thm 3.3 zCDP-type constant of NoisyCGD (``eps_R(alpha) = rho alpha``), docs/theorems.md 2.3:
 
         rho = (step_mu^2 / 2) (1 + c^{l-2} (1-c^2) (1 - c^{l(E-1)}) / (1-c^l)^2),
 
@@ -56,7 +56,7 @@ def ys22_thm33_rho(step_mu: float, c: float, l: int, E: float) -> float:
 
 
 def ys22_thmd6_rho(step_mu: float, c: float, c_ys: float, T: float) -> float:
-    """YS22 Thm D.6 (full batch) as coded by paper 000 (theorems.md 2.3):
+    """YS22 Thm D.6 (full batch) as coded by paper 000 (docs/theorems.md 2.3):
 
         rho = step_mu^2 ((1+c)/(1-c)) (1 - c_ys^T),    step_mu = L/(n sigma).
 
@@ -118,7 +118,7 @@ def _linear_rdp_result(
 @register(BOUND_ID, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE, algorithms=("cgd",))
 def ys22_noisy_cgd(run: Run, query: Query) -> Result:
     """YS22 Thm 3.3: NoisyCGD on strongly convex, smooth losses is ``(alpha, rho alpha)``-RDP for
-    every alpha > 1 with rho = ``ys22_thm33_rho(L/(b sigma), c, l, E)`` (theorems.md 2.3) [C, V].
+    every alpha > 1 with rho = ``ys22_thm33_rho(L/(b sigma), c, l, E)`` (docs/theorems.md 2.3) [C, V].
 
     Uses ``E = run.uses`` (worst-case uses of an example), ``b = run.b_min``, ``l = run.l``,
     ``c = run.c`` (needs c < 1), constant step, replace-one.  A published upper bound, used here as

@@ -3,9 +3,9 @@ Gradient Descent" (NeurIPS 2021).  Bound id ``langevin-lsi``.
 
 Only the last iterate theta_K of full-batch noisy GD is released.  The paper traces noisy GD by a
 pair of Langevin diffusions and bounds the Renyi divergence through the log-Sobolev inequality (LSI)
-of the tracing diffusions (theorems.md section 3; formulas tagged [R+] there).
+of the tracing diffusions (docs/theorems.md section 3; formulas tagged [R+] there).
 
-Notation map (theorems.md 0.1)
+Notation map (docs/theorems.md 0.1)
 ------------------------------
 The paper writes ``theta_{k+1} = Pi_C(theta_k - eta grad L_D(theta_k) + sqrt(2 eta sigma'^2) N(0, I))``
 with ``L_D`` the AVERAGE loss.  Canonically the noise is ``eta * N(0, sigma^2)`` on the parameters, so
@@ -42,7 +42,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
@@ -68,7 +68,7 @@ __all__ = [
 
 # ---------------------------------------------------------------------------- notation
 def sigma_prime_from_canonical(sigma: float, eta: float) -> float:
-    """Paper-001 noise sigma' from the canonical sigma: sigma' = sigma * sqrt(eta / 2) (theorems.md 0.1)."""
+    """Paper-001 noise sigma' from the canonical sigma: sigma' = sigma * sqrt(eta / 2) (docs/theorems.md 0.1)."""
     return sigma * math.sqrt(eta / 2.0)
 
 

@@ -4,7 +4,7 @@ without More Privacy Loss" (NeurIPS 2022).  Bound id ``pabi``.
 Diameter-aware Privacy Amplification by Iteration (PABI): with projection onto a convex set K of
 diameter D, the Renyi divergence of the LAST iterate stops growing after ~Dn/(L eta) steps.
 
-Notation map (theorems.md 0.1, 4)
+Notation map (docs/theorems.md 0.1, 4)
 ---------------------------------
 AT22 write ``w_{t+1} = Pi_K[w_t - eta (G_t + Z_t)]``, ``Z_t ~ N(0, sigma^2 I)`` (sigma = canonical sigma)
 and their ``L`` is the Lipschitz constant.  Every ``2 L_AT`` of the paper (replace adjacency) is the
@@ -24,7 +24,7 @@ Implemented theorems (all RDP, valid for every alpha > 1 and sigma > 0, Remark B
                  min_{sigma1^2 + sigma2^2 = sigma^2} min_{Tt in 1..T-1} Tt Q + alpha D^2/(2 eta^2 sigma1^2 Tt) }.
 * (B.3) the same for c-contractive steps (m-strongly convex, c < 1): the diameter term becomes
       alpha D^2 (1 - c^2) / (2 eta^2 sigma1^2 (c^{-2 Tt} - 1)).
-  (The seed OCR shows "(1 - c)2"; the derivation from Prop. 5.6 requires (1 - c^2), theorems.md 4.2.)
+  (The seed OCR shows "(1 - c)2"; the derivation from Prop. 5.6 requires (1 - c^2), docs/theorems.md 4.2.)
 * (5.7) non-uniform step sizes eta_t <= 2/M (Noisy-SGD, and full batch as b = n):
       eps = min{ T S_alpha(b/n, b sigma/L),
                  min_tau (T - tau) Q + (T - tau - 1) alpha D^2 / (2 sigma1^2 (sum_{t=tau+1}^{T-1} eta_t)^2) }.
@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
@@ -232,7 +232,7 @@ _EXACT_CACHE_MAX = 500_000
 
 
 def sampled_gaussian(q: float, noise_multiplier: float, alpha: float, direction: str = "max") -> float:
-    """S_alpha(q, noise_multiplier) of theorems.md 1.9 at one order: the max of both directions
+    """S_alpha(q, noise_multiplier) of docs/theorems.md 1.9 at one order: the max of both directions
     (``sampled_gaussian_rdp(..., direction="max")``), cached.
 
     ``noise_multiplier`` is the effective noise over the shift norm (AT22's second argument, e.g.

@@ -1,11 +1,11 @@
 """Shifted interpolation: last-iterate f-DP of noisy gradient methods (paper 000).
 
 Bok, Su, Altschuler, "Shifted Interpolation for Differential Privacy", ICML 2024; formulas as
-recovered in theorems.md section 2 (tags [V]/[R+]/[R-] quoted per theorem below).  Adjacency is
+recovered in docs/theorems.md section 2 (tags [V]/[R+]/[R-] quoted per theorem below).  Adjacency is
 replace-one, ``L`` the gradient sensitivity (= 2 x clip norm), noise std ``sigma`` on the averaged
 gradient, constant step ``eta``; only the LAST iterate is released.
 
-The common engine is the meta-theorem (Thm C.3, theorems.md 2.1).  Each noiseless step
+The common engine is the meta-theorem (Thm C.3, docs/theorems.md 2.1).  Each noiseless step
 ``phi_k`` is c-Lipschitz (``c = run.c``; projection onto a convex set keeps this true), the two
 datasets' maps differ by at most ``s_k`` (``s_k = eta L / b`` at steps whose batch holds the
 differing example), the noise in iterate space has std ``eta sigma``.  For a window of ``N`` steps
@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds._base import Kind, Query, Result, gdp_result, register
+from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
@@ -132,7 +132,7 @@ def thm42_mu(step_mu: float, c: float, T: float) -> float:
         mu = (L/(n sigma)) sqrt( (1+c)/(1-c) * (1-c^T)/(1+c^T) ),    c = max(|1-eta m|, |1-eta M|).
 
     ``step_mu = L/(n sigma)``.  ``T = inf`` gives the limit ``step_mu sqrt((1+c)/(1-c))``; ``c = 1``
-    gives composition ``step_mu sqrt(T)`` (Thm 4.1).  Reference: theorems.md 2.2; Thm C.5/Lemma C.6.
+    gives composition ``step_mu sqrt(T)`` (Thm 4.1).  Reference: docs/theorems.md 2.2; Thm C.5/Lemma C.6.
     """
     if c >= 1.0:
         return step_mu * math.sqrt(T)
@@ -381,7 +381,7 @@ def noisy_gd_strongly_convex(run: Run, query: Query) -> Result:
 
     Assumptions (NotApplicable otherwise): c < 1 (strong convexity, or declared contraction),
     constant step, replace-one.  Exact (equality) for quadratics when c = 1 - eta m; a projection
-    onto a convex set keeps the bound valid (post-processing).  Reference: theorems.md 2.2, paper
+    onto a convex set keeps the bound valid (post-processing).  Reference: docs/theorems.md 2.2, paper
     000 Thm 4.2 / Thm C.5.
     """
     _eta, c, step_mu = _gd_setup(run)
@@ -414,7 +414,7 @@ def noisy_gd_bounded_convex(run: Run, query: Query) -> Result:
     integer optimum) and with tau = 0 from the common start (z_0 = 0), which is composition
     (Thm 4.1).  The smallest is reported.  ``details``: chosen ``tau``, ``mu_star`` (closed form),
     ``crossover_steps`` = T* = the first T at which Thm 4.1 reaches the T-independent optimum
-    (Table 8), ``epsilon_limit`` = the optimal-window value.  Reference: theorems.md 2.2, Thm C.7.
+    (Table 8), ``epsilon_limit`` = the optimal-window value.  Reference: docs/theorems.md 2.2, Thm C.7.
     """
     eta, c, step_mu = _gd_setup(run)
     D = _require_diameter(run)
@@ -515,7 +515,7 @@ def noisy_cgd_strongly_convex(run: Run, query: Query) -> Result:
     ceil(T/l)), ``b = run.b_min`` (the smallest batch sets the shift eta L/b), ``l = run.l``.  The
     bound is non-decreasing in E, so it covers examples used fewer times.  ``epsilon_limit`` is the
     E -> infinity value; ``crossover_epoch`` the first E at which Thm 4.4 reaches it.
-    Reference: theorems.md 2.3, Lemma C.10.
+    Reference: docs/theorems.md 2.3, Lemma C.10.
     """
     _eta, c, step_mu, l, E = _cgd_setup(run)
     c = _require_strong_convexity(run)
@@ -555,7 +555,7 @@ def noisy_cgd_bounded_convex(run: Run, query: Query) -> Result:
     ``details``: ``window_epochs`` k, ``mu_star`` (printed closed form), ``epsilon_limit`` (optimal
     window over all k >= 1, independent of E once E >= k+1) and ``crossover_epoch`` = the smallest
     E with Thm 4.4's mu >= mu_limit, i.e. ceil(mu_limit^2 sigma^2 b^2 / L^2).  The paper's printed
-    E* (Tables 10-12) come from a mistyped expression and are NOT reproduced (theorems.md 2.3).
+    E* (Tables 10-12) come from a mistyped expression and are NOT reproduced (docs/theorems.md 2.3).
     """
     eta, c, step_mu, l, E = _cgd_setup(run)
     D = _require_diameter(run)
@@ -643,7 +643,7 @@ NU_SEARCH_MAX = 1_000_000
 
 
 def clt_h(mu: float) -> float:
-    """``h(mu) = e^{mu^2} Phi(3mu/2) + 3 Phi(-mu/2) - 2`` (theorems.md 1.7), from
+    """``h(mu) = e^{mu^2} Phi(3mu/2) + 3 Phi(-mu/2) - 2`` (docs/theorems.md 1.7), from
     :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows)."""
     from lastiterate.notions.clt import clt_h as _h
 
@@ -919,7 +919,7 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
     subsampled gradient difference via Lemma C.12, Z2 the interpolation shifts D/(T-tau) per step).
     theta = 1/2 is the printed statement (factors 2 sqrt(2) L/(b sigma) and sqrt(2) D/(eta sigma
     sqrt(T-tau))); the factor 2 of Lemma C.12 (two different vectors) is kept with L the canonical
-    sensitivity, the larger of the readings of theorems.md 0.1 / 2.4.  tau = 0 (common start) is
+    sensitivity, the larger of the readings of docs/theorems.md 0.1 / 2.4.  tau = 0 (common start) is
     Thm 4.8's composition C_p(G_{L/(b sigma)})^{⊗T}, used as the fallback (it dominates the tau = 0
     case of the formula).  The compositions are evaluated with the pessimistic PLD engine (never
     the CLT); the window and theta are searched on a coarse grid (CLT only as a starting guess;

@@ -4,7 +4,7 @@
 The only last-iterate theorem here that does NOT need convexity: M-smooth (possibly non-convex)
 losses with clipped gradients, projected onto a bounded domain of diameter D (DPSGD-DC).
 
-Notation map (theorems.md 0.1, 5)
+Notation map (docs/theorems.md 0.1, 5)
 ---------------------------------
 Paper 002 writes ``x_{t+1} = Pi_K(x_t - eta (gbar_t + N(0, sigma^2 I)))`` with gbar_t the average of
 per-example gradients clipped at C (sigma = canonical sigma); its ``L`` is the SMOOTHNESS = canonical
@@ -35,7 +35,7 @@ Readings chosen for the registered bound (never under-report)
 
         Delta(alpha, s2) = max( q alpha (L/b)^2 / (2 s2^2),  S_alpha(q, b s2 / L) ),
 
-   S_alpha being the sampled-Gaussian divergence in BOTH directions (theorems.md 1.9) -- the larger
+   S_alpha being the sampled-Gaussian divergence in BOTH directions (docs/theorems.md 1.9) -- the larger
    of the paper's reading and the rigorous one.  For full batch (q = 1) both equal the Gaussian
    ``alpha L^2/(2 n^2 s2^2)``.
 2. **Fixed-size batches.**  Lemma 3.2's expansion factor ``1 + eta M`` needs the minibatch gradient map
@@ -63,7 +63,7 @@ import dataclasses
 import math
 from typing import Any
 
-from lastiterate.bounds._base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.bounds.pabi import (
     GRADIENT_BOUND_REASON,
     LAMBDA_FINE_Q1,

@@ -34,7 +34,8 @@ class Comparison:
         return abs(self.paper - self.ours) <= 0.5 * 10 ** (-self.decimals) + 1e-12
 
     def line(self) -> str:
-        return f"{self.label}: paper {self.paper:.{self.decimals}f}, ours {self.ours:.{self.decimals + 2}f}"
+        d = self.decimals
+        return f"{self.label}: paper {self.paper:.{d}f}, ours {self.ours:.{d + 2}f}"
 
 
 @dataclass
@@ -54,7 +55,9 @@ class Experiment:
 _EXPERIMENTS: dict[str, tuple[str, Callable[[bool], Experiment]]] = {}
 
 
-def register_experiment(name: str, description: str) -> Callable[[Callable[[bool], Experiment]], Callable[[bool], Experiment]]:
+def register_experiment(
+    name: str, description: str
+) -> Callable[[Callable[[bool], Experiment]], Callable[[bool], Experiment]]:
     def decorate(func: Callable[[bool], Experiment]) -> Callable[[bool], Experiment]:
         _EXPERIMENTS[name] = (description, func)
         return func
@@ -87,13 +90,15 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 
 def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
-    """Write NAME.md, NAME.csv and (when the experiment has a plot and matplotlib is present) NAME.png."""
+    """Write NAME.md, NAME.csv and (when the experiment has a plot and matplotlib is present)
+    NAME.png."""
     outdir.mkdir(parents=True, exist_ok=True)
     md = outdir / f"{exp.name}.md"
     text = f"# {exp.title}\n\n" + markdown_table(exp.columns, exp.rows)
     if exp.comparisons:
         bad = [c for c in exp.comparisons if not c.agrees]
-        text += f"\n{len(exp.comparisons) - len(bad)} of {len(exp.comparisons)} printed values reproduced"
+        n_compared = len(exp.comparisons)
+        text += f"\n{n_compared - len(bad)} of {n_compared} printed values reproduced"
         text += " to the printed precision.\n"
         for c in bad:
             text += f"- differs: {c.line()}\n"

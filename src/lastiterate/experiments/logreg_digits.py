@@ -35,7 +35,9 @@ LR = 1.0
 B = 144
 
 
-def _train(algorithm: str, epochs: int, seed: int, data: Any, with_report: bool) -> tuple[float, float, Any]:
+def _train(
+    algorithm: str, epochs: int, seed: int, data: Any, with_report: bool
+) -> tuple[float, float, Any]:
     from lastiterate.train.models import GLM
     from lastiterate.train.trainer import NoisyCGD, NoisySGD, evaluate
 
@@ -53,7 +55,9 @@ def _train(algorithm: str, epochs: int, seed: int, data: Any, with_report: bool)
     test = evaluate(model, data.X_test, data.y_test, R)["accuracy"]
     train = evaluate(model, data.X_train, data.y_train, R)["accuracy"]
     if test is None or train is None:  # evaluate gives no accuracy on an empty split
-        raise ValueError(f"digits split has an empty train or test set (n_test = {len(data.y_test)})")
+        raise ValueError(
+            f"digits split has an empty train or test set (n_test = {len(data.y_test)})"
+        )
     return float(test), float(train), res
 
 
@@ -65,7 +69,10 @@ def _eps(report: Any, ids: tuple[str, ...]) -> tuple[float | None, str | None]:
     return float(r.epsilon), r.bound
 
 
-@register_experiment("logreg-digits", "paper 000 sec. 4.4 analogue: NoisyCGD / NoisySGD logistic regression on sklearn digits")
+@register_experiment(
+    "logreg-digits",
+    "paper 000 sec. 4.4 analogue: NoisyCGD / NoisySGD logistic regression on sklearn digits",
+)
 def logreg_digits(quick: bool) -> Experiment:
     from lastiterate.train.data import load_dataset
 
@@ -94,12 +101,36 @@ def logreg_digits(quick: bool) -> Experiment:
             ys, _ = _eps(report, ("hidden-state-rdp",))
             comp, comp_id = _eps(report, ("gdp-composition", "pld-composition", "rdp-composition"))
             if comp is None:
-                raise RuntimeError(f"{algorithm}, {E} epochs: the report has no composition bound to compare with")
-            rows.append([algorithm, E, report.run.T, len(seeds), f"{statistics.mean(tests):.4f}", f"{sd:.4f}",
-                         f"{statistics.mean(trains):.4f}", f"{sd_tr:.4f}"])
-            eps_rows.append([algorithm, E, report.run.T, round(ours.epsilon, 3), ours.bound,
-                             "n/a" if ys is None else round(ys, 3), round(comp, 3), comp_id])
-            c = curves.setdefault(algorithm, {"ours": [], "composition": [], "hidden-state-rdp": []})
+                raise RuntimeError(
+                    f"{algorithm}, {E} epochs: the report has no composition bound to compare with"
+                )
+            rows.append(
+                [
+                    algorithm,
+                    E,
+                    report.run.T,
+                    len(seeds),
+                    f"{statistics.mean(tests):.4f}",
+                    f"{sd:.4f}",
+                    f"{statistics.mean(trains):.4f}",
+                    f"{sd_tr:.4f}",
+                ]
+            )
+            eps_rows.append(
+                [
+                    algorithm,
+                    E,
+                    report.run.T,
+                    round(ours.epsilon, 3),
+                    ours.bound,
+                    "n/a" if ys is None else round(ys, 3),
+                    round(comp, 3),
+                    comp_id,
+                ]
+            )
+            c = curves.setdefault(
+                algorithm, {"ours": [], "composition": [], "hidden-state-rdp": []}
+            )
             c["ours"].append((E, ours.epsilon))
             c["composition"].append((E, comp))
             if ys is not None:
@@ -107,19 +138,40 @@ def logreg_digits(quick: bool) -> Experiment:
 
     s = setting["NoisyCGD"]
     notes = [
-        "## Privacy of the released final model (epsilon at delta = 1e-5, replace-one adjacency)\n\n"
-        + markdown_table(["algorithm", "epochs", "steps", "ours", "ours: bound", "Ye-Shokri RDP", "composition", "composition: bound"], eps_rows),
-        (
-            f"Setting: sklearn digits, n = {s['n']} training / {len(data.y_test)} test examples (split seed 0), "
-            f"d = {data.n_features}, 10 classes; features standardised, rows clipped to R = C/sqrt(2) = {R:.4f}; "
-            f"multinomial logistic regression, lambda = {LAMBDA}, clip C = {CLIP} (never active: sup ||grad|| = sqrt(2) R = C), "
-            f"lr = {LR}, b = {B} (l = {s['batches_per_epoch']}, b_min = {s['min_batch_size']}), sigma = {s['noise_std']:.6g} "
-            f"(L/(b_min sigma) = {s['per_step_mu']:.4g}), certified m = {s['strong_convexity']}, M = {s['smoothness']:.4g}, "
-            f"c = {s['contraction']:.4g}. Seeds {list(seeds)} (batches, noise). NoisySGD draws uniform fixed-size batches."
+        "## Privacy of the released final model (epsilon at delta = 1e-5, replace-one "
+        "adjacency)\n\n"
+        + markdown_table(
+            [
+                "algorithm",
+                "epochs",
+                "steps",
+                "ours",
+                "ours: bound",
+                "Ye-Shokri RDP",
+                "composition",
+                "composition: bound",
+            ],
+            eps_rows,
         ),
         (
-            "'ours' is the best valid bound of `lastiterate account` for the Run the trainer executed; "
-            "Ye-Shokri RDP is `hidden-state-rdp` (n/a where no such theorem applies); composition is the tightest of "
+            f"Setting: sklearn digits, n = {s['n']} training / {len(data.y_test)} test examples "
+            "(split seed 0), "
+            f"d = {data.n_features}, 10 classes; features standardised, rows clipped to R = "
+            f"C/sqrt(2) = {R:.4f}; "
+            f"multinomial logistic regression, lambda = {LAMBDA}, clip C = {CLIP} (never active: "
+            "sup ||grad|| = sqrt(2) R = C), "
+            f"lr = {LR}, b = {B} (l = {s['batches_per_epoch']}, b_min = {s['min_batch_size']}), "
+            f"sigma = {s['noise_std']:.6g} "
+            f"(L/(b_min sigma) = {s['per_step_mu']:.4g}), certified m = {s['strong_convexity']}, M "
+            f"= {s['smoothness']:.4g}, "
+            f"c = {s['contraction']:.4g}. Seeds {list(seeds)} (batches, noise). NoisySGD draws "
+            "uniform fixed-size batches."
+        ),
+        (
+            "'ours' is the best valid bound of `lastiterate account` for the Run the trainer "
+            "executed; "
+            "Ye-Shokri RDP is `hidden-state-rdp` (n/a where no such theorem applies); composition "
+            "is the tightest of "
             "gdp-/pld-/rdp-composition (what releasing every iterate costs)."
         ),
     ]
@@ -130,8 +182,14 @@ def logreg_digits(quick: bool) -> Experiment:
         for alg, cs in curves.items():
             for kind, pts in cs.items():
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[kind], marker="o", color=colors[alg],
-                            label=f"{alg}: {kind}")
+                    ax.plot(
+                        [p[0] for p in pts],
+                        [p[1] for p in pts],
+                        styles[kind],
+                        marker="o",
+                        color=colors[alg],
+                        label=f"{alg}: {kind}",
+                    )
         ax.set_xlabel("epochs E")
         ax.set_ylabel("epsilon of the final model (delta = 1e-5)")
         ax.set_yscale("log")
@@ -141,8 +199,16 @@ def logreg_digits(quick: bool) -> Experiment:
     return Experiment(
         name="logreg-digits",
         title="Logistic regression on sklearn digits: accuracy and last-iterate epsilon",
-        columns=["algorithm", "epochs", "steps", "seeds", "test accuracy (mean)", "test accuracy (sd)",
-                 "train accuracy (mean)", "train accuracy (sd)"],
+        columns=[
+            "algorithm",
+            "epochs",
+            "steps",
+            "seeds",
+            "test accuracy (mean)",
+            "test accuracy (sd)",
+            "train accuracy (mean)",
+            "train accuracy (sd)",
+        ],
         rows=rows,
         notes=notes,
         plot=plot,

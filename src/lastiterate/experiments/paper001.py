@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query
 from lastiterate.bounds.langevin import (
     composition_baseline_rdp,
     langevin_corollary1,
@@ -33,14 +33,23 @@ K_QUICK = (1, 10, 100, 1000, 10000)
 
 
 def fig1_run(lam: float, K: int) -> Run:
-    """The Fig. 1 run in canonical units (sigma = sigma' sqrt(2/eta), L = S_g, m = lambda, M = beta)."""
+    """The Fig. 1 run in canonical units (sigma = sigma' sqrt(2/eta), L = S_g, m = lambda, M =
+    beta)."""
     return Run(
-        algorithm="gd", n=N, lr=ETA, steps=K, noise_std=sigma_canonical_from_prime(SIGMA_PRIME, ETA),
-        sensitivity=S_G, strong_convexity=lam, smoothness=BETA,
+        algorithm="gd",
+        n=N,
+        lr=ETA,
+        steps=K,
+        noise_std=sigma_canonical_from_prime(SIGMA_PRIME, ETA),
+        sensitivity=S_G,
+        strong_convexity=lam,
+        smoothness=BETA,
     )
 
 
-@register_experiment("paper001-figure1", "Chourasia-Ye-Shokri 2021 Fig. 1: Corollary 1 vs composition over K")
+@register_experiment(
+    "paper001-figure1", "Chourasia-Ye-Shokri 2021 Fig. 1: Corollary 1 vs composition over K"
+)
 def figure1(quick: bool = False) -> Experiment:
     Ks = K_QUICK if quick else K_FULL
     query = Query(delta=1e-5, orders=ALPHAS)
@@ -62,11 +71,23 @@ def figure1(quick: bool = False) -> Experiment:
             for lam in LAMBDAS:
                 pts = [(r[2], r[3], r[4]) for r in rows if r[0] == alpha and r[1] == lam]
                 ks = [p[0] for p in pts]
-                ax.plot(ks, [p[1] for p in pts], styles[lam], color=colors[alpha], lw=2,
-                        label=f"Cor. 1, alpha={alpha:g}, lambda={lam:g}")
+                ax.plot(
+                    ks,
+                    [p[1] for p in pts],
+                    styles[lam],
+                    color=colors[alpha],
+                    lw=2,
+                    label=f"Cor. 1, alpha={alpha:g}, lambda={lam:g}",
+                )
             comp_pts = [(r[2], r[4]) for r in rows if r[0] == alpha and r[1] == LAMBDAS[0]]
-            ax.plot([p[0] for p in comp_pts], [p[1] for p in comp_pts], "-.", color=colors[alpha], lw=1,
-                    label=f"composition, alpha={alpha:g}")
+            ax.plot(
+                [p[0] for p in comp_pts],
+                [p[1] for p in comp_pts],
+                "-.",
+                color=colors[alpha],
+                lw=1,
+                label=f"composition, alpha={alpha:g}",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("iterations K")
@@ -75,12 +96,24 @@ def figure1(quick: bool = False) -> Experiment:
 
     return Experiment(
         name="paper001-figure1",
-        title="Paper 001 Fig. 1: RDP of noisy GD, Corollary 1 (langevin-lsi) vs composition (Thm 1)",
-        columns=["alpha", "lambda", "K", "corollary1_rdp", "composition_rdp", "composition/corollary1"],
+        title=(
+            "Paper 001 Fig. 1: RDP of noisy GD, Corollary 1 (langevin-lsi) vs composition (Thm 1)"
+        ),
+        columns=[
+            "alpha",
+            "lambda",
+            "K",
+            "corollary1_rdp",
+            "composition_rdp",
+            "composition/corollary1",
+        ],
         rows=rows,
         notes=[
-            ("Setting: beta=4, S_g=4, n=5000, eta=0.02, sigma'=0.02 (OCR; canonical sigma=0.2). "
-            "Corollary 1 plateaus at alpha S_g^2/(lambda sigma'^2 n^2); the composition baseline grows linearly in K."),
+            (
+                "Setting: beta=4, S_g=4, n=5000, eta=0.02, sigma'=0.02 (OCR; canonical sigma=0.2). "
+                "Corollary 1 plateaus at alpha S_g^2/(lambda sigma'^2 n^2); the composition "
+                "baseline grows linearly in K."
+            ),
             "Corollary 1 assumes theta_0 ~ Proj_C(N(0, 2 sigma'^2/lambda I)) (Lemma 5).",
         ],
         plot=plot,

@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds import pabi
-from lastiterate.bounds._base import Query
+from lastiterate.bounds import Query, pabi
 from lastiterate.experiments._base import Experiment, register_experiment
 from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.notions.rdp import rdp_to_epsilon
@@ -33,23 +32,46 @@ T_QUICK = (10, 1000, 100_000)
 
 def runs(T: int) -> dict[str, Run]:
     """The four runs of the experiment at T steps."""
-    common: dict[str, Any] = {"n": N, "lr": ETA, "steps": T, "noise_std": SIGMA, "sensitivity": L, "clip": L / 2, "smoothness": M, "diameter": D}
+    common: dict[str, Any] = {
+        "n": N,
+        "lr": ETA,
+        "steps": T,
+        "noise_std": SIGMA,
+        "sensitivity": L,
+        "clip": L / 2,
+        "smoothness": M,
+        "diameter": D,
+    }
     return {
         "gd": Run(algorithm="gd", convex=True, **common),
         "sgd": Run(algorithm="sgd", batch_size=B, sampling="uniform", convex=True, **common),
-        "sgd_sc": Run(algorithm="sgd", batch_size=B, sampling="uniform", strong_convexity=M_SC, **common),
+        "sgd_sc": Run(
+            algorithm="sgd", batch_size=B, sampling="uniform", strong_convexity=M_SC, **common
+        ),
         "cgd": Run(algorithm="cgd", batch_size=B, convex=True, **common),
     }
 
 
 def _sgd_composition_epsilon(run: Run, query: Query) -> float:
 
-    curve = pabi.refined_split_window_curve(query, q=run.p, b=run.b, L=run.L, sigma=run.sigma, eta=run.eta,
-                                            D=0.0, c=1.0, T=run.T, n_max=0)
+    curve = pabi.refined_split_window_curve(
+        query,
+        q=run.p,
+        b=run.b,
+        L=run.L,
+        sigma=run.sigma,
+        eta=run.eta,
+        D=0.0,
+        c=1.0,
+        T=run.T,
+        n_max=0,
+    )
     return float(rdp_to_epsilon(curve, DELTA).epsilon)
 
 
-@register_experiment("paper003-bounds", "Altschuler-Talwar 2022 App. B bounds vs composition over T (plateau)")
+@register_experiment(
+    "paper003-bounds", "Altschuler-Talwar 2022 App. B bounds vs composition over T (plateau)"
+)
 def bounds(quick: bool = False) -> Experiment:
 
     query = Query(delta=DELTA)
@@ -63,10 +85,32 @@ def bounds(quick: bool = False) -> Experiment:
         comp_gd = gdp_epsilon(DELTA, r["gd"].L / (N * SIGMA) * math.sqrt(T))
         comp_cgd = gdp_epsilon(DELTA, r["cgd"].per_step_mu * math.sqrt(r["cgd"].uses))
         comp_sgd = _sgd_composition_epsilon(r["sgd"], query)
-        rows.append([T, b1.epsilon, comp_gd, b2.epsilon, b3.epsilon, comp_sgd, cg.epsilon, comp_cgd,
-                     b1.details.get("epsilon_limit"), b2.details.get("epsilon_limit")])
-    cols = ["T", "gd_B1", "gd_composition", "sgd_B2", "sgd_B3_c0.95", "sgd_rdp_composition", "cgd_thm5.8",
-            "cgd_composition", "gd_limit", "sgd_B2_limit"]
+        rows.append(
+            [
+                T,
+                b1.epsilon,
+                comp_gd,
+                b2.epsilon,
+                b3.epsilon,
+                comp_sgd,
+                cg.epsilon,
+                comp_cgd,
+                b1.details.get("epsilon_limit"),
+                b2.details.get("epsilon_limit"),
+            ]
+        )
+    cols = [
+        "T",
+        "gd_B1",
+        "gd_composition",
+        "sgd_B2",
+        "sgd_B3_c0.95",
+        "sgd_rdp_composition",
+        "cgd_thm5.8",
+        "cgd_composition",
+        "gd_limit",
+        "sgd_B2_limit",
+    ]
 
     def plot(ax: Any) -> None:
         Ts = np.array([r[0] for r in rows], dtype=float)
@@ -81,12 +125,18 @@ def bounds(quick: bool = False) -> Experiment:
 
     return Experiment(
         name="paper003-bounds",
-        title="Paper 003 (AT22) App. B bounds vs composition: n=1e4, b=100, L=2, sigma=0.08, eta=0.05, D=0.25",
+        title=(
+            "Paper 003 (AT22) App. B bounds vs composition: "
+            "n=1e4, b=100, L=2, sigma=0.08, eta=0.05, D=0.25"
+        ),
         columns=cols,
         rows=rows,
         notes=[
-            ("pabi columns are the registered bounds (RDP, best conversion); B.2/B.3 optimise the noise split and "
-            "window per order; 'limit' columns are details['epsilon_limit'] (sup over T)."),
+            (
+                "pabi columns are the registered bounds (RDP, best conversion); B.2/B.3 optimise "
+                "the noise split and "
+                "window per order; 'limit' columns are details['epsilon_limit'] (sup over T)."
+            ),
         ],
         plot=plot,
     )

@@ -1,4 +1,4 @@
-"""Privacy central limit theorem for subsampled Gaussians (theorems.md section 1.7).
+"""Privacy central limit theorem for subsampled Gaussians (docs/theorems.md section 1.7).
 
 Everything in this module is an ESTIMATE (bound-type HEUR): the CLT gives the limit of ``T``-fold
 compositions as ``T -> infinity`` with ``p sqrt(T)`` fixed. It is not an upper bound on the privacy
@@ -23,8 +23,8 @@ _SQRT2 = math.sqrt(2.0)
 
 
 def clt_h(mu: ArrayLike) -> float | np.ndarray:
-    """ESTIMATE helper ``h(mu) = e^{mu^2} Phi(1.5 mu) + 3 Phi(-0.5 mu) - 2`` (theorems.md 1.7; paper
-    000's ``gdp.clt_mu``), the per-step variance factor of the symmetric privacy CLT.
+    """ESTIMATE helper ``h(mu) = e^{mu^2} Phi(1.5 mu) + 3 Phi(-0.5 mu) - 2`` (docs/theorems.md 1.7;
+    paper 000's ``gdp.clt_mu``), the per-step variance factor of the symmetric privacy CLT.
 
     Evaluated as ``expm1(mu^2) Phi(1.5 mu) + erf(1.5 mu/sqrt2)/2 - 3 erf(0.5 mu/sqrt2)/2``
     (algebraically equal: ``Phi(x) - 1/2 = erf(x/sqrt2)/2``), which avoids the cancellation of the
@@ -62,7 +62,7 @@ def _check_steps(steps: float) -> float:
 
 def clt_mu_symmetric(p: float, mu: float, steps: float) -> float:
     """ESTIMATE of the GDP parameter of ``C_p(G_mu)^{(x)T}`` by the symmetric privacy CLT (DRS22
-    Cor. 4; paper 000 Lemma A.5; TF-Privacy ``compute_mu_uniform``; theorems.md 1.7):
+    Cor. 4; paper 000 Lemma A.5; TF-Privacy ``compute_mu_uniform``; docs/theorems.md 1.7):
 
         mu_CLT = sqrt(2) * p * sqrt(T) * sqrt(h(mu)).
 
@@ -82,7 +82,7 @@ def clt_mu_symmetric(p: float, mu: float, steps: float) -> float:
 
 def clt_mu_poisson(p: float, mu: float, steps: float) -> float:
     """ESTIMATE of the GDP parameter of ``(p G_mu + (1 - p) Id)^{(x)T}`` by the one-sided (Poisson)
-    privacy CLT (BDLS20 eq. 3.1; TF-Privacy ``compute_mu_poisson``; theorems.md 1.7):
+    privacy CLT (BDLS20 eq. 3.1; TF-Privacy ``compute_mu_poisson``; docs/theorems.md 1.7):
 
         mu_CLT = p * sqrt(T (e^{mu^2} - 1)).
 

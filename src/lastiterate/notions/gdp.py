@@ -1,6 +1,6 @@
 """Gaussian differential privacy (mu-GDP) and its exact conversions.
 
-Reference: theorems.md section 1.1 (tradeoff functions, ``G_mu``), 1.2 (GDP -> (eps, delta), exact
+Reference: docs/theorems.md section 1.1 (tradeoff functions, ``G_mu``), 1.2 (GDP -> (eps, delta), exact
 in both directions) and 1.4 (GDP -> RDP).
 
 Conventions
@@ -71,7 +71,7 @@ def _scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
 
 
 def gaussian_tradeoff(alpha: ArrayLike, mu: float) -> np.ndarray:
-    """Gaussian tradeoff function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` (theorems.md 1.1).
+    """Gaussian tradeoff function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` (docs/theorems.md 1.1).
 
     ``alpha`` must lie in ``[0, 1]``; ``mu >= 0``. Computed as ``ndtr(-ndtri(alpha) - mu)`` (using
     ``Phi^{-1}(1 - alpha) = -Phi^{-1}(alpha)``), which keeps full relative accuracy for tiny alpha.
@@ -122,7 +122,7 @@ def _gdp_delta_unchecked(eps: np.ndarray, mu: float) -> np.ndarray:
 
 
 def gdp_delta(epsilon: ArrayLike, mu: float) -> float | np.ndarray:
-    """Exact privacy profile of mu-GDP (theorems.md 1.2, TIGHT):
+    """Exact privacy profile of mu-GDP (docs/theorems.md 1.2, TIGHT):
 
         delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps * Phi(-eps/mu - mu/2),    eps >= 0.
 
@@ -185,7 +185,7 @@ def smallest_epsilon(
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:
-    """Smallest ``eps >= 0`` with ``delta(eps; mu) <= delta`` (theorems.md 1.2, exact inverse).
+    """Smallest ``eps >= 0`` with ``delta(eps; mu) <= delta`` (docs/theorems.md 1.2, exact inverse).
 
     ``delta`` in (0, 1), ``mu >= 0``. Returns 0 when ``delta(0; mu) = 2 Phi(mu/2) - 1 <= delta``.
     Otherwise brackets the root with an expanding upper end (no fixed cap: for mu = 40 and delta =
@@ -210,7 +210,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     ``epsilon >= 0`` finite, ``delta`` in (0, 1). ``delta(eps; mu)`` increases in mu (from 0 at mu =
     0 to 1), so the root is unique; it is bracketed with an expanding upper end, solved by brentq
     and then nudged downwards until ``gdp_delta(epsilon, mu) <= delta`` holds exactly in floating
-    point (theorems.md 1.2).
+    point (docs/theorems.md 1.2).
     """
     e = check_nonnegative("epsilon", epsilon)
     d = _check_delta_open(delta)
@@ -236,7 +236,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 
 def gdp_to_rdp(mu: float, orders: ArrayLike) -> np.ndarray:
-    """mu-GDP implies ``(alpha, alpha mu^2 / 2)``-RDP for every alpha > 1 (theorems.md 1.4; tight
+    """mu-GDP implies ``(alpha, alpha mu^2 / 2)``-RDP for every alpha > 1 (docs/theorems.md 1.4; tight
     for the Gaussian mechanism). ``orders`` must all be > 1."""
     m = _check_mu(mu)
     a = _as_float_array("orders", orders)
@@ -247,9 +247,9 @@ def gdp_to_rdp(mu: float, orders: ArrayLike) -> np.ndarray:
 
 @dataclass(frozen=True)
 class GaussianDP:
-    """A mu-GDP guarantee (theorems.md 1.1). ``mu >= 0`` and finite.
+    """A mu-GDP guarantee (docs/theorems.md 1.1). ``mu >= 0`` and finite.
 
-    Composition is exact: ``G_mu1 (x) G_mu2 = G_sqrt(mu1^2 + mu2^2)`` (theorems.md 1.1).
+    Composition is exact: ``G_mu1 (x) G_mu2 = G_sqrt(mu1^2 + mu2^2)`` (docs/theorems.md 1.1).
     """
 
     mu: float

@@ -73,7 +73,7 @@ Conventions used by the constructors
   ``noise_multiplier`` is relative to C, *not* to the replace-one sensitivity 2C).
 * :func:`symmetric_subsampled_gaussian_pld` -- :math:`C_p(G_\mu)` of DRS22 Thm 9 (fixed-size
   uniform subsampling, replace-one); :math:`\mu` is the GDP parameter of one *unsampled* step under
-  replace-one, i.e. :math:`\mu = L/(b\sigma) = 2/z` for gradients clipped at C (theorems.md §0).
+  replace-one, i.e. :math:`\mu = L/(b\sigma) = 2/z` for gradients clipped at C (docs/theorems.md §0).
 
 Implementation note (measured, see ``benchmarks/composition.py``)
 -----------------------------------------------------------------
@@ -198,7 +198,7 @@ def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray
     .. math:: \delta(\varepsilon;\mu) = \Phi(-\varepsilon/\mu + \mu/2)
               - e^{\varepsilon}\,\Phi(-\varepsilon/\mu - \mu/2)
 
-    (Balle & Wang 2018, Thm 8; Dong, Roth & Su 2022, Cor. 2.13; theorems.md §1.2).  For
+    (Balle & Wang 2018, Thm 8; Dong, Roth & Su 2022, Cor. 2.13; docs/theorems.md §1.2).  For
     :math:`\varepsilon < 0` the symmetric identity
     :math:`\delta(-x) = 1 - e^{-x} + e^{-x}\delta(x)` is used.  ``mu = 0`` gives
     :math:`\max(0, 1 - e^\varepsilon)` (perfect privacy).
@@ -211,7 +211,7 @@ def _log_amplified(eps: np.ndarray, p: float) -> np.ndarray:
     r"""Return :math:`\varepsilon' = \log(1 + (e^{\varepsilon} - 1)/p)` for :math:`e^\varepsilon > 1-p`.
 
     ``log1p(expm1(t)/p)`` for small t and ``t + log1p(-(1-p) e^{-t}) - log p`` for large t
-    (theorems.md §1.8 implementation note).
+    (docs/theorems.md §1.8 implementation note).
     """
     small = eps < 1.0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -225,7 +225,7 @@ def _subsampled_parts(eps: np.ndarray, p: float, mu: float) -> tuple[np.ndarray,
 
     For :math:`\varepsilon > \log(1-p)`: :math:`\delta(\varepsilon) = p\,\delta_G(\varepsilon';\mu)`
     with :math:`e^{\varepsilon'} = 1 + (e^\varepsilon - 1)/p` (Balle, Barthe & Gaboardi 2018,
-    Thm 8; theorems.md §1.6) and :math:`Q(L > \varepsilon) = \Phi(-\varepsilon'/\mu - \mu/2)`;
+    Thm 8; docs/theorems.md §1.6) and :math:`Q(L > \varepsilon) = \Phi(-\varepsilon'/\mu - \mu/2)`;
     for :math:`\varepsilon \le \log(1-p)`: :math:`\delta = 1 - e^\varepsilon`, ``qe = e^eps``.
     This is also the profile of :math:`C_p(G_\mu)` for :math:`\varepsilon \ge 0` (DRS22 Thm 9).
     """
@@ -259,7 +259,7 @@ def symmetric_subsampled_gaussian_delta(
     r"""Exact single-step privacy profile of :math:`C_p(G_\mu)` for every real epsilon.
 
     For :math:`\varepsilon \ge 0`: :math:`\delta(\varepsilon) = p\,\delta_G(\varepsilon';\mu)`,
-    :math:`e^{\varepsilon'} = 1 + (e^\varepsilon - 1)/p` (theorems.md §1.6; DRS22 Thm 9 / paper
+    :math:`e^{\varepsilon'} = 1 + (e^\varepsilon - 1)/p` (docs/theorems.md §1.6; DRS22 Thm 9 / paper
     000 Prop. D.4).  :math:`C_p(G_\mu)` is symmetric, hence for :math:`\varepsilon < 0`
     :math:`\delta(\varepsilon) = 1 - e^{\varepsilon} + e^{\varepsilon}\delta(-\varepsilon)`
     (from :math:`(p - \gamma q)_+ = p - \gamma q + (\gamma q - p)_+` and the swap symmetry).
@@ -865,7 +865,12 @@ class Pld:
 
     def to_dp_accounting(self):  # -> dp_accounting PrivacyLossDistribution
         """The equivalent pessimistic ``dp_accounting`` ``PrivacyLossDistribution``."""
-        from dp_accounting.pld import pld_pmf, privacy_loss_distribution
+        try:
+            from dp_accounting.pld import pld_pmf, privacy_loss_distribution
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "to_dp_accounting needs dp-accounting: pip install 'lastiterate[dp-accounting]'"
+            ) from exc
 
         def dense(p: _Pmf) -> object:
             return pld_pmf.DensePLDPmf(self._d, p.lower, np.array(p.probs), p.infinity_mass, True)
@@ -1178,7 +1183,7 @@ def gaussian_pld(
     r"""Connect-the-dots PLD of :math:`G_\mu` (sensitivity 1, noise std :math:`1/\mu`).
 
     Profile :math:`\delta(\varepsilon) = \Phi(-\varepsilon/\mu+\mu/2) - e^\varepsilon
-    \Phi(-\varepsilon/\mu-\mu/2)` (theorems.md §1.2).  ``mu = 0`` gives :func:`identity_pld`.
+    \Phi(-\varepsilon/\mu-\mu/2)` (docs/theorems.md §1.2).  ``mu = 0`` gives :func:`identity_pld`.
     """
     mu = check_nonnegative("mu", mu)
     d = _check_discretization(discretization)
@@ -1199,7 +1204,7 @@ def symmetric_subsampled_gaussian_pld(
     r"""Connect-the-dots PLD of the symmetric subsampled Gaussian :math:`C_p(G_\mu)`.
 
     :math:`C_p(f) = \min\{f_p, f_p^{-1}\}^{**}` with :math:`f_p = pf + (1-p)\mathrm{Id}` (DRS22
-    Def. 6 / Thm 9; theorems.md §1.6): uniform fixed-size subsampling of rate ``p = b/n`` under
+    Def. 6 / Thm 9; docs/theorems.md §1.6): uniform fixed-size subsampling of rate ``p = b/n`` under
     replace-one adjacency, where ``mu`` is the GDP parameter of one unsampled step
     (``mu = L/(b sigma)``; ``2/z`` for Opacus noise multiplier z and clipping).  The exact profile
     is :math:`\delta(\varepsilon) = p\,\delta_G(\log(1 + (e^\varepsilon - 1)/p);\mu)` for
@@ -1357,7 +1362,7 @@ def poisson_subsampled_gaussian_pld(
 
 
 def _gaussian_epsilon(mu: float, delta: float) -> float:
-    r"""Exact :math:`\varepsilon(\delta)` of :math:`G_\mu`, rounded up (theorems.md §1.2).
+    r"""Exact :math:`\varepsilon(\delta)` of :math:`G_\mu`, rounded up (docs/theorems.md §1.2).
 
     Bracketing root of the decreasing :math:`\delta(\varepsilon;\mu)` on :math:`[0, \infty)`; the
     returned value satisfies :math:`\delta(\varepsilon;\mu) \le \delta` exactly (in floating point).

@@ -1,7 +1,7 @@
 """Renyi differential privacy: curves, conversions to (eps, delta), and the sampled Gaussian
 mechanism.
 
-References: theorems.md section 1.4 (GDP -> RDP), 1.5 (RDP -> (eps, delta), four conversions,
+References: docs/theorems.md section 1.4 (GDP -> RDP), 1.5 (RDP -> (eps, delta), four conversions,
 minimum of them), 1.9 (Renyi divergence of the sampled Gaussian in both directions; AT22 Lemma 2.12
 conditions).
 
@@ -58,7 +58,8 @@ DEFAULT_ORDERS: np.ndarray = np.concatenate(
 )
 DEFAULT_ORDERS.setflags(write=False)
 
-#: Conversion names accepted by :func:`rdp_to_epsilon` / :func:`rdp_to_delta` (theorems.md 1.5, plus
+#: Conversion names accepted by :func:`rdp_to_epsilon` / :func:`rdp_to_delta` (docs/theorems.md 1.5,
+#: plus
 #: KL-TV).
 CONVERSION_METHODS: tuple[str, ...] = (
     "mironov",
@@ -127,20 +128,20 @@ def _log_expm1(x: np.ndarray) -> np.ndarray:
 
 
 def epsilon_mironov(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
-    """Mironov 2017 Prop. 3: ``eps = eps_R(alpha) + log(1/delta)/(alpha - 1)`` (theorems.md 1.5 item
-    1)."""
+    """Mironov 2017 Prop. 3: ``eps = eps_R(alpha) + log(1/delta)/(alpha - 1)`` (docs/theorems.md 1.5
+    item 1)."""
     return rdp + math.log(1.0 / delta) / (alpha - 1.0)
 
 
 def epsilon_balle2020(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """Balle et al. 2020 Thm 20 (= Canonne-Kamath-Steinke Prop 12; dp_accounting's conversion):
-    ``eps = eps_R + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1)`` (theorems.md 1.5
-    item 3)."""
+    ``eps = eps_R + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1)`` (docs/theorems.md
+    1.5 item 3)."""
     return rdp + np.log1p(-1.0 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
 
 
 def epsilon_asoodeh2021(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
-    """Asoodeh et al. 2021 Lemma 1 as coded in paper 000's repository (theorems.md 1.5 item 4):
+    """Asoodeh et al. 2021 Lemma 1 as coded in paper 000's repository (docs/theorems.md 1.5 item 4):
 
         eps = log(1 + (exp((alpha - 1) eps_R) - 1) / (alpha delta)) / (alpha - 1),
 
@@ -165,7 +166,7 @@ def epsilon_kl_tv(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarra
 
 def epsilon_bun_steinke(rho: float, delta: float) -> tuple[float, float]:
     """Bun-Steinke 2016 Lemma 3.5 for rho-zCDP (linear RDP ``rho alpha``): ``eps = rho + 2 sqrt(rho
-    log(1/delta))`` (theorems.md 1.5 item 2); returns ``(eps, optimal order 1 +
+    log(1/delta))`` (docs/theorems.md 1.5 item 2); returns ``(eps, optimal order 1 +
     sqrt(log(1/delta)/rho))``."""
     L = math.log(1.0 / delta)
     if rho == 0.0:
@@ -269,7 +270,7 @@ class RdpCurve:
 
     @classmethod
     def from_gdp(cls, mu: float, orders: ArrayLike | None = None) -> RdpCurve:
-        """mu-GDP -> ``(alpha, alpha mu^2/2)``-RDP (theorems.md 1.4)."""
+        """mu-GDP -> ``(alpha, alpha mu^2/2)``-RDP (docs/theorems.md 1.4)."""
         m = check_nonnegative("mu", mu)
         return cls.from_linear(m * m / 2.0, orders)
 
@@ -380,7 +381,8 @@ def _formula_on_orders(f: _Formula, alphas: np.ndarray, vals: np.ndarray, x: flo
 
 
 def _formula_at_order(rdp: Callable[[float], float], f: _Formula, u: float, x: float) -> float:
-    """Conversion formula ``f`` (at ``x``) of a callable curve at the order ``a = 1 + e^u`` (NaN kept)."""
+    """Conversion formula ``f`` (at ``x``) of a callable curve at the order ``a = 1 + e^u`` (NaN
+    kept)."""
     a = 1.0 + math.exp(u)
     r = _rdp_value(rdp, a)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -398,7 +400,8 @@ def _refine_order(objective: Callable[[float], float], u_grid: np.ndarray, k: in
 
 
 def _order_grid(alpha_bounds: tuple[float, float] | None) -> np.ndarray:
-    """Coarse grid of 97 points in ``log(a - 1)`` over ``alpha_bounds`` (default [1 + 1e-6, 1 + 1e8])."""
+    """Coarse grid of 97 points in ``log(a - 1)`` over ``alpha_bounds`` (default [1 + 1e-6, 1 +
+    1e8])."""
     lo, hi = (1.0 + 1e-6, 1.0 + 1e8) if alpha_bounds is None else alpha_bounds
     lo = check_in_range("alpha_bounds[0]", lo, 1.0, math.inf, low_open=True, high_open=True)
     hi = check_in_range("alpha_bounds[1]", hi, lo, math.inf, low_open=True, high_open=True)
@@ -457,7 +460,8 @@ def rdp_to_epsilon(
     methods: Iterable[str] | None = None,
     alpha_bounds: tuple[float, float] | None = None,
 ) -> DpConversion:
-    """Smallest epsilon at ``delta`` over the RDP -> (eps, delta) conversions (theorems.md 1.5):
+    """Smallest epsilon at ``delta`` over the RDP -> (eps, delta) conversions (docs/theorems.md
+    1.5):
 
     1. ``mironov``: ``eps_R(a) + log(1/delta)/(a - 1)`` (Mironov 2017 Prop. 3);
     2. ``bun-steinke``: ``rho + 2 sqrt(rho log(1/delta))`` for linear curves ``rho a`` (zCDP);
@@ -468,10 +472,11 @@ def rdp_to_epsilon(
     ``rdp`` is either an :class:`RdpCurve` (minimised over its tabulated orders; a linear curve is
     treated as valid at every alpha > 1) or a callable ``alpha -> eps_R(alpha)`` valid for every
     alpha > 1, minimised over ``log(alpha - 1)`` in ``log(alpha_bounds - 1)`` (default alpha in [1 +
-    1e-6, 1 + 1e8]) by a coarse grid (97 points, step 1/3 in log(alpha - 1), to avoid local minima) followed by bounded scalar
-    minimisation around the best grid point of each formula. Each formula is valid at every order,
-    so the minimisation can only affect tightness; the value returned is the formula evaluated at
-    the returned order. The result is >= 0 and never NaN (``inf`` if every order gives ``inf``).
+    1e-6, 1 + 1e8]) by a coarse grid (97 points, step 1/3 in log(alpha - 1), to avoid local minima)
+    followed by bounded scalar minimisation around the best grid point of each formula. Each formula
+    is valid at every order, so the minimisation can only affect tightness; the value returned is
+    the formula evaluated at the returned order. The result is >= 0 and never NaN (``inf`` if every
+    order gives ``inf``).
     """
     d = _check_delta(delta)
     ms = _check_methods(methods)
@@ -498,9 +503,9 @@ def rdp_linear_to_epsilon(
     rho: float, delta: float, *, methods: Iterable[str] | None = None
 ) -> DpConversion:
     """Conversion of the linear RDP curve ``eps_R(alpha) = rho alpha`` (valid for all alpha > 1) at
-    ``delta``: minimum of Bun-Steinke's closed form and the optimised formulas 1, 3, 4 (theorems.md
-    1.5; paper 000's ``table_privacy_lr.py``). ``rho = 0`` gives 0. Used by the CLI ``--rdp-linear
-    RHO --delta D``."""
+    ``delta``: minimum of Bun-Steinke's closed form and the optimised formulas 1, 3, 4
+    (docs/theorems.md 1.5; paper 000's ``table_privacy_lr.py``). ``rho = 0`` gives 0. Used by the
+    CLI ``--rdp-linear RHO --delta D``."""
     r = check_nonnegative("rho", rho)
     d = _check_delta(delta)
     ms = _check_methods(methods)
@@ -528,7 +533,7 @@ def rdp_to_delta(
     methods: Iterable[str] | None = None,
     alpha_bounds: tuple[float, float] | None = None,
 ) -> float:
-    """Smallest delta at ``epsilon >= 0`` over the inverted conversions (theorems.md 1.5):
+    """Smallest delta at ``epsilon >= 0`` over the inverted conversions (docs/theorems.md 1.5):
     ``mironov`` ``log delta = (a-1)(eps_R - eps)``, ``balle2020`` ``(a-1)(eps_R - eps + log(1-1/a))
     - log a``, ``asoodeh2021`` ``(e^{(a-1) eps_R} - 1)/(a (e^{(a-1) eps} - 1))``, ``kl-tv``
     ``sqrt(1 - e^{-eps_R})``, and for linear curves ``bun-steinke`` ``exp(-(eps - rho)^2/(4 rho))``
@@ -612,8 +617,8 @@ _U = float(np.finfo(float).eps)
 
 
 def _log_a_int(q: float, sigma: float, alpha: int) -> float:
-    """``log A_alpha`` for integer alpha (Mironov-Talwar-Zhang 2019; theorems.md 1.9): ``A_alpha =
-    sum_k C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2 - k)/(2 sigma^2))``.
+    """``log A_alpha`` for integer alpha (Mironov-Talwar-Zhang 2019; docs/theorems.md 1.9):
+    ``A_alpha = sum_k C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2 - k)/(2 sigma^2))``.
 
     Because the binomial weights sum to 1, ``A_alpha - 1 = sum_{k>=2} C(alpha,k) (1-q)^{alpha-k} q^k
     expm1((k^2 - k)/(2 sigma^2))``: all terms are positive, so ``log A_alpha = log1p(A_alpha - 1)``
@@ -662,9 +667,9 @@ _FRAC_REL_STOP = math.log(1e-13)
 def _log_a_frac(
     q: float, sigma: float, alpha: float, series: str = "signed"
 ) -> tuple[float, float] | None:
-    """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (theorems.md 1.9), and a bound on
-    its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both halves
-    in binomial series (``j = alpha - i``):
+    """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (docs/theorems.md 1.9), and a bound
+    on its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both
+    halves in binomial series (``j = alpha - i``):
 
         A_alpha = sum_i C(alpha, i) [ (1-q)^{alpha-i} q^i e^{(i^2-i)/(2s^2)} Phi((z0 - i)/s)
                                     + q^{alpha-i} (1-q)^i e^{(j^2-j)/(2s^2)} Phi((j - z0)/s) ].
@@ -813,7 +818,7 @@ def _binomial_remainder_scalar(x: float, beta: float) -> float:
 @lru_cache(maxsize=65536)
 def _rdp_literal_scalar(q: float, sigma: float, alpha: float) -> float:
     """``S_alpha(q, s) = D_alpha(N(0,s^2) || (1-q)N(0,s^2) + q N(1,s^2))`` by quadrature
-    (theorems.md 1.9):
+    (docs/theorems.md 1.9):
 
         S_alpha = log I / (alpha - 1),   I = E_{z ~ N(0, s^2)}[ (1 + X)^{1 - alpha} ],
         X = q expm1((2z - 1)/(2 s^2)).
@@ -888,7 +893,7 @@ def sampled_gaussian_rdp(
 ) -> np.ndarray:
     """RDP of one step of the Poisson-sampled Gaussian mechanism with rate ``q`` and noise
     multiplier ``s`` (noise std / sensitivity), at ``orders`` (default :data:`DEFAULT_ORDERS`);
-    theorems.md 1.9.
+    docs/theorems.md 1.9.
 
     ``direction``:
 
@@ -966,7 +971,7 @@ def _lemma_2_12_margins(q: float, sigma: float, alpha: float) -> tuple[float, fl
 def lemma_2_12_applies(q: float, sigma: float, alpha: float) -> bool:
     """True iff AT22 Lemma 2.12 (Mironov-Talwar-Zhang 2019 Thm 11) applies: ``q in (0, 1/5)``,
     ``sigma >= 4`` and ``1 < alpha`` satisfying both order conditions at alpha (see
-    :func:`alpha_star`); theorems.md 1.9. The open interval for q is the stricter of the two
+    :func:`alpha_star`); docs/theorems.md 1.9. The open interval for q is the stricter of the two
     readings (applies less often)."""
     qq = check_in_range("q", q, 0.0, 1.0)
     s = check_positive("sigma", sigma)
@@ -979,7 +984,8 @@ def lemma_2_12_applies(q: float, sigma: float, alpha: float) -> bool:
 
 def alpha_star(q: float, sigma: float) -> float:
     """``alpha*(q, sigma)``: the largest alpha such that every order in ``(1, alpha]`` satisfies
-    both order conditions of Lemma 2.12 (theorems.md 1.9 last bullet). Found by scanning ``log(alpha
+    both order conditions of Lemma 2.12 (docs/theorems.md 1.9 last bullet). Found by scanning
+    ``log(alpha
     - 1)`` from 1e-8 upwards for the FIRST violation and refining with brentq, so it never
     over-states the range. Requires ``q in (0, 1/5)`` and ``sigma >= 4``; returns 1.0 if no order
     qualifies."""

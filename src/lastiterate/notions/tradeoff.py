@@ -1,6 +1,6 @@
 """Tradeoff functions (f-DP) as convex polygons, with the operations an accountant needs.
 
-Reference: theorems.md section 1.1 (tradeoff functions, ``f_{eps,delta}``), 1.3 (f-DP -> (eps,
+Reference: docs/theorems.md section 1.1 (tradeoff functions, ``f_{eps,delta}``), 1.3 (f-DP -> (eps,
 delta) via the convex conjugate, ``max(delta_f, delta_{f^-1})`` for non-symmetric f) and 1.6
 (subsampling operator ``C_p``, explicit ``C_p(G_mu)``, single-step privacy curve).
 
@@ -183,8 +183,8 @@ def _scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
 
 
 def epsilon_delta_tradeoff(alpha: ArrayLike, epsilon: float, delta: float) -> np.ndarray:
-    """Tradeoff function of (eps, delta)-DP (theorems.md 1.1): ``f_{eps,delta}(alpha) = max{0, 1 -
-    delta - e^eps alpha, e^-eps (1 - delta - alpha)}``."""
+    """Tradeoff function of (eps, delta)-DP (docs/theorems.md 1.1): ``f_{eps,delta}(alpha) = max{0,
+    1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)}``."""
     e = check_nonnegative("epsilon", epsilon)
     d = _check_probability_closed("delta", delta)
     a = _check_alpha_array(alpha)
@@ -216,7 +216,7 @@ def _w_of_one_minus_x(one_minus_x: np.ndarray, p: float, mu: float) -> np.ndarra
 
 
 def subsampled_gaussian_tradeoff(alpha: ArrayLike, p: float, mu: float) -> np.ndarray:
-    """Explicit ``C_p(G_mu)`` (theorems.md 1.6, DRS22 Def. 6 / Thm 9, paper 000 Def. 4.7).
+    """Explicit ``C_p(G_mu)`` (docs/theorems.md 1.6, DRS22 Def. 6 / Thm 9, paper 000 Def. 4.7).
 
     With ``f_p = p G_mu + (1 - p) Id``, ``x* = Phi(-mu/2)`` (where ``f_p' = -1``) and ``y* =
     f_p(x*)``:
@@ -251,7 +251,8 @@ def subsampled_gaussian_tradeoff(alpha: ArrayLike, p: float, mu: float) -> np.nd
 
 
 def subsampled_gaussian_delta(epsilon: ArrayLike, p: float, mu: float) -> float | np.ndarray:
-    """Single-step privacy curve of ``C_p(G_mu)`` for ``eps >= 0`` (theorems.md 1.6, last bullet):
+    """Single-step privacy curve of ``C_p(G_mu)`` for ``eps >= 0`` (docs/theorems.md 1.6, last
+    bullet):
 
         delta(eps) = p * delta_GDP(eps'; mu),   e^{eps'} = 1 + (e^eps - 1) / p.
 
@@ -362,7 +363,7 @@ class TradeoffCurve:
 
     @classmethod
     def from_gaussian(cls, mu: float, grid: ArrayLike | None = None) -> TradeoffCurve:
-        """Polygon below ``G_mu`` (theorems.md 1.1); ``mu = 0`` gives the exact identity.
+        """Polygon below ``G_mu`` (docs/theorems.md 1.1); ``mu = 0`` gives the exact identity.
 
         ``mu`` must be in [0, MAX_POLYGON_MU]: beyond that, ``G_mu`` stays far below 1 down to the
         smallest positive double, so no polygon in alpha can represent it usefully (use
@@ -387,7 +388,7 @@ class TradeoffCurve:
 
     @classmethod
     def from_epsilon_delta(cls, epsilon: float, delta: float) -> TradeoffCurve:
-        """Exact ``f_{eps,delta}`` (theorems.md 1.1): vertices ``(0, 1-delta)``, the kink
+        """Exact ``f_{eps,delta}`` (docs/theorems.md 1.1): vertices ``(0, 1-delta)``, the kink
         ``((1-delta)/(1+e^eps), (1-delta)/(1+e^eps))``, ``(1-delta, 0)`` and ``(1, 0)``.
 
         ``epsilon`` in [0, 700]: beyond, the kink value ``~e^-eps`` underflows and the shallow piece
@@ -401,7 +402,8 @@ class TradeoffCurve:
 
     @classmethod
     def from_privacy_profile(cls, epsilons: ArrayLike, deltas: ArrayLike) -> TradeoffCurve:
-        """f-DP curve implied by a privacy profile: ``max_j f_{eps_j, delta_j}`` (theorems.md 1.3).
+        """f-DP curve implied by a privacy profile: ``max_j f_{eps_j, delta_j}`` (docs/theorems.md
+        1.3).
 
         Each pair ``(eps_j, delta_j)`` must be a valid guarantee; the pointwise max of the
         corresponding ``f_{eps,delta}`` is then valid, and it is computed EXACTLY as the upper
@@ -510,8 +512,8 @@ class TradeoffCurve:
     def privacy_profile(
         self, epsilons: ArrayLike, *, symmetric: bool = False
     ) -> float | np.ndarray:
-        """``delta(eps) = max(delta_f(eps), delta_{f^-1}(eps)) + PROFILE_MARGIN`` (theorems.md 1.3),
-        clipped to [0, 1], with ``delta_f(eps) = 1 + f*(-e^eps)``.
+        """``delta(eps) = max(delta_f(eps), delta_{f^-1}(eps)) + PROFILE_MARGIN`` (docs/theorems.md
+        1.3), clipped to [0, 1], with ``delta_f(eps) = 1 + f*(-e^eps)``.
 
         For the polygon the conjugate is exact: ``delta_f(eps) = max(0, max_i 1 - f_i - e^eps
         alpha_i)``; for ``f^{-1}`` the roles of alpha and f swap. ``PROFILE_MARGIN`` (~3.6e-15)
@@ -586,7 +588,7 @@ class TradeoffCurve:
         """``min{f, f^{-1}}**`` = lower convex hull of the vertices of f and f^{-1} (exact for the
         polygon).
 
-        Its privacy profile equals ``max(delta_f, delta_{f^-1})`` (theorems.md 1.3)."""
+        Its privacy profile equals ``max(delta_f, delta_{f^-1})`` (docs/theorems.md 1.3)."""
         inv = self.inverse()
         return TradeoffCurve._from_points(
             np.concatenate([self._x, inv._x]), np.concatenate([self._y, inv._y])
@@ -616,8 +618,8 @@ class TradeoffCurve:
 
     def subsample(self, p: float) -> TradeoffCurve:
         """Subsampling operator ``C_p(f) = min{f_p, f_p^{-1}}**`` with ``f_p = p f + (1 - p) Id``
-        (theorems.md 1.6; DRS22 Def. 6 / Thm 9). Exact for the polygon (``f_p`` is a vertex-wise
-        combination, then :meth:`symmetrize`). ``p`` in [0, 1]."""
+        (docs/theorems.md 1.6; DRS22 Def. 6 / Thm 9). Exact for the polygon (``f_p`` is a
+        vertex-wise combination, then :meth:`symmetrize`). ``p`` in [0, 1]."""
         pp = _check_probability_closed("p", p)
         fp = TradeoffCurve._raw(self._x, pp * self._y + (1.0 - pp) * (1.0 - self._x))
         return fp.symmetrize()

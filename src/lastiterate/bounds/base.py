@@ -1,4 +1,5 @@
-"""What every bound shares: the query, the result type, the registry.
+"""What every bound shares: the query, the result type, the registry (public; re-exported by
+:mod:`lastiterate.bounds`).
 
 A bound is one small function ``run, query -> Result`` registered with a stable id, the theorem,
 the reference and its kind:
@@ -9,7 +10,8 @@ the reference and its kind:
 A bound whose assumptions do not hold raises :class:`~lastiterate.errors.NotApplicable` with the
 reason.  Several functions may share an id (e.g. ``shifted-interpolation`` has one theorem per
 algorithm and geometry); the accountant keeps, for each id and kind, the tightest applicable one.
-Adding a theorem means adding one decorated function in a module of this package.
+Adding a theorem means adding one decorated function in a module of this package (a new module
+is also listed in :func:`lastiterate.bounds.load_all`).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Query:
 
 @dataclass(frozen=True)
 class Result:
-    """One guarantee for the released last iterate (design.md JSON contract)."""
+    """One guarantee for the released last iterate (JSON contract: docs/design.md)."""
 
     bound: str
     theorem: str
@@ -73,11 +75,15 @@ class Result:
     assumptions: tuple[str, ...] = ()
     adjacency: str = "replace"
     #: tradeoff curve alpha -> beta (for plots); not serialised
-    tradeoff: Callable[[np.ndarray], np.ndarray] | None = field(default=None, compare=False, repr=False)
+    tradeoff: Callable[[np.ndarray], np.ndarray] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not (self.epsilon >= 0) or math.isnan(self.epsilon):
-            raise ValueError(f"{self.bound}: produced epsilon={self.epsilon!r}; a bound must be >= 0")
+            raise ValueError(
+                f"{self.bound}: produced epsilon={self.epsilon!r}; a bound must be >= 0"
+            )
         if not (0 <= self.delta <= 1):
             raise ValueError(f"{self.bound}: produced delta={self.delta!r} outside [0, 1]")
 
@@ -186,7 +192,7 @@ def gdp_result(
     details: Mapping[str, Any] | None = None,
     assumptions: Sequence[str] = (),
 ) -> Result:
-    """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (theorems.md 1.2)."""
+    """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (docs/theorems.md 1.2)."""
     from lastiterate.notions.gdp import gaussian_tradeoff, gdp_delta, gdp_epsilon
 
     if not (mu >= 0) or math.isnan(mu):
@@ -225,7 +231,8 @@ def rdp_result(
     assumptions: Sequence[str] = (),
     linear_rho: float | None = None,
 ) -> Result:
-    """A result from an RDP curve, converted with the best of the conversions of theorems.md 1.5.
+    """A result from an RDP curve, converted with the best of the conversions of docs/theorems.md
+    1.5.
 
     ``rdp`` is a callable ``alpha -> eps_R(alpha)`` valid at every order > 1 (optimised over alpha)
     or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must
