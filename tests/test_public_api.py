@@ -36,3 +36,7 @@ def test_import_and_help_do_not_load_heavy_libraries() -> None:
         "with contextlib.redirect_stdout(io.StringIO()):\n    main([])"
     )
     assert not {"torch", "scipy", "matplotlib"} & help_modules
+
+
+def test_all_lists_exactly_the_exports() -> None:
+    assert set(li.__all__) == set(li._EXPORTS) | {"NotApplicable", "ParameterError", "__version__"}

@@ -55,7 +55,10 @@ _EXPORTS = {
     "Certificate": "lastiterate.train.geometry",
 }
 
-__all__ = ["NotApplicable", "ParameterError", "__version__", *_EXPORTS]
+__all__ = [
+    "Calibration", "Certificate", "Failure", "NotApplicable", "ParameterError", "Query", "Refusal", "Report",
+    "Result", "Run", "__version__", "account", "calibrate_epochs", "calibrate_noise", "glm_certificate",
+]
 
 
 def __getattr__(name: str) -> Any:
