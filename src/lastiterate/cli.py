@@ -8,12 +8,13 @@ stays cheap.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+
+from lastiterate import jsonutil
 
 
 class UsageError(Exception):
@@ -198,7 +199,7 @@ def _cmd_account(args: argparse.Namespace) -> int:
 
         plot_report(report, args.plot)
     if args.json:
-        print(json.dumps(report.to_json()))
+        print(jsonutil.dumps(report.to_json()))
     else:
         print(format_report(report))
         if args.plot is not None:
@@ -225,7 +226,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     bar.close()
     out = cal.to_json()
     if args.json:
-        print(json.dumps({k: out[k] for k in ("noise_std", "noise_multiplier", "epochs", "best")}))
+        print(jsonutil.dumps({k: out[k] for k in ("noise_std", "noise_multiplier", "epochs", "best")}))
         return 0
     best = out["best"]
     if args.solve == "noise":
@@ -292,7 +293,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         eps = float(conv.epsilon)
         out = {"epsilon": eps, "delta": delta, "mu": None, "rho": rho, "order": float(conv.order), "conversion": conv.method}
         text = f"RDP eps(alpha) = {rho:g}*alpha implies ({eps:.6g}, {delta:.6g})-DP  [{conv.method}, order {conv.order:.4g}]"
-    print(json.dumps(out) if args.json else text)
+    print(jsonutil.dumps(out) if args.json else text)
     return 0
 
 

@@ -14,8 +14,9 @@ reference value, where known) with every guarantee.  Exit status: 0 (ok / inconc
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from lastiterate import jsonutil
 
 SCENARIOS = ("auto", "quadratic", "linear")
 
@@ -72,7 +73,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         pair=args.pair,
     )
     if args.json:
-        print(json.dumps(res.to_json()))
+        print(jsonutil.dumps(res.to_json()))
     else:
         print(res.format())
     return 1 if res.verdict == "VIOLATION" else 0

@@ -8,10 +8,11 @@ registration; torch, scikit-learn and the trainer are imported inside the handle
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
+
+from lastiterate import jsonutil
 
 USAGE_EXAMPLE = (
     "lastiterate train --dataset digits --model logreg --algorithm cgd --epochs 100 --batch-size 256 "
@@ -217,7 +218,7 @@ def run_train(args: argparse.Namespace) -> int:
         "notes": result.notes,
     }
     if args.json:
-        print(json.dumps(out))
+        print(jsonutil.dumps(out))
         return 0
     print(_format(out, report, data, args))
     return 0

@@ -46,7 +46,7 @@ from lastiterate.errors import ParameterError, check_nonnegative, check_positive
 from lastiterate.run import Run
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
-from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint
+from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint, training_checkpoint
 from lastiterate.train.sampling import Sampler, make_sampler
 
 LR = float | Sequence[float] | Callable[[int], float]
@@ -379,13 +379,20 @@ class NoisyMethod:
         if resume:
             state = load_checkpoint(checkpoint)  # type: ignore[arg-type]
             if state is not None:
+                state = training_checkpoint(state, checkpoint)
                 if state["fingerprint"] != fingerprint:
                     raise ParameterError(
                         "resume", str(checkpoint),
                         "the checkpoint was written by a different run (data, model, seed or run parameters differ)",
                     )
-                self.model.load_state_dict(state["model"])
-                self._load_optimizer_state(state["optimizer"])
+                if state["step"] > planned.T:
+                    raise ParameterError("checkpoint", str(checkpoint), f"its step {state['step']} is beyond the run's {planned.T} steps")
+                try:
+                    self.model.load_state_dict(state["model"])
+                    self._load_optimizer_state(state["optimizer"])
+                except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise ParameterError("checkpoint", str(checkpoint),
+                                         f"does not fit this model ({type(exc).__name__})") from None
                 start = int(state["step"])
                 run_id = state["run_id"]
                 resumed_from = start
