@@ -351,6 +351,10 @@ class NoisyMethod:
         y = torch.as_tensor(np.asarray(y))
         if X.ndim != 2 or len(X) != len(y):
             raise ParameterError("X", tuple(X.shape), f"must be a 2-D array with one row per label ({len(y)})")
+        if not bool(torch.isfinite(X).all()):
+            raise ParameterError("X", "<array with NaN or inf>", "features must be finite (no guarantee is given for training on NaN)")
+        if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+            raise ParameterError("y", "<array with NaN or inf>", "labels / targets must be finite")
         if y.is_floating_point() and getattr(self.model, "family", "") != "least-squares" and getattr(self.model, "loss_name", "") != "mse":
             y = y.long()
         if self.feature_norm is not None:
