@@ -383,7 +383,7 @@ def _add_optional_commands(sub: Any) -> None:
     """Subcommands defined in other modules (training, auditing), registered when present."""
     import importlib
 
-    for module in ("lastiterate.train.cli", "lastiterate.audit.cli"):
+    for module in ("lastiterate.train.cli", "lastiterate.train.predict_cli", "lastiterate.audit.cli"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -88,10 +88,10 @@ def _hostile_files(tmp_path):
     files["random"] = os.urandom(4096)
     from safetensors.torch import save
 
-    from lastiterate.train.ledger import _tensors_digest
+    from lastiterate.train.ledger import tensors_digest
 
     def crafted(meta):
-        return save({}, metadata={"lastiterate": meta, "lastiterate_tensors_sha256": _tensors_digest({})})
+        return save({}, metadata={"lastiterate": meta, "lastiterate_tensors_sha256": tensors_digest({})})
 
     files["json-nan"] = crafted('{"format": "lastiterate-checkpoint/2", "step": NaN}')
     files["missing-tensor"] = crafted('{"format": "lastiterate-checkpoint/2", "model": {"w": {"__tensor__": "t9"}}}')

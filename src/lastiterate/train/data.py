@@ -48,6 +48,12 @@ class Dataset:
     n_classes: int | None
     feature_norm: float | None = None
     notes: list[str] = field(default_factory=list)
+    feature_names: list[str] | None = None
+    #: the feature map applied to every row, in order, as JSON ops that
+    #: :func:`lastiterate.train.model_file.apply_feature_transform` replays on new inputs
+    transform: list[dict[str, Any]] = field(default_factory=list)
+    #: the map applied to regression targets (predictions are mapped back by its inverse)
+    target_transform: dict[str, Any] | None = None
 
     @property
     def n_features(self) -> int:
@@ -169,13 +175,18 @@ def load_dataset(
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
     notes: list[str] = []
+    transform: list[dict[str, Any]] = []
+    target_transform = None
+    feature_names: list[str] | None = None
     X_test = y_test = None
     key = name.lower().replace("_", "-")
     if key in SKLEARN:
         import sklearn.datasets as skd
 
         loader, task = SKLEARN[key]
-        X, y = getattr(skd, loader)(return_X_y=True)
+        bunch = getattr(skd, loader)()
+        X, y = bunch.data, bunch.target
+        feature_names = [str(v) for v in getattr(bunch, "feature_names", [])] or None
         X = X.astype(np.float64)
         y = y.astype(np.int64) if task == "classification" else y.astype(np.float64)
         label = key
@@ -184,8 +195,9 @@ def load_dataset(
         if p.is_dir():
             X, y, X_test, y_test = load_mnist(p)
             task, label = "classification", f"mnist:{p}"
+            transform.append({"op": "multiply", "factor": 1.0 / 255.0, "why": "MNIST pixels 0-255 to [0, 1] (data-independent)"})
         elif p.suffix == ".npz" and p.is_file():
-            X, y, X_test, y_test = read_npz(p)
+            X, y, X_test, y_test, feature_names = read_npz(p)
             task = "classification" if _is_classification(np.asarray(y)) else "regression"
             label = str(p)
         else:
@@ -214,14 +226,23 @@ def load_dataset(
         sd = np.where(sd > 0, sd, 1.0)
         X, X_test = (X - mu) / sd, (X_test - mu) / sd
         notes.append("features standardised with training-set statistics (treated as public)")
+        transform.append({"op": "standardize", "mean": mu.tolist(), "scale": sd.tolist(),
+                          "statistics": STATISTICS_NOT_COVERED})
         if task == "regression":
             ym, ys = float(y.mean()), float(y.std()) or 1.0
             y, y_test = (y - ym) / ys, (y_test - ym) / ys
             notes.append("targets standardised with training-set statistics (treated as public)")
+            target_transform = {"op": "standardize", "mean": ym, "scale": ys, "statistics": STATISTICS_NOT_COVERED}
     if R is not None:
         X, X_test = _clip_rows(X, R), _clip_rows(X_test, R)
         notes.append(f"rows clipped to norm {R:g}")
-    return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes)
+        transform.append({"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"})
+    if feature_names is not None and len(feature_names) != X.shape[1]:
+        feature_names = None
+    return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes, feature_names, transform, target_transform)
+
+
+STATISTICS_NOT_COVERED = "training-set statistics treated as public: NOT covered by the privacy guarantee"
 
 
 # ---------------------------------------------------------------------- validation
@@ -229,9 +250,9 @@ def load_dataset(
 MAX_CLASS_LABEL = 100_000
 
 
-def read_npz(path: Path) -> tuple[Any, Any, Any, Any]:
-    """``X, y, X_test, y_test`` (the last two None when absent) of a ``.npz`` file, read WITHOUT
-    pickle (object arrays are refused).  A file that is not a readable ``.npz`` with these arrays
+def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
+    """``X, y, X_test, y_test, feature_names`` (None when absent) of a ``.npz`` file, read WITHOUT
+    pickle (object arrays are refused; ``feature_names`` is an optional array of strings).  A file that is not a readable ``.npz`` with these arrays
     raises :class:`ParameterError` with the reason."""
     import zipfile
 
@@ -246,11 +267,12 @@ def read_npz(path: Path) -> tuple[Any, Any, Any, Any]:
             else:
                 raise ParameterError("dataset", name, "a .npz file must hold arrays X and y (optionally X_test, y_test)")
             X, y = z[names[0]], z[names[1]]
+            feature_names = [str(v) for v in z["feature_names"].reshape(-1)] if "feature_names" in keys else None
             if {names[2], names[3]} <= keys:
-                return X, y, z[names[2]], z[names[3]]
+                return X, y, z[names[2]], z[names[3]], feature_names
             if names[2] in keys or names[3] in keys:
                 raise ParameterError("dataset", name, f"holds only one of {names[2]} and {names[3]}: give both or neither")
-            return X, y, None, None
+            return X, y, None, None, feature_names
     except ParameterError:
         raise
     except ValueError as exc:

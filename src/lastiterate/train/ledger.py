@@ -238,6 +238,18 @@ def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
+def _umask() -> int:
+    """The process umask (read from /proc when possible: setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 def _test_write_delay() -> None:
     """Test hook: keep the temporary file in place long enough for a test to signal the writer."""
     delay = float(os.environ.get("LASTITERATE_TEST_CHECKPOINT_DELAY", "0") or 0)
@@ -247,10 +259,11 @@ def _test_write_delay() -> None:
         time.sleep(delay)
 
 
-def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:
+def write_private_file(path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_MODE) -> None:
     """Write ``data`` to ``path`` atomically with mode 0600 (module docstring: temporary file with
     ``O_EXCL``, fsync, ``os.replace``, fsync of the directory; no temporary file survives an
-    exception or a SIGTERM / SIGINT / SIGHUP)."""
+    exception or a SIGTERM / SIGINT / SIGHUP).  ``mode``: a public file (the released model) may
+    ask for e.g. 0o644, reduced by the umask; the temporary file is always 0600."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(p)
@@ -267,6 +280,8 @@ def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:
             finally:
                 os.close(fd)
             _test_write_delay()
+            if mode != PRIVATE_MODE:
+                os.chmod(tmp, mode & ~_umask())
             os.replace(tmp, p)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -319,7 +334,7 @@ def _unflatten(tree: Any, tensors: dict[str, Any], bad: Any) -> Any:
     return tree
 
 
-def _tensors_digest(tensors: dict[str, Any]) -> str:
+def tensors_digest(tensors: dict[str, Any]) -> str:
     import torch
 
     h = hashlib.sha256()
@@ -331,7 +346,7 @@ def _tensors_digest(tensors: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def _safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
+def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
     """The ``__metadata__`` of a safetensors byte string (its header is 8 bytes of length + JSON)."""
     if len(data) < 8:
         raise bad("is truncated (no safetensors header)")
@@ -355,7 +370,7 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None
 
     tensors: dict[str, Any] = {}
     tree = _flatten({"format": CHECKPOINT_FORMAT, **state}, tensors, "")
-    metadata = {_META_KEY: jsonutil.dumps(tree), _DIGEST_KEY: _tensors_digest(tensors)}
+    metadata = {_META_KEY: jsonutil.dumps(tree), _DIGEST_KEY: tensors_digest(tensors)}
     write_private_file(path, save(tensors, metadata=metadata))
 
 
@@ -379,7 +394,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         data = p.read_bytes()
     except OSError as exc:
         raise bad(f"cannot be read ({exc.strerror or exc})") from None
-    meta = _safetensors_metadata(data, bad)
+    meta = safetensors_metadata(data, bad)
     if _META_KEY not in meta or _DIGEST_KEY not in meta:
         raise bad(f"is not a {CHECKPOINT_FORMAT} file")
     from safetensors.torch import load
@@ -388,7 +403,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         tensors = load(data)
     except Exception:  # safetensors raises its own SafetensorError (an Exception) on any bad file
         raise bad("is a truncated or corrupt safetensors file") from None
-    if _tensors_digest(tensors) != meta[_DIGEST_KEY]:
+    if tensors_digest(tensors) != meta[_DIGEST_KEY]:
         raise bad("is corrupt or was modified (the tensors do not match their SHA-256)")
     try:
         tree = jsonutil.loads(meta[_META_KEY])
