@@ -278,3 +278,30 @@ def test_text_report_names_the_model_file_and_the_diagnostics(tmp_path, capsys):
     cap = _run([*IRIS, "--out", str(tmp_path / "m.safetensors")], capsys)
     assert f"Model written to {tmp_path / 'm.safetensors'}" in cap.out
     assert "non-private diagnostics" in cap.out and "NOT covered by the guarantee" in cap.out
+
+
+@pytest.mark.parametrize("name", ["digits", "breast-cancer", "diabetes"])
+def test_recorded_preprocessing_replays_the_training_features(name, tmp_path):
+    from lastiterate.train.model_file import apply_feature_transform, check_replay
+
+    full = load_dataset(name, seed=3, feature_norm=0.8)
+    raw = load_dataset(name, seed=3, standardize=False)
+    assert np.allclose(apply_feature_transform(full.transform, raw.X_train), full.X_train, rtol=1e-12, atol=1e-12)
+    assert np.allclose(apply_feature_transform(full.transform, raw.X_test), full.X_test, rtol=1e-12, atol=1e-12)
+    check_replay(full, raw)
+    full.transform = full.transform[:-1]  # a step applied but not recorded: no model file
+    with pytest.raises(ParameterError, match="replayable"):
+        check_replay(full, raw)
+
+
+def test_mnist_pixel_scaling_is_replayed(tmp_path):
+    from lastiterate.train.data import write_idx
+    from lastiterate.train.model_file import check_replay
+
+    rng = np.random.default_rng(0)
+    for stem, arr in (("train-images-idx3-ubyte", rng.integers(0, 256, (40, 3, 3))), ("train-labels-idx1-ubyte", np.arange(40) % 3),
+                      ("t10k-images-idx3-ubyte", rng.integers(0, 256, (10, 3, 3))), ("t10k-labels-idx1-ubyte", np.arange(10) % 3)):
+        write_idx(tmp_path / stem, arr.astype(np.uint8))
+    full = load_dataset(str(tmp_path), feature_norm=1.0)
+    assert full.transform[0]["op"] == "multiply"
+    check_replay(full, load_dataset(str(tmp_path), standardize=False))

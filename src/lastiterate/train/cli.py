@@ -63,7 +63,8 @@ def add_parser(sub: Any) -> None:
     o = p.add_argument_group("privacy bookkeeping and output")
     o.add_argument("--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)")
     o.add_argument("--ledger", help="JSON-lines privacy ledger, appended after every epoch")
-    o.add_argument("--checkpoint", help="checkpoint file, written atomically after every epoch")
+    o.add_argument("--checkpoint", help="checkpoint file (safetensors + JSON, owner-only 0600), written atomically after every "
+                                         "epoch; it holds an intermediate iterate NOT covered by the guarantee: keep it private")
     o.add_argument("--resume", action="store_true", help="continue from --checkpoint (same run and ledger)")
     o.add_argument("--out", metavar="MODEL.safetensors",
                    help="write the final model (safetensors) and its model card (MODEL.card.json: the guarantee, the Run, "
@@ -198,8 +199,9 @@ def run_train(args: argparse.Namespace) -> int:
     cert = result.certificate
     model_file = None
     if args.out is not None:
-        from lastiterate.train.model_file import model_card, save_model
+        from lastiterate.train.model_file import check_replay, model_card, save_model
 
+        check_replay(data, load_dataset(args.dataset, seed=args.seed, test_size=args.test_size, standardize=False))
         card = model_card(result, data, method=type(method).__name__)
         model_file = [str(p) for p in save_model(args.out, model, card)]
     out: dict[str, Any] = {

@@ -181,6 +181,25 @@ def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.nd
     return X
 
 
+def check_replay(dataset: Any, raw: Any) -> None:
+    """Refuse to write a model whose card could not reproduce its training features: replaying
+    ``dataset.transform`` on the rows of ``raw`` (the same data loaded without feature scaling or
+    clipping) must give ``dataset.X_train``.  Guards against a preprocessing step that is applied
+    but not recorded (predictions from the file would then be silently wrong)."""
+    done = list(getattr(raw, "transform", []) or [])
+    steps = list(getattr(dataset, "transform", []) or [])
+    ok = steps[: len(done)] == done and raw.X_train.shape == dataset.X_train.shape
+    if ok:
+        try:
+            replay = apply_feature_transform(steps[len(done):], raw.X_train)
+            ok = bool(np.allclose(replay, dataset.X_train, rtol=1e-9, atol=1e-9))
+        except ValueError:
+            ok = False
+    if not ok:
+        raise ParameterError("out", "<model file>", "the preprocessing of this run is not recorded in a replayable form: "
+                                                   "no model file is written (report this as a bug)")
+
+
 def invert_target_transform(step: dict[str, Any] | None, y: np.ndarray) -> np.ndarray:
     """Map predictions back to the units of the targets (inverse of ``Dataset.target_transform``)."""
     if step is None:
@@ -461,6 +480,7 @@ __all__ = [
     "architecture",
     "build_model",
     "card_path",
+    "check_replay",
     "load_model",
     "model_card",
     "save_model",
