@@ -44,5 +44,6 @@ def run_predict(args: argparse.Namespace) -> int:
         return 0
     out = sys.stdout
     out.write("\n".join(str(v) for v in pred.tolist()) + ("\n" if len(pred) else ""))
-    print(f"{len(pred)} predictions; {released.guarantee.get('statement', '')}", file=sys.stderr)
+    score = "" if quality is None else "; " + ", ".join(f"{k} {v:.4g}" for k, v in quality.items()) + " against y"
+    print(f"{len(pred)} predictions{score}; {released.guarantee.get('statement', '')}", file=sys.stderr)
     return 0
