@@ -220,6 +220,21 @@ def test_write_failure_removes_the_temporary_file(tmp_path):
         save_checkpoint(tmp_path / "ck", {"model": object()})
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "ck").mkdir()  # os.replace onto a directory fails
-    with pytest.raises(OSError):
+    with pytest.raises(ParameterError, match="checkpoint.*cannot be written"):
         save_checkpoint(tmp_path / "dir" / "ck", STATE)
     assert [f.name for f in (tmp_path / "dir").iterdir()] == ["ck"]
+    with pytest.raises(ParameterError, match="ledger.*cannot be opened"):
+        Ledger(tmp_path / "dir").open()
+
+
+def test_cli_unwritable_checkpoint_or_ledger_is_exit_2_one_line(tmp_path, capsys):
+    from lastiterate.cli import main
+
+    (tmp_path / "sub").mkdir()
+    base = ["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "2", "--lr", "0.5",
+            "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--json"]
+    for extra, name in ((["--checkpoint", str(tmp_path / "sub")], "checkpoint"), (["--ledger", str(tmp_path / "sub")], "ledger")):
+        capsys.readouterr()
+        assert main([*base, *extra]) == 2
+        cap = capsys.readouterr()
+        assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and name in cap.err

@@ -104,6 +104,12 @@ class Ledger:
 
     def open(self) -> Ledger:
         """Create the file if needed and cut a partial last line left by a crash."""
+        try:
+            return self._open()
+        except OSError as exc:
+            raise ParameterError("ledger", str(self.path), f"cannot be opened for appending ({exc.strerror or exc})") from None
+
+    def _open(self) -> Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
         try:
@@ -259,12 +265,21 @@ def _test_write_delay() -> None:
         time.sleep(delay)
 
 
-def write_private_file(path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_MODE) -> None:
+def write_private_file(path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_MODE, param: str = "path") -> None:
     """Write ``data`` to ``path`` atomically with mode 0600 (module docstring: temporary file with
     ``O_EXCL``, fsync, ``os.replace``, fsync of the directory; no temporary file survives an
     exception or a SIGTERM / SIGINT / SIGHUP).  ``mode``: a public file (the released model) may
-    ask for e.g. 0o644, reduced by the umask; the temporary file is always 0600."""
+    ask for e.g. 0o644, reduced by the umask; the temporary file is always 0600.  An operating-system
+    error (no permission, no space, a directory in the way) raises :class:`ParameterError` naming
+    ``param``."""
     p = Path(path)
+    try:
+        _write_atomically(p, data, mode)
+    except OSError as exc:
+        raise ParameterError(param, str(p), f"cannot be written ({exc.strerror or exc})") from None
+
+
+def _write_atomically(p: Path, data: bytes, mode: int) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(p)
     tmp = p.with_name(f"{_temporary_prefix(p)}{os.getpid()}-{secrets.token_hex(4)}")
@@ -371,7 +386,7 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None
     tensors: dict[str, Any] = {}
     tree = _flatten({"format": CHECKPOINT_FORMAT, **state}, tensors, "")
     metadata = {_META_KEY: jsonutil.dumps(tree), _DIGEST_KEY: tensors_digest(tensors)}
-    write_private_file(path, save(tensors, metadata=metadata))
+    write_private_file(path, save(tensors, metadata=metadata), param="checkpoint")
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:

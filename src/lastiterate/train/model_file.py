@@ -324,8 +324,8 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
         raise ParameterError("out", str(p), "the trained parameters are not finite (training diverged: lower the learning rate)")
     card_json = jsonutil.dumps(card, indent=2)
     meta = {_FORMAT_KEY: MODEL_FORMAT, _CARD_KEY: jsonutil.dumps(card), _DIGEST_KEY: tensors_digest(tensors)}
-    write_private_file(p, save(tensors, metadata=meta), mode=PUBLIC_MODE)
-    write_private_file(cp, (card_json + "\n").encode(), mode=PUBLIC_MODE)
+    write_private_file(p, save(tensors, metadata=meta), mode=PUBLIC_MODE, param="out")
+    write_private_file(cp, (card_json + "\n").encode(), mode=PUBLIC_MODE, param="out")
     return p, cp
 
 
