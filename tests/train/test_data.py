@@ -108,6 +108,13 @@ def _bad_npz(tmp_path):
     cases["object"] = (None, "pickle")
     (tmp_path / "garbage.npz").write_bytes(b"PK\x03\x04 not a zip at all")
     cases["garbage"] = (None, "not a readable .npz")
+    np.save(tmp_path / "npy.npy", X)
+    (tmp_path / "npy.npy").rename(tmp_path / "npy-named-npz.npz")
+    cases["npy-named-npz"] = (None, "not a readable .npz")
+    import pickle
+
+    (tmp_path / "pickle.npz").write_bytes(pickle.dumps({"X": X, "y": y}))
+    cases["pickle"] = (None, "pickle")
     good = tmp_path / "good.npz"
     np.savez(good, X=X, y=y)
     (tmp_path / "truncated.npz").write_bytes(good.read_bytes()[:300])

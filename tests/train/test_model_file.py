@@ -254,9 +254,14 @@ def test_predict_refuses_bad_inputs(iris_model, tmp_path, capsys, X, why):
     np.savez(tmp_path / "x.npz", X=X)
     cap = _run(["predict", "--model", str(d / "model.safetensors"), "--dataset", str(tmp_path / "x.npz")], capsys, rc=2)
     assert cap.out == "" and why in cap.err and len(cap.err.strip().splitlines()) == 1
+    import pickle
+
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
-    cap = _run(["predict", "--model", str(d / "model.safetensors"), "--dataset", str(tmp_path / "bad.npz")], capsys, rc=2)
-    assert "dataset" in cap.err
+    (tmp_path / "pickle.npz").write_bytes(pickle.dumps({"X": np.ones((3, 4))}))
+    np.save(tmp_path / "obj.npy", np.array([{}] * 3, dtype=object), allow_pickle=True)
+    for bad in ("bad.npz", "pickle.npz", "obj.npy", "missing.npz"):
+        cap = _run(["predict", "--model", str(d / "model.safetensors"), "--dataset", str(tmp_path / bad)], capsys, rc=2)
+        assert "dataset" in cap.err and len(cap.err.strip().splitlines()) == 1
 
 
 def test_out_never_overwrites_an_input(tmp_path, capsys):

@@ -277,9 +277,9 @@ def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower():
-            raise ParameterError("dataset", name, "holds object arrays (they would need pickle, which is never used): store numeric arrays") from None
+            raise ParameterError("dataset", name, "holds pickled data or object arrays (pickle is never used to load data): store numeric arrays") from None
         raise ParameterError("dataset", name, f"is not a readable .npz file ({exc})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError, TypeError, AttributeError) as exc:
         raise ParameterError("dataset", name, f"is not a readable .npz file ({type(exc).__name__}: {exc})") from None
 
 

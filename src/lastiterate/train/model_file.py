@@ -403,8 +403,8 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
             for xk, yk in (("X", "y"), ("X_test", "y_test"), ("x_test", "y_test")):
                 if xk in keys:
                     return z[xk], (z[yk] if yk in keys else None)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError) as exc:
-        why = "holds object arrays (never unpickled)" if "pickle" in str(exc).lower() else f"is not a readable .npz/.npy file ({type(exc).__name__})"
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError, TypeError, AttributeError) as exc:
+        why = "holds pickled data or object arrays (never unpickled)" if "pickle" in str(exc).lower() else f"is not a readable .npz/.npy file ({type(exc).__name__})"
         raise ParameterError("dataset", name, why) from None
     raise ParameterError("dataset", name, "a .npz file to predict on must hold an array X (or X_test / x_test)")
 
