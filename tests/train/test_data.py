@@ -101,6 +101,8 @@ def _bad_npz(tmp_path):
         "test-nan": ({"X": X, "y": y, "X_test": nan_X, "y_test": y}, "test features contain NaN"),
         "half-test": ({"X": X, "y": y, "X_test": X}, "both or neither"),
         "no-arrays": ({"A": X}, "X and y"),
+        "overflow": ({"X": X * 1e307, "y": y}, "overflow"),
+        "target-overflow": ({"X": X, "y": X[:, 0] * 1e307}, "overflow"),
     }
     for name, (arrays, _) in cases.items():
         np.savez(tmp_path / f"{name}.npz", **arrays)

@@ -222,14 +222,20 @@ def load_dataset(
     else:
         n_classes = None
     if standardize:
-        mu, sd = X.mean(0), X.std(0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mu, sd = X.mean(0), X.std(0)
+        if not (np.isfinite(mu).all() and np.isfinite(sd).all()):
+            raise ParameterError("dataset", name, "features overflow when standardised (values too large for float64): rescale the data")
         sd = np.where(sd > 0, sd, 1.0)
         X, X_test = (X - mu) / sd, (X_test - mu) / sd
         notes.append("features standardised with training-set statistics (treated as public)")
         transform.append({"op": "standardize", "mean": mu.tolist(), "scale": sd.tolist(),
                           "statistics": STATISTICS_NOT_COVERED})
         if task == "regression":
-            ym, ys = float(y.mean()), float(y.std()) or 1.0
+            with np.errstate(over="ignore", invalid="ignore"):
+                ym, ys = float(y.mean()), float(y.std()) or 1.0
+            if not (np.isfinite(ym) and np.isfinite(ys)):
+                raise ParameterError("dataset", name, "targets overflow when standardised (values too large for float64): rescale them")
             y, y_test = (y - ym) / ys, (y_test - ym) / ys
             notes.append("targets standardised with training-set statistics (treated as public)")
             target_transform = {"op": "standardize", "mean": ym, "scale": ys, "statistics": STATISTICS_NOT_COVERED}
@@ -237,6 +243,8 @@ def load_dataset(
         X, X_test = _clip_rows(X, R), _clip_rows(X_test, R)
         notes.append(f"rows clipped to norm {R:g}")
         transform.append({"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"})
+    if not (np.isfinite(X).all() and np.isfinite(X_test).all() and np.isfinite(y.astype(np.float64)).all()):
+        raise ParameterError("dataset", name, "features or targets overflow when scaled (values too large for float64): rescale the data")
     if feature_names is not None and len(feature_names) != X.shape[1]:
         feature_names = None
     return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes, feature_names, transform, target_transform)
