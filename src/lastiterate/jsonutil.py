@@ -63,7 +63,7 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     if default is not None:
         user_default = default
 
-        def default(o: Any) -> Any:  # noqa: F811 - wraps the caller's default
+        def default(o: Any) -> Any:  # wraps the caller's default
             return jsonable(user_default(o))
 
     kwargs.pop("allow_nan", None)

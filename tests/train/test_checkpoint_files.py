@@ -204,7 +204,7 @@ def test_signal_during_a_write_leaves_no_temporary_file(tmp_path, sig):
 
 
 def test_temporary_files_of_killed_processes_are_removed_by_the_next_save(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     pid = int(dead.stdout)
     stale = tmp_path / f".ck.tmp-{pid}-deadbeef"
     stale.write_bytes(b"an intermediate iterate")

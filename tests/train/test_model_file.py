@@ -124,7 +124,7 @@ def test_regression_predictions_are_in_target_units(tmp_path, capsys):
           "--noise-std", "0.01", "--clip", "1", "--feature-norm", "1", "--l2", "0.01", "--intercept", "--out", str(path)], capsys)
     from sklearn.datasets import load_diabetes
 
-    X, y = load_diabetes(return_X_y=True)
+    X, _ = load_diabetes(return_X_y=True)
     raw = load_dataset("diabetes", seed=0, standardize=False)
     mu, sd = raw.X_train.mean(0), raw.X_train.std(0)
     Z = (X - mu) / sd

@@ -416,7 +416,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     try:
         tensors = load(data)
-    except Exception:  # safetensors raises its own SafetensorError (an Exception) on any bad file
+    except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError on any bad file
         raise bad("is a truncated or corrupt safetensors file") from None
     if tensors_digest(tensors) != meta[_DIGEST_KEY]:
         raise bad("is corrupt or was modified (the tensors do not match their SHA-256)")

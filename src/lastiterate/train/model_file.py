@@ -27,6 +27,7 @@ the SHA-256 detects accidental corruption and inconsistent edits -- it is not a 
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,7 @@ def _int_field(arch: dict[str, Any], key: str, low: int = 1, high: int = 10**9) 
 def _architecture_parameters(arch: Any) -> tuple[dict[str, Any], int]:
     """``arch`` validated, and its number of parameters (computed before anything is allocated)."""
     if not isinstance(arch, dict):
-        raise ValueError("architecture must be an object")
+        raise ValueError("architecture must be an object")  # noqa: TRY004 - a bad file, reported as ParameterError
     if arch.get("dtype") not in ("float64", "float32"):
         raise ValueError("architecture.dtype must be float64 or float32")
     d = _int_field(arch, "n_features")
@@ -124,7 +125,7 @@ def _architecture_parameters(arch: Any) -> tuple[dict[str, Any], int]:
         if arch.get("activation") not in _ACTIVATIONS or arch.get("loss") not in _MLP_LOSSES:
             raise ValueError("architecture.activation / loss are invalid")
         widths = [d, *hidden, k]
-        return arch, sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
+        return arch, sum(a * b + b for a, b in itertools.pairwise(widths))
     raise ValueError("architecture.kind must be glm or mlp")
 
 
@@ -229,7 +230,7 @@ def _preprocessing_card(dataset: Any, preprocessing: dict[str, Any] | None) -> d
 
 def _dataset_label(name: str) -> str:
     """A bundled dataset's name, or the base name of a file / directory (no local paths in the card)."""
-    kind, sep, rest = name.partition(":")
+    kind, sep, _ = name.partition(":")
     if sep and kind == "mnist":
         return "mnist"
     return Path(name).name or name
@@ -441,7 +442,7 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         arch, n_par = _architecture_parameters(card.get("architecture"))
         steps = card["preprocessing"]["steps"]
         if not isinstance(steps, list):
-            raise ValueError("preprocessing.steps must be a list")
+            raise ValueError("preprocessing.steps must be a list")  # noqa: TRY004 - reported as ParameterError
     except (ValueError, TypeError, KeyError) as exc:
         raise bad(f"has an invalid model card ({exc})") from None
     itemsize = 8 if arch["dtype"] == "float64" else 4
@@ -449,7 +450,7 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         raise bad(f"declares {n_par} parameters, more than the file holds")
     try:
         tensors = load(data)
-    except Exception:  # safetensors' own SafetensorError on any malformed file
+    except Exception:  # noqa: BLE001 - safetensors' own SafetensorError on any malformed file
         raise bad("is a truncated or corrupt safetensors file") from None
     if tensors_digest(tensors) != meta[_DIGEST_KEY]:
         raise bad("is corrupt or was modified (the parameters do not match their SHA-256)")
