@@ -83,6 +83,8 @@ def _hostile_files(tmp_path):
     flipped = bytearray(data)
     flipped[-3] ^= 0xFF  # a tensor byte: caught by the SHA-256
     files["tampered-tensor"] = bytes(flipped)
+    files["tampered-metadata"] = data.replace(b'\\"step\\": 12', b'\\"step\\": 13')
+    assert files["tampered-metadata"] != data
     files["huge-header-length"] = (2**63).to_bytes(8, "little") + data[8:]
     files["not-json-header"] = (10).to_bytes(8, "little") + b"\xff" * 10
     files["random"] = os.urandom(4096)
@@ -91,7 +93,7 @@ def _hostile_files(tmp_path):
     from lastiterate.train.ledger import tensors_digest
 
     def crafted(meta):
-        return save({}, metadata={"lastiterate": meta, "lastiterate_tensors_sha256": tensors_digest({})})
+        return save({}, metadata={"lastiterate": meta, "lastiterate_tensors_sha256": tensors_digest({}, meta)})
 
     files["json-nan"] = crafted('{"format": "lastiterate-checkpoint/2", "step": NaN}')
     files["missing-tensor"] = crafted('{"format": "lastiterate-checkpoint/2", "model": {"w": {"__tensor__": "t9"}}}')

@@ -219,12 +219,16 @@ def _variants(src, tmp_path):
     }.items():
         t = {"weight": torch.zeros(3, 4, dtype=torch.float64)}
         crafted = {**embedded, "architecture": arch}
-        put(name, save(t, metadata={"format": "lastiterate-model/1", "lastiterate_model_card": json.dumps(crafted),
-                                    "lastiterate_tensors_sha256": tensors_digest(t)}), None)
+        text = json.dumps(crafted)
+        put(name, save(t, metadata={"format": "lastiterate-model/1", "lastiterate_model_card": text,
+                                    "lastiterate_tensors_sha256": tensors_digest(t, text)}), None)
     bad_steps = {**embedded, "preprocessing": {**embedded["preprocessing"], "steps": [{"op": "exec", "code": "x"}]}}
     t = load_model(src).model.state_dict()
-    put("bad-preprocessing", save(dict(t), metadata={"format": "lastiterate-model/1", "lastiterate_model_card": json.dumps(bad_steps),
-                                               "lastiterate_tensors_sha256": tensors_digest(dict(t))}), None)
+    text = json.dumps(bad_steps)
+    put("bad-preprocessing", save(dict(t), metadata={"format": "lastiterate-model/1", "lastiterate_model_card": text,
+                                               "lastiterate_tensors_sha256": tensors_digest(dict(t), text)}), None)
+    put("tampered-embedded-card", data.replace(b'\\"version\\": \\"0', b'\\"version\\": \\"9'), None)
+    assert out["tampered-embedded-card"].read_bytes() != data
     ck = tmp_path / "ck"
     from lastiterate.train.ledger import save_checkpoint
 

@@ -349,7 +349,9 @@ def _unflatten(tree: Any, tensors: dict[str, Any], bad: Any) -> Any:
     return tree
 
 
-def tensors_digest(tensors: dict[str, Any]) -> str:
+def tensors_digest(tensors: dict[str, Any], text: str = "") -> str:
+    """SHA-256 of named tensors (names, dtypes, shapes, bytes) and of ``text`` (the JSON metadata
+    stored with them, so that a changed byte anywhere in the file is detected)."""
     import torch
 
     h = hashlib.sha256()
@@ -358,6 +360,7 @@ def tensors_digest(tensors: dict[str, Any]) -> str:
         h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode())
         if t.numel():
             h.update(t.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    h.update(b"\0metadata\0" + text.encode("utf-8"))
     return h.hexdigest()
 
 
@@ -385,7 +388,8 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None
 
     tensors: dict[str, Any] = {}
     tree = _flatten({"format": CHECKPOINT_FORMAT, **state}, tensors, "")
-    metadata = {_META_KEY: jsonutil.dumps(tree), _DIGEST_KEY: tensors_digest(tensors)}
+    text = jsonutil.dumps(tree)
+    metadata = {_META_KEY: text, _DIGEST_KEY: tensors_digest(tensors, text)}
     write_private_file(path, save(tensors, metadata=metadata), param="checkpoint")
 
 
@@ -418,8 +422,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         tensors = load(data)
     except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError on any bad file
         raise bad("is a truncated or corrupt safetensors file") from None
-    if tensors_digest(tensors) != meta[_DIGEST_KEY]:
-        raise bad("is corrupt or was modified (the tensors do not match their SHA-256)")
+    if tensors_digest(tensors, meta[_META_KEY]) != meta[_DIGEST_KEY]:
+        raise bad("is corrupt or was modified (its tensors and metadata do not match their SHA-256)")
     try:
         tree = jsonutil.loads(meta[_META_KEY])
     except (ValueError, RecursionError):

@@ -324,7 +324,8 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
     if not all(bool(t.isfinite().all()) for t in tensors.values()):
         raise ParameterError("out", str(p), "the trained parameters are not finite (training diverged: lower the learning rate)")
     card_json = jsonutil.dumps(card, indent=2)
-    meta = {_FORMAT_KEY: MODEL_FORMAT, _CARD_KEY: jsonutil.dumps(card), _DIGEST_KEY: tensors_digest(tensors)}
+    embedded = jsonutil.dumps(card)
+    meta = {_FORMAT_KEY: MODEL_FORMAT, _CARD_KEY: embedded, _DIGEST_KEY: tensors_digest(tensors, embedded)}
     write_private_file(p, save(tensors, metadata=meta), mode=PUBLIC_MODE, param="out")
     write_private_file(cp, (card_json + "\n").encode(), mode=PUBLIC_MODE, param="out")
     return p, cp
@@ -452,8 +453,8 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         tensors = load(data)
     except Exception:  # noqa: BLE001 - safetensors' own SafetensorError on any malformed file
         raise bad("is a truncated or corrupt safetensors file") from None
-    if tensors_digest(tensors) != meta[_DIGEST_KEY]:
-        raise bad("is corrupt or was modified (the parameters do not match their SHA-256)")
+    if tensors_digest(tensors, meta[_CARD_KEY]) != meta[_DIGEST_KEY]:
+        raise bad("is corrupt or was modified (its parameters and card do not match their SHA-256)")
     model = build_model(arch)
     try:
         if hasattr(model, "module"):
