@@ -161,7 +161,7 @@ def test_cli_resume_from_a_hostile_checkpoint_is_exit_2_and_one_line(tmp_path, c
             "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--checkpoint", str(ck), "--resume", "--json"]
     assert main(args) == 2
     cap = capsys.readouterr()
-    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and "checkpoint" in cap.err
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and "never unpickled" in cap.err
     assert not (tmp_path / "PWNED").exists()
 
 

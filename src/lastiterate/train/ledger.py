@@ -413,6 +413,9 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         data = p.read_bytes()
     except OSError as exc:
         raise bad(f"cannot be read ({exc.strerror or exc})") from None
+    if data[:2] == b"PK" or data[:1] == b"\x80":
+        raise bad("is a pickle / torch.save file (e.g. an old lastiterate-checkpoint/1): it is never unpickled, "
+                  "since that could run code; start the run again without --resume")
     meta = safetensors_metadata(data, bad)
     if _META_KEY not in meta or _DIGEST_KEY not in meta:
         raise bad(f"is not a {CHECKPOINT_FORMAT} file")
