@@ -314,3 +314,25 @@ def test_mnist_pixel_scaling_is_replayed(tmp_path):
     full = load_dataset(str(tmp_path), feature_norm=1.0)
     assert full.transform[0]["op"] == "multiply"
     check_replay(full, load_dataset(str(tmp_path), standardize=False))
+
+
+def test_feature_and_target_ops_are_replayed_exactly():
+    from lastiterate.train.model_file import apply_feature_transform, invert_target_transform
+
+    X = np.array([[0.0, 5.0, -3.0], [16.0, 20.0, 1.0]])
+    steps = [{"op": "multiply", "factor": 0.5}, {"op": "clip_values", "lo": [0, 0, -1], "hi": [4, 8, 1]},
+             {"op": "public_range", "lo": -1, "hi": 9}, {"op": "standardize", "mean": 0.5, "scale": [1, 2, 4]},
+             {"op": "clip_rows", "norm": 0.3}]
+    Z = X * 0.5
+    Z = np.clip(Z, [0, 0, -1], [4, 8, 1])
+    Z = (np.clip(Z, -1, 9) + 1) / 10
+    Z = (Z - 0.5) / np.array([1, 2, 4])
+    Z = Z * np.minimum(1, 0.3 / np.linalg.norm(Z, axis=1, keepdims=True))
+    assert np.allclose(apply_feature_transform(steps, X), Z, rtol=1e-15, atol=0)
+    y = np.array([-1.0, 0.0, 1.0])
+    assert np.allclose(invert_target_transform({"op": "affine", "shift": 10, "scale": 5}, y), [5, 10, 15])
+    assert np.allclose(invert_target_transform({"op": "standardize", "mean": 1, "scale": 2}, y), [-1, 1, 3])
+    for bad in ([{"op": "standardize", "mean": 0, "scale": 0}], [{"op": "clip_rows", "norm": -1}],
+                [{"op": "multiply", "factor": [1, 2]}], [{"op": "multiply", "factor": "nan"}], ["x"]):
+        with pytest.raises(ValueError):
+            apply_feature_transform(bad, X)

@@ -153,8 +153,9 @@ def _vector(step: dict[str, Any], key: str, d: int) -> np.ndarray:
 
 def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.ndarray:
     """Replay the feature map of a :class:`~lastiterate.train.data.Dataset` (``Dataset.transform``,
-    stored in the card) on raw inputs ``X``.  Ops: ``multiply`` (factor), ``standardize`` (mean,
-    scale), ``public_range`` ((clip(x, lo, hi) - lo) / (hi - lo)), ``clip_rows`` (norm)."""
+    stored in the card) on raw inputs ``X``.  Ops (vectors may be one number for all features):
+    ``multiply`` (factor), ``standardize`` ((x - mean) / scale), ``public_range``
+    ((clip(x, lo, hi) - lo) / (hi - lo)), ``clip_values`` (clip(x, lo, hi)), ``clip_rows`` (norm)."""
     X = np.asarray(X, dtype=np.float64)
     d = X.shape[1]
     for step in steps:
@@ -171,6 +172,11 @@ def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.nd
             if not (hi > lo).all():
                 raise ValueError("preprocessing step 'public_range': needs hi > lo")
             X = (np.clip(X, lo, hi) - lo) / (hi - lo)
+        elif op == "clip_values":
+            lo, hi = _vector(step, "lo", d), _vector(step, "hi", d)
+            if not (hi >= lo).all():
+                raise ValueError("preprocessing step 'clip_values': needs hi >= lo")
+            X = np.clip(X, lo, hi)
         elif op == "clip_rows":
             R = float(_vector(step, "norm", 1)[0])
             if not R > 0:
@@ -202,15 +208,16 @@ def check_replay(dataset: Any, raw: Any) -> None:
 
 
 def invert_target_transform(step: dict[str, Any] | None, y: np.ndarray) -> np.ndarray:
-    """Map predictions back to the units of the targets (inverse of ``Dataset.target_transform``)."""
+    """Map predictions back to the units of the targets (inverse of ``Dataset.target_transform``:
+    ``standardize`` (mean, scale) or ``affine`` (shift, scale), both ``y -> (y - shift) / scale``)."""
     if step is None:
         return y
     if step.get("op") == "standardize":
         scale, mean = float(_vector(step, "scale", 1)[0]), float(_vector(step, "mean", 1)[0])
         return y * scale + mean
-    if step.get("op") == "public_range":  # targets mapped to [-1, 1]
-        lo, hi = float(_vector(step, "lo", 1)[0]), float(_vector(step, "hi", 1)[0])
-        return (y + 1.0) * (hi - lo) / 2.0 + lo
+    if step.get("op") == "affine":  # y_scaled = (y - shift) / scale, e.g. a declared range to [-1, 1]
+        scale, shift = float(_vector(step, "scale", 1)[0]), float(_vector(step, "shift", 1)[0])
+        return y * scale + shift
     raise ValueError(f"unknown target step {step.get('op')!r}")
 
 
