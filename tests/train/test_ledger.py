@@ -46,7 +46,7 @@ def test_ledger_append_and_truncated_tail(tmp_path):
         read_ledger(p)
 
 
-def test_checkpoint_atomic_roundtrip(tmp_path):
+def test_checkpoint_atomic_roundtrip(tmp_path):  # safetensors + JSON: tests/train/test_checkpoint_files.py
     p = tmp_path / "ck.pt"
     save_checkpoint(p, {"step": 3, "model": {"w": torch.ones(2)}})
     save_checkpoint(p, {"step": 4, "model": {"w": torch.zeros(2)}})

@@ -22,12 +22,16 @@ def _json(args, capsys):
 
 def test_json_contract(capsys):
     out = _json([*BASE, "--feature-norm", "0.7", "--json"], capsys)
-    for key in ("train_accuracy", "test_accuracy", "steps", "seconds", "run", "best", "results", "not_applicable"):
+    for key in ("non_private_diagnostics", "steps", "seconds", "run", "best", "results", "not_applicable"):
         assert key in out
+    diag = out["non_private_diagnostics"]
+    for key in ("train_accuracy", "test_accuracy", "train_loss", "test_loss", "clipped_fraction"):
+        assert key in diag and key not in out  # computed from the private data: kept apart, never top level
+    assert "NOT covered" in diag["note"]
     assert out["steps"] == 18 and out["run"]["steps"] == 18 and out["run"]["algorithm"] == "cgd"
     assert out["run"]["strong_convexity"] == 0.005 and out["run"]["contraction"] == pytest.approx(0.995)
     assert out["geometry"]["certified"] and out["best"]["bound"] == "shifted-interpolation"
-    assert 0.3 < out["test_accuracy"] <= 1  # default scaling: digits' public pixel range (10 classes, 3 epochs)
+    assert 0.3 < diag["test_accuracy"] <= 1  # default scaling: digits' public pixel range (10 classes, 3 epochs)
     # best / results / not_applicable exactly as account() reports them
     from lastiterate.accountant import account
     from lastiterate.run import Run
@@ -53,10 +57,11 @@ def test_text_output_and_other_models(capsys):
     capsys.readouterr()
     assert main([*BASE, "--feature-norm", "0.7"]) == 0
     text = capsys.readouterr().out
-    assert "Releasing only the final model" in text and "Composition" in text and "test accuracy" in text
+    assert "Releasing only the final model" in text and "Composition" in text and "non-private diagnostics: train accuracy" in text
     out = _json(["train", "--dataset", "diabetes", "--model", "linreg", "--algorithm", "gd", "--epochs", "20", "--lr", "0.5",
                  "--noise-std", "0.01", "--clip", "1", "--feature-norm", "1", "--l2", "0.01", "--target-range", "0,400", "--json"], capsys)
-    assert out["test_accuracy"] is None and out["test_mse"] < 2 and out["geometry"]["certified"]
+    diag = out["non_private_diagnostics"]
+    assert diag["test_accuracy"] is None and diag["test_mse"] < 2 and out["geometry"]["certified"]
     out = _json(["train", "--dataset", "breast-cancer", "--model", "logreg", "--algorithm", "sgd", "--sampling", "uniform",
                  "--epochs", "2", "--batch-size", "50", "--lr", "1", "--noise-std", "0.05", "--clip", "0.5", "--feature-norm", "1",
                  "--l2", "0.01", "--diameter", "10", "--optimizer", "adam", "--json"], capsys)

@@ -1,4 +1,4 @@
-"""Command-line interface: ``lastiterate account | calibrate | convert | reproduce | train | audit | demo``.
+"""Command-line interface: ``lastiterate account | calibrate | convert | train | predict | audit | reproduce | demo``.
 
 Each subcommand owns a module of this package (``add_parser`` registers it, a ``cmd_*`` function
 runs it); :mod:`lastiterate.cli.common` holds what they share.  The CLI only consumes the library:
@@ -29,7 +29,7 @@ from lastiterate.cli.common import (
 from lastiterate.errors import NotApplicable, ParameterError
 
 #: subcommand modules, in the order of ``lastiterate --help``
-SUBCOMMANDS = ("account", "calibrate", "convert", "train", "audit", "reproduce", "demo")
+SUBCOMMANDS = ("account", "calibrate", "convert", "train", "predict", "audit", "reproduce", "demo")
 
 
 def build_parser() -> Parser:

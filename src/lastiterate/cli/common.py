@@ -9,7 +9,6 @@ that ``lastiterate --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tomllib
@@ -202,8 +201,10 @@ def run_from_args(args: argparse.Namespace, **override: Any) -> Any:
 
 # ---------------------------------------------------------------------- output
 def print_json(obj: Any) -> None:
-    """One standard JSON object on stdout (no NaN or Infinity tokens: a non-finite value is a bug)."""
-    print(json.dumps(obj, allow_nan=False))
+    """One standard JSON object on stdout (no NaN or Infinity tokens; see :mod:`lastiterate.jsonutil`)."""
+    from lastiterate.jsonutil import dumps
+
+    print(dumps(obj))
 
 
 class ProgressBar:

@@ -85,10 +85,20 @@ def add_parser(sub: Any) -> None:
     o = p.add_argument_group("privacy bookkeeping and output")
     o.add_argument("--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)")
     o.add_argument("--ledger", help="JSON-lines privacy ledger, appended after every epoch")
-    o.add_argument("--checkpoint", help="checkpoint file, written atomically after every epoch")
+    o.add_argument("--checkpoint", help="checkpoint file (safetensors + JSON, owner-only 0600), written atomically after every "
+                                         "epoch; it holds an intermediate iterate NOT covered by the guarantee: keep it private")
     o.add_argument("--resume", action="store_true", help="continue from --checkpoint (same run and ledger)")
+    o.add_argument("--out", metavar="MODEL.safetensors",
+                   help="write the final model (safetensors) and its model card (MODEL.card.json: the guarantee, the Run, "
+                        "preprocessing, features; no seed, no diagnostics) -- see lastiterate.train.model_file")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_train)
+
+
+NON_PRIVATE_NOTE = (
+    "computed from the private training and test data and from the training process: NOT covered by the "
+    "guarantee, keep private (the model card leaves them out)"
+)
 
 
 def _usage(msg: str) -> Exception:
@@ -123,6 +133,10 @@ def run_train(args: argparse.Namespace) -> int:
     if args.target_epsilon is not None:
         check_positive("target_epsilon", args.target_epsilon)
     hidden = _hidden(args.hidden)
+    if args.out is not None:
+        from lastiterate.train.model_file import check_output_path
+
+        check_output_path(args.out, args.dataset, args.checkpoint, args.ledger)
     if args.threads is not None:
         check_in_range("threads", args.threads, 1, 256)
     if not 0 <= args.split_seed < 2**32:
@@ -242,13 +256,25 @@ def run_train(args: argparse.Namespace) -> int:
         })
     comp = composition_summary(report)
     cert = result.certificate
+    model_file = None
+    if args.out is not None:
+        from lastiterate.train.model_file import check_replay, model_card, save_model
+
+        check_replay(data, load_dataset(args.dataset, seed=args.seed, test_size=args.test_size, standardize=False))
+        card = model_card(result, data, method=type(method).__name__)
+        model_file = [str(p) for p in save_model(args.out, model, card)]
     out: dict[str, Any] = {
-        "train_accuracy": train_eval["accuracy"],
-        "test_accuracy": test_eval["accuracy"],
-        "train_loss": train_eval["loss"],
-        "test_loss": test_eval["loss"],
-        "train_mse": train_eval["mse"],
-        "test_mse": test_eval["mse"],
+        "non_private_diagnostics": {
+            "note": NON_PRIVATE_NOTE,
+            "train_accuracy": train_eval["accuracy"],
+            "test_accuracy": test_eval["accuracy"],
+            "train_loss": train_eval["loss"],
+            "test_loss": test_eval["loss"],
+            "train_mse": train_eval["mse"],
+            "test_mse": test_eval["mse"],
+            "clipped_fraction": result.clipped_fraction,
+        },
+        "model_file": None if model_file is None else {"parameters": model_file[0], "card": model_file[1]},
         "steps": result.steps,
         "planned_steps": result.planned_run.T,
         "epochs": result.run.E,
@@ -272,7 +298,6 @@ def run_train(args: argparse.Namespace) -> int:
         "model": {"kind": args.model, "family": getattr(model, "family", None),
                   "per_example_gradients": "closed form" if isinstance(model, GLM) else model.method,
                   "optimizer": args.optimizer},
-        "clipped_fraction": result.clipped_fraction,
         "parameters_sha256": parameters_digest(model),
         "ledger": args.ledger,
         "checkpoint": args.checkpoint,
@@ -295,11 +320,15 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
         f"{'(' + args.sampling + ')' if args.sampling else ''}: {out['steps']} steps ({_fmt(out['epochs'])} epochs) "
         f"in {out['train_seconds']:.2f} s of training"
     )
-    if out["train_accuracy"] is not None:
-        lines.append(f"  train accuracy {out['train_accuracy']:.4f}, test accuracy {out['test_accuracy']:.4f}"
-                     f"  (loss {out['train_loss']:.4g} / {out['test_loss']:.4g})")
+    diag = out["non_private_diagnostics"]
+    if diag["train_accuracy"] is not None:
+        lines.append(f"  non-private diagnostics: train accuracy {_fmt(diag['train_accuracy'])}, test accuracy "
+                     f"{_fmt(diag['test_accuracy'])} (loss {_fmt(diag['train_loss'])} / {_fmt(diag['test_loss'])}), "
+                     f"clipped fraction {_fmt(diag['clipped_fraction'], 3)}")
     else:
-        lines.append(f"  train MSE {out['train_mse']:.4g}, test MSE {out['test_mse']:.4g}")
+        lines.append(f"  non-private diagnostics: train MSE {_fmt(diag['train_mse'])}, test MSE {_fmt(diag['test_mse'])}, "
+                     f"clipped fraction {_fmt(diag['clipped_fraction'], 3)}")
+    lines.append(f"  ({NON_PRIVATE_NOTE})")
     g = out["geometry"]
     if g["certified"]:
         c = report.run.c
@@ -331,6 +360,8 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
                      + ("  (training only, before the preprocessing's cost)" if g["preprocessing_mu"] else ""))
     if out["ledger"]:
         lines.append(f"Ledger: {out['ledger']}")
+    if out["model_file"]:
+        lines.append(f"Model written to {out['model_file']['parameters']} (model card {out['model_file']['card']})")
     lines.append("")
     lines.append(report.format().replace("Releasing only the final model is", "Training alone:"))
     return "\n".join(lines)

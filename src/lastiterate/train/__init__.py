@@ -14,7 +14,8 @@
 Modules: :mod:`~.sampling` (batches with the accountant's semantics), :mod:`~.geometry` (GLM
 certificates), :mod:`~.models` (closed-form / per-layer per-example gradients), :mod:`~.trainer`
 (NoisyGD, NoisyCGD, NoisySGD, NoisyAdam), :mod:`~.ledger` (privacy ledger, checkpoints),
-:mod:`~.budget` (budget stop), :mod:`~.data` (datasets), :mod:`~.opacus_accountant` (an Opacus
+:mod:`~.budget` (budget stop), :mod:`~.data` (datasets), :mod:`~.model_file` (the released model file
+and its card: ``load_model``), :mod:`~.opacus_accountant` (an Opacus
 ``IAccountant``), :mod:`~.cli` (``lastiterate train``).
 
 Importing this package is cheap: torch is imported only when a torch-based name is first used.
@@ -36,6 +37,7 @@ _EXPORTS = {
     "allowed_steps": "budget", "Budget": "budget", "truncate": "budget",
     "Dataset": "data", "load_dataset": "data", "load_idx": "data", "load_mnist": "data", "write_idx": "data",
     "LastIterateAccountant": "opacus_accountant",
+    "load_model": "model_file", "save_model": "model_file", "model_card": "model_file", "ReleasedModel": "model_file",
 }
 
 __all__ = list(_EXPORTS)

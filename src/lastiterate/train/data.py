@@ -66,6 +66,12 @@ class Dataset:
     n_classes: int | None
     feature_norm: float | None = None
     notes: list[str] = field(default_factory=list)
+    feature_names: list[str] | None = None
+    #: the feature map applied to every row, in order, as JSON ops that
+    #: :func:`lastiterate.train.model_file.apply_feature_transform` replays on new inputs
+    transform: list[dict[str, Any]] = field(default_factory=list)
+    #: the map applied to regression targets (predictions are mapped back by its inverse)
+    target_transform: dict[str, Any] | None = None
 
     @property
     def n_features(self) -> int:
@@ -187,13 +193,18 @@ def load_dataset(
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
     notes: list[str] = []
+    transform: list[dict[str, Any]] = []
+    target_transform = None
+    feature_names: list[str] | None = None
     X_test = y_test = None
     key = name.lower().replace("_", "-")
     if key in SKLEARN:
         import sklearn.datasets as skd
 
         loader, task = SKLEARN[key]
-        X, y = getattr(skd, loader)(return_X_y=True)
+        bunch = getattr(skd, loader)()
+        X, y = bunch.data, bunch.target
+        feature_names = [str(v) for v in getattr(bunch, "feature_names", [])] or None
         X = X.astype(np.float64)
         y = y.astype(np.int64) if task == "classification" else y.astype(np.float64)
         label = key
@@ -202,22 +213,9 @@ def load_dataset(
         if p.is_dir():
             X, y, X_test, y_test = load_mnist(p)
             task, label = "classification", f"mnist:{p}"
-        elif p.suffix == ".npz" and p.exists():
-            with np.load(p, allow_pickle=False) as z:
-                keys = set(z.files)
-                if {"X", "y"} <= keys:
-                    X, y = z["X"], z["y"]
-                    if {"X_test", "y_test"} <= keys:
-                        X_test, y_test = z["X_test"], z["y_test"]
-                elif {"x_train", "y_train"} <= keys:
-                    X, y = z["x_train"], z["y_train"]
-                    if {"x_test", "y_test"} <= keys:
-                        X_test, y_test = z["x_test"], z["y_test"]
-                else:
-                    raise ParameterError("dataset", name, "a .npz file must hold arrays X and y (optionally X_test, y_test)")
-            X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
-            if X_test is not None:
-                X_test = np.asarray(X_test, dtype=np.float64).reshape(len(X_test), -1)
+            transform.append({"op": "multiply", "factor": 1.0 / 255.0, "why": "MNIST pixels 0-255 to [0, 1] (data-independent)"})
+        elif p.suffix == ".npz" and p.is_file():
+            X, y, X_test, y_test, feature_names = read_npz(p)
             task = "classification" if _is_classification(np.asarray(y)) else "regression"
             label = str(p)
         else:
@@ -225,36 +223,146 @@ def load_dataset(
                 "dataset", name,
                 "must be one of " + ", ".join(SKLEARN) + ", an existing FILE.npz or a directory of MNIST IDX files",
             )
-    y = np.asarray(y)
-    if y.ndim != 1 or len(y) != len(X):
-        raise ParameterError("dataset", name, f"y must be 1-D with one label per row of X ({len(X)})")
-    if task == "classification":
-        y = y.astype(np.int64)
+    X, y = check_examples(name, X, y, task)
     if X_test is None:
+        check_split(name, len(y), test_size)
         X, X_test, y, y_test = _split(X, y, test_size, seed, stratify=(task == "classification"))
         notes.append(f"train/test split {1 - test_size:g}/{test_size:g} drawn with seed {seed}")
-    y_test = np.asarray(y_test)
+    else:
+        X_test, y_test = check_examples(name, X_test, y_test, task, part="test ", n_features=X.shape[1], allow_empty=True)
+    if len(y) < 2:
+        raise ParameterError("dataset", name, f"has {len(y)} training example(s): training needs at least 2")
     if task == "classification":
-        y_test = y_test.astype(np.int64)
         classes = np.unique(y)
-        if classes.min() < 0:
-            raise ParameterError("dataset", name, "class labels must be integers >= 0")
+        if len(classes) < 2:
+            raise ParameterError("dataset", name, f"has a single class ({int(classes[0])}) in its training labels: a classifier needs at least 2")
         n_classes = int(max(classes.max(), y_test.max() if len(y_test) else 0)) + 1
     else:
         n_classes = None
     if standardize:
-        mu, sd = X.mean(0), X.std(0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mu, sd = X.mean(0), X.std(0)
+        if not (np.isfinite(mu).all() and np.isfinite(sd).all()):
+            raise ParameterError("dataset", name, "features overflow when standardised (values too large for float64): rescale the data")
         sd = np.where(sd > 0, sd, 1.0)
         X, X_test = (X - mu) / sd, (X_test - mu) / sd
         notes.append("features standardised with training-set statistics (treated as public)")
+        transform.append({"op": "standardize", "mean": mu.tolist(), "scale": sd.tolist(),
+                          "statistics": STATISTICS_NOT_COVERED})
         if task == "regression":
-            ym, ys = float(y.mean()), float(y.std()) or 1.0
+            with np.errstate(over="ignore", invalid="ignore"):
+                ym, ys = float(y.mean()), float(y.std()) or 1.0
+            if not (np.isfinite(ym) and np.isfinite(ys)):
+                raise ParameterError("dataset", name, "targets overflow when standardised (values too large for float64): rescale them")
             y, y_test = (y - ym) / ys, (y_test - ym) / ys
             notes.append("targets standardised with training-set statistics (treated as public)")
+            target_transform = {"op": "standardize", "mean": ym, "scale": ys, "statistics": STATISTICS_NOT_COVERED}
     if R is not None:
         X, X_test = _clip_rows(X, R), _clip_rows(X_test, R)
         notes.append(f"rows clipped to norm {R:g}")
-    return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes)
+        transform.append({"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"})
+    if not (np.isfinite(X).all() and np.isfinite(X_test).all() and np.isfinite(y.astype(np.float64)).all()):
+        raise ParameterError("dataset", name, "features or targets overflow when scaled (values too large for float64): rescale the data")
+    if feature_names is not None and len(feature_names) != X.shape[1]:
+        feature_names = None
+    return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes, feature_names, transform, target_transform)
+
+
+STATISTICS_NOT_COVERED = "training-set statistics treated as public: NOT covered by the privacy guarantee"
+
+
+# ---------------------------------------------------------------------- validation
+#: the largest class label accepted (labels index the outputs of the model: K = max label + 1)
+MAX_CLASS_LABEL = 100_000
+
+
+def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
+    """``X, y, X_test, y_test, feature_names`` (None when absent) of a ``.npz`` file, read WITHOUT
+    pickle (object arrays are refused; ``feature_names`` is an optional array of strings).  A file that is not a readable ``.npz`` with these arrays
+    raises :class:`ParameterError` with the reason."""
+    import zipfile
+
+    name = str(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = set(z.files)
+            if {"X", "y"} <= keys:
+                names = ("X", "y", "X_test", "y_test")
+            elif {"x_train", "y_train"} <= keys:
+                names = ("x_train", "y_train", "x_test", "y_test")
+            else:
+                raise ParameterError("dataset", name, "a .npz file must hold arrays X and y (optionally X_test, y_test)")
+            X, y = z[names[0]], z[names[1]]
+            feature_names = [str(v) for v in z["feature_names"].reshape(-1)] if "feature_names" in keys else None
+            if {names[2], names[3]} <= keys:
+                return X, y, z[names[2]], z[names[3]], feature_names
+            if names[2] in keys or names[3] in keys:
+                raise ParameterError("dataset", name, f"holds only one of {names[2]} and {names[3]}: give both or neither")
+            return X, y, None, None, feature_names
+    except ParameterError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise ParameterError("dataset", name, "holds pickled data or object arrays (pickle is never used to load data): store numeric arrays") from None
+        raise ParameterError("dataset", name, f"is not a readable .npz file ({exc})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError, TypeError, AttributeError) as exc:
+        raise ParameterError("dataset", name, f"is not a readable .npz file ({type(exc).__name__}: {exc})") from None
+
+
+def check_examples(
+    name: str, X: Any, y: Any, task: str, *, part: str = "", n_features: int | None = None, allow_empty: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features as a finite float64 matrix (one row per example) and labels as a 1-D array:
+    int64 class labels in [0, MAX_CLASS_LABEL] for ``task == "classification"``, finite floats
+    otherwise.  Anything else -- non-numeric (string) or non-finite values, a label count that
+    differs from the row count, no rows -- raises :class:`ParameterError` naming the problem: a
+    model trained on such data would come with a meaningless (or no) guarantee."""
+    try:
+        Xa = np.asarray(X)
+        ya = np.asarray(y)
+    except Exception:  # noqa: BLE001 - ragged nested sequences and the like
+        raise ParameterError("dataset", name, f"{part}features and labels must be numeric arrays") from None
+    if Xa.ndim == 0 or Xa.dtype.kind not in "biuf":
+        raise ParameterError("dataset", name, f"{part}features must be a numeric array with one row per example (got dtype {Xa.dtype}, shape {Xa.shape})")
+    if ya.dtype.kind not in "biuf":
+        raise ParameterError("dataset", name, f"{part}labels must be numbers (got dtype {ya.dtype}); encode string labels as integers 0..K-1")
+    if ya.ndim != 1 or len(ya) != len(Xa):
+        raise ParameterError("dataset", name, f"{part}labels must be 1-D with one label per row of X ({len(Xa)} rows, labels of shape {ya.shape})")
+    if len(Xa) == 0 and not allow_empty:
+        raise ParameterError("dataset", name, f"{part}data are empty (no examples)")
+    Xf = Xa.astype(np.float64).reshape(len(Xa), -1)
+    if Xf.shape[1] == 0:
+        raise ParameterError("dataset", name, f"{part}features are empty (0 columns)")
+    if n_features is not None and Xf.shape[1] != n_features:
+        raise ParameterError("dataset", name, f"{part}features have {Xf.shape[1]} columns, the training features {n_features}")
+    bad_rows = ~np.isfinite(Xf).all(axis=1)
+    if bad_rows.any():
+        raise ParameterError("dataset", name, f"{part}features contain NaN or infinite values ({int(bad_rows.sum())} rows, first row {int(np.argmax(bad_rows))})")
+    if task == "classification":
+        yf = ya.astype(np.float64)
+        if not np.isfinite(yf).all() or (yf != np.round(yf)).any():
+            raise ParameterError("dataset", name, f"{part}class labels must be integers")
+        if len(ya) and (yf.min() < 0 or yf.max() > MAX_CLASS_LABEL):
+            raise ParameterError("dataset", name, f"{part}class labels must be integers in [0, {MAX_CLASS_LABEL}] (got {yf.min():g}..{yf.max():g})")
+        return Xf, ya.astype(np.int64)
+    yf = ya.astype(np.float64)
+    if not np.isfinite(yf).all():
+        raise ParameterError("dataset", name, f"{part}targets contain NaN or infinite values")
+    return Xf, yf
+
+
+def check_split(name: str, n: int, test_size: float) -> None:
+    """Refuse a ``test_size`` that leaves no training or no test example of ``n`` (scikit-learn's
+    rule: ceil(test_size * n) test examples, the rest for training), or fewer than 2 for training."""
+    import math
+
+    n_test = math.ceil(test_size * n)
+    n_train = n - n_test
+    if n_test < 1 or n_train < 2:
+        raise ParameterError(
+            "test_size", test_size,
+            f"leaves {n_train} training and {n_test} test examples of the {n} in {name}: need >= 2 for training and >= 1 for testing",
+        )
 
 
 def _clip_rows(X: np.ndarray, R: float) -> np.ndarray:

@@ -23,22 +23,51 @@ What the guarantee covers: releasing ONE model, the iterate at ``steps_done``.  
 are intermediate iterates: keep them private (or delete them); releasing several iterates of one
 run, or models of several runs (several ``run_id``) on the same data, composes their guarantees.
 
+The ledger file is created owner-only (mode 0600) and its lines are standard JSON
+(:mod:`lastiterate.jsonutil`: no NaN / Infinity tokens).
+
 Checkpoints
 -----------
-``torch.save`` to a temporary file in the same directory, ``fsync``, ``os.replace`` over the
-target, ``fsync`` of the directory: a reader sees either the previous or the new checkpoint.
+A checkpoint holds an INTERMEDIATE iterate (and, for a resume, the run's secret state): the
+last-iterate guarantee does not cover it, and publishing it costs composition.  Hence:
+
+* **Never unpickled.**  A checkpoint is ONE safetensors file: the tensors (model parameters,
+  optimizer moments) in safetensors' own format, everything else as JSON in its metadata (key
+  ``lastiterate``), with a SHA-256 of the tensors.  Loading parses the header as JSON and the
+  tensors with :mod:`safetensors` only -- no ``torch.load``, no pickle, so a crafted file cannot run
+  code.  A truncated, corrupt, tampered or foreign file (e.g. an old pickle checkpoint) is refused
+  with :class:`~lastiterate.errors.ParameterError` (CLI: exit 2, one line).
+* **Owner-only and atomic.**  Written with mode 0600 to a temporary file in the same directory
+  (``os.open(..., O_CREAT | O_EXCL, 0o600)``), ``fsync``, ``os.replace`` over the target, ``fsync`` of
+  the directory: a reader sees either the previous or the new checkpoint.
+* **No temporary file left behind.**  The temporary file is removed on any exception; SIGTERM,
+  SIGINT and SIGHUP arriving during the write are deferred until the file is renamed or removed,
+  then re-delivered (the process still terminates as the signal asks).  A SIGKILL cannot be
+  intercepted: the temporary files of dead processes are removed by the next save.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
+import secrets
+import signal
+import struct
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lastiterate import jsonutil
+from lastiterate.errors import ParameterError
+
 LEDGER_FORMAT = "lastiterate-ledger/1"
-CHECKPOINT_FORMAT = "lastiterate-checkpoint/1"
+CHECKPOINT_FORMAT = "lastiterate-checkpoint/2"
+#: file mode of ledgers, checkpoints and their temporary files: owner read/write only
+PRIVATE_MODE = 0o600
 
 
 def _now() -> str:
@@ -75,8 +104,14 @@ class Ledger:
 
     def open(self) -> Ledger:
         """Create the file if needed and cut a partial last line left by a crash."""
+        try:
+            return self._open()
+        except OSError as exc:
+            raise ParameterError("ledger", str(self.path), f"cannot be opened for appending ({exc.strerror or exc})") from None
+
+    def _open(self) -> Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
         try:
             size = os.fstat(fd).st_size
             if size:
@@ -103,8 +138,8 @@ class Ledger:
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append one record atomically (one O_APPEND write + fsync).  Returns the record written."""
         rec = {"format": LEDGER_FORMAT, "time": _now(), **record}
-        line = (json.dumps(rec, sort_keys=False, default=_json_default) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        line = (jsonutil.dumps(rec, default=str) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
         try:
             view = memoryview(line)
             while view:
@@ -120,26 +155,13 @@ class Ledger:
         return recs if run_id is None else [r for r in recs if r.get("run_id") == run_id]
 
 
-def _json_default(obj: Any) -> Any:
-    try:
-        import numpy as np
-
-        if isinstance(obj, np.generic):
-            return obj.item()
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(obj, float):
-        return obj
-    return str(obj)
-
-
 def steps_counted(records: list[dict[str, Any]], run_id: str) -> int:
     """The steps a ledger charges to ``run_id``: those of its LAST record (cumulative counts)."""
     recs = [r for r in records if r.get("run_id") == run_id]
     return int(recs[-1]["steps_done"]) if recs else 0
 
 
-# ---------------------------------------------------------------------- checkpoints
+# ---------------------------------------------------------------------- private files
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -153,31 +175,284 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
-    """``torch.save`` to ``path`` atomically (temporary file + fsync + os.replace)."""
-    import torch
+_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
 
+
+@contextlib.contextmanager
+def deferred_termination() -> Iterator[None]:
+    """Defer SIGTERM / SIGINT / SIGHUP for the duration of the block, then re-deliver them.
+
+    Used around the write + rename of a private file so that a termination request can never
+    leave a temporary copy of an intermediate iterate behind.  Signal handlers can only be set
+    from the main thread; elsewhere the block runs unprotected (its ``finally`` clean-up still
+    runs on exceptions)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def hold(signum: int, _frame: Any) -> None:
+        pending.append(signum)
+
+    for sig in _DEFERRED_SIGNALS:
+        old = signal.getsignal(sig)
+        if old is None:  # a handler installed outside Python: leave it alone
+            continue
+        previous[sig] = old
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _temporary_prefix(p: Path) -> str:
+    return f".{p.name}.tmp-"
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files of ``path`` left by processes that no longer run (SIGKILL,
+    power loss).  Returns the files removed."""
     p = Path(path)
+    removed = []
+    prefix = _temporary_prefix(p)
+    try:
+        candidates = list(p.parent.glob(prefix + "*"))
+    except OSError:  # pragma: no cover
+        return []
+    for tmp in candidates:
+        pid_text = tmp.name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _umask() -> int:
+    """The process umask (read from /proc when possible: setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def _test_write_delay() -> None:
+    """Test hook: keep the temporary file in place long enough for a test to signal the writer."""
+    delay = float(os.environ.get("LASTITERATE_TEST_CHECKPOINT_DELAY", "0") or 0)
+    if delay > 0:
+        import time
+
+        time.sleep(delay)
+
+
+def write_private_file(path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_MODE, param: str = "path") -> None:
+    """Write ``data`` to ``path`` atomically with mode 0600 (module docstring: temporary file with
+    ``O_EXCL``, fsync, ``os.replace``, fsync of the directory; no temporary file survives an
+    exception or a SIGTERM / SIGINT / SIGHUP).  ``mode``: a public file (the released model) may
+    ask for e.g. 0o644, reduced by the umask; the temporary file is always 0600.  An operating-system
+    error (no permission, no space, a directory in the way) raises :class:`ParameterError` naming
+    ``param``."""
+    p = Path(path)
+    try:
+        _write_atomically(p, data, mode)
+    except OSError as exc:
+        raise ParameterError(param, str(p), f"cannot be written ({exc.strerror or exc})") from None
+
+
+def _write_atomically(p: Path, data: bytes, mode: int) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        torch.save({"format": CHECKPOINT_FORMAT, **state}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
+    remove_stale_temporaries(p)
+    tmp = p.with_name(f"{_temporary_prefix(p)}{os.getpid()}-{secrets.token_hex(4)}")
+    with deferred_termination():
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+            try:
+                os.fchmod(fd, PRIVATE_MODE)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _test_write_delay()
+            if mode != PRIVATE_MODE:
+                os.chmod(tmp, mode & ~_umask())
+            os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
     _fsync_dir(p.parent)
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` (None when there is none)."""
+# ---------------------------------------------------------------------- checkpoints
+_META_KEY = "lastiterate"
+_DIGEST_KEY = "lastiterate_tensors_sha256"
+_TENSOR = "__tensor__"
+_MAX_HEADER = 1 << 28
+
+
+def _flatten(obj: Any, tensors: dict[str, Any], where: str) -> Any:
+    """A JSON tree of ``obj`` whose tensors are moved to ``tensors`` (referenced by name)."""
     import torch
 
+    if isinstance(obj, torch.Tensor):
+        name = f"t{len(tensors)}"
+        tensors[name] = obj.detach().to("cpu").clone().contiguous()
+        return {_TENSOR: name}
+    if isinstance(obj, dict):
+        if _TENSOR in obj:
+            raise ValueError(f"checkpoint state: key {_TENSOR!r} is reserved ({where})")
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"checkpoint state: keys must be strings, got {k!r} at {where or 'top level'}")
+            out[k] = _flatten(v, tensors, f"{where}/{k}")
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_flatten(v, tensors, f"{where}/{i}") for i, v in enumerate(obj)]
+    if obj is None or isinstance(obj, (str, bool, int, float)):
+        return obj
+    raise TypeError(f"checkpoint state: {type(obj).__name__} at {where} is not storable (tensors, JSON values)")
+
+
+def _unflatten(tree: Any, tensors: dict[str, Any], bad: Any) -> Any:
+    if isinstance(tree, dict):
+        if _TENSOR in tree:
+            name = tree[_TENSOR]
+            if len(tree) != 1 or not isinstance(name, str) or name not in tensors:
+                raise bad("refers to a tensor it does not contain")
+            return tensors[name]
+        return {k: _unflatten(v, tensors, bad) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_unflatten(v, tensors, bad) for v in tree]
+    return tree
+
+
+def tensors_digest(tensors: dict[str, Any], text: str = "") -> str:
+    """SHA-256 of named tensors (names, dtypes, shapes, bytes) and of ``text`` (the JSON metadata
+    stored with them, so that a changed byte anywhere in the file is detected)."""
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name]
+        h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode())
+        if t.numel():
+            h.update(t.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    h.update(b"\0metadata\0" + text.encode("utf-8"))
+    return h.hexdigest()
+
+
+def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors byte string (its header is 8 bytes of length + JSON)."""
+    if len(data) < 8:
+        raise bad("is truncated (no safetensors header)")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > min(len(data) - 8, _MAX_HEADER):
+        raise bad("is truncated or not a safetensors file (header length beyond the file)")
+    try:
+        header = jsonutil.loads(data[8 : 8 + n].decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise bad("is not a safetensors file (its header is not JSON)") from None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise bad("has no lastiterate metadata")
+    return meta
+
+
+def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
+    """Write ``state`` (a dict of JSON values and tensors, nested in dicts and lists) to ``path``:
+    one safetensors file, mode 0600, written atomically (module docstring)."""
+    from safetensors.torch import save
+
+    tensors: dict[str, Any] = {}
+    tree = _flatten({"format": CHECKPOINT_FORMAT, **state}, tensors, "")
+    text = jsonutil.dumps(tree)
+    metadata = {_META_KEY: text, _DIGEST_KEY: tensors_digest(tensors, text)}
+    write_private_file(path, save(tensors, metadata=metadata), param="checkpoint")
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The checkpoint at ``path`` (None when there is none).
+
+    Safe on hostile input: the header is parsed as JSON and the tensors by :mod:`safetensors`;
+    nothing is unpickled.  A file that is not a complete, intact ``lastiterate-checkpoint/2``
+    (truncated, corrupt, tampered tensors, an old pickle checkpoint, a directory) raises
+    :class:`~lastiterate.errors.ParameterError`."""
     p = Path(path)
+
+    def bad(why: str) -> ParameterError:
+        return ParameterError("checkpoint", str(p), why)
+
     if not p.exists():
         return None
-    state = torch.load(p, map_location="cpu", weights_only=False)
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        from lastiterate.errors import ParameterError
+    if not p.is_file():
+        raise bad("is not a regular file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise bad(f"cannot be read ({exc.strerror or exc})") from None
+    if data[:2] == b"PK" or data[:1] == b"\x80":
+        raise bad("is a pickle / torch.save file (e.g. an old lastiterate-checkpoint/1): it is never unpickled, "
+                  "since that could run code; start the run again without --resume")
+    meta = safetensors_metadata(data, bad)
+    if _META_KEY not in meta or _DIGEST_KEY not in meta:
+        raise bad(f"is not a {CHECKPOINT_FORMAT} file")
+    from safetensors.torch import load
 
-        raise ParameterError("checkpoint", str(p), f"is not a {CHECKPOINT_FORMAT} file")
+    try:
+        tensors = load(data)
+    except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError on any bad file
+        raise bad("is a truncated or corrupt safetensors file") from None
+    if tensors_digest(tensors, meta[_META_KEY]) != meta[_DIGEST_KEY]:
+        raise bad("is corrupt or was modified (its tensors and metadata do not match their SHA-256)")
+    try:
+        tree = jsonutil.loads(meta[_META_KEY])
+    except (ValueError, RecursionError):
+        raise bad("has corrupt metadata (not standard JSON)") from None
+    if not isinstance(tree, dict) or tree.get("format") != CHECKPOINT_FORMAT:
+        raise bad(f"is not a {CHECKPOINT_FORMAT} file")
+    try:
+        return _unflatten(tree, tensors, bad)  # type: ignore[no-any-return]
+    except RecursionError:
+        raise bad("has corrupt metadata (nested too deeply)") from None
+
+
+def training_checkpoint(state: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``state`` checked to be a trainer checkpoint: ``run_id``, ``fingerprint`` (strings),
+    ``step`` (integer >= 0), ``model`` (name -> tensor) and ``optimizer`` (a dict)."""
+    import torch
+
+    def bad(why: str) -> ParameterError:
+        return ParameterError("checkpoint", str(path), why)
+
+    for key, kind in (("run_id", str), ("fingerprint", str), ("model", dict), ("optimizer", dict)):
+        if not isinstance(state.get(key), kind):
+            raise bad(f"is not a training checkpoint: {key!r} is missing or not a {kind.__name__}")
+    step = state.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise bad("is not a training checkpoint: 'step' must be an integer >= 0")
+    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
+        raise bad("is not a training checkpoint: 'model' must map names to tensors")
     return state

@@ -57,7 +57,7 @@ from lastiterate.errors import ParameterError, check_nonnegative, check_positive
 from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
-from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint
+from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint, training_checkpoint
 from lastiterate.train.randomness import Randomness, SeededRunWarning
 from lastiterate.train.sampling import Sampler, make_sampler
 
@@ -357,6 +357,10 @@ class NoisyMethod:
         y = torch.as_tensor(np.asarray(y))
         if X.ndim != 2 or len(X) != len(y):
             raise ParameterError("X", tuple(X.shape), f"must be a 2-D array with one row per label ({len(y)})")
+        if not bool(torch.isfinite(X).all()):
+            raise ParameterError("X", "<array with NaN or inf>", "features must be finite (no guarantee is given for training on NaN)")
+        if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+            raise ParameterError("y", "<array with NaN or inf>", "labels / targets must be finite")
         if y.is_floating_point() and getattr(self.model, "family", "") != "least-squares" and getattr(self.model, "loss_name", "") != "mse":
             y = y.long()
         if self.feature_norm is not None:
@@ -389,15 +393,22 @@ class NoisyMethod:
         if resume:
             state = load_checkpoint(checkpoint)  # type: ignore[arg-type]
             if state is not None:
+                state = training_checkpoint(state, checkpoint)
                 if state["fingerprint"] != fingerprint:
                     raise ParameterError(
                         "resume", str(checkpoint),
                         "the checkpoint was written by a different run (data, model, seed or run parameters differ)",
                     )
+                if state["step"] > planned.T:
+                    raise ParameterError("checkpoint", str(checkpoint), f"its step {state['step']} is beyond the run's {planned.T} steps")
                 self.randomness = Randomness.from_checkpoint_state(state.get("rng"))
                 sampler = self.sampler(n)  # the checkpoint's batches (same root as its noise)
-                self.model.load_state_dict(state["model"])
-                self._load_optimizer_state(state["optimizer"])
+                try:
+                    self.model.load_state_dict(state["model"])
+                    self._load_optimizer_state(state["optimizer"])
+                except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise ParameterError("checkpoint", str(checkpoint),
+                                         f"does not fit this model ({type(exc).__name__})") from None
                 start = int(state["step"])
                 run_id = state["run_id"]
                 resumed_from = start
