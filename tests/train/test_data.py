@@ -149,8 +149,12 @@ def test_cli_bad_data_exit_2_one_line_and_no_guarantee(tmp_path, capsys):
     cases = _bad_npz(tmp_path)
     for name, msg in cases.items():
         capsys.readouterr()
+        # the overflow cases overflow when standardised with the data's statistics (the default scaling
+        # clips rows only, and clips near-overflow rows correctly, see test_clip_rows_near_the_float_limit)
+        scaling = ["--scaling", "data-public"] if "overflow" in name else []
         rc = main(["train", "--dataset", str(tmp_path / f"{name}.npz"), "--model", "logreg", "--algorithm", "gd",
-                   "--epochs", "2", "--lr", "0.5", "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--json"])
+                   "--epochs", "2", "--lr", "0.5", "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--json",
+                   *scaling])
         cap = capsys.readouterr()
         assert rc == 2, name
         assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and re.search(msg, cap.err), (name, cap.err)
@@ -172,3 +176,12 @@ def test_trainer_refuses_non_finite_arrays():
         NoisyGD(GLM(2, 2), lr=0.1, noise_std=0.1, clip=1.0).fit(X, y, steps=2)
     with pytest.raises(ParameterError, match="finite"):
         NoisyGD(GLM(2, 1, "least-squares"), lr=0.1, noise_std=0.1, clip=1.0).fit(np.ones((10, 2)), np.full(10, np.inf), steps=2)
+
+
+def test_clip_rows_near_the_float_limit():
+    from lastiterate.train.preprocessing import clip_rows
+
+    X = np.array([[1e307, 1e307, 1e307], [0.0, 0.0, 0.0], [0.1, 0.2, 0.2], [3.0, 4.0, 0.0]])
+    out = clip_rows(X, 1.0)
+    assert np.allclose(out[0], 3 ** -0.5) and np.array_equal(out[1], [0, 0, 0])
+    assert np.array_equal(out[2], X[2]) and np.allclose(out[3], [0.6, 0.8, 0.0])

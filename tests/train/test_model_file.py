@@ -25,7 +25,8 @@ from lastiterate.train.model_file import (
 )
 
 IRIS = ["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "30", "--lr", "0.5",
-        "--noise-std", "0.02", "--clip", "1", "--feature-norm", "1", "--l2", "0.01", "--seed", "7"]
+        "--noise-std", "0.02", "--clip", "1", "--feature-norm", "1", "--l2", "0.01", "--seed", "7",
+        "--split-seed", "7", "--scaling", "data-public"]  # the uncovered scaling: its statistics must be flagged
 
 
 def _run(args, capsys, rc=0):
@@ -121,16 +122,15 @@ def test_predict_cli_and_load_model_apply_the_model(iris_model, tmp_path, capsys
 def test_regression_predictions_are_in_target_units(tmp_path, capsys):
     path = tmp_path / "lin.safetensors"
     _run(["train", "--dataset", "diabetes", "--model", "linreg", "--algorithm", "gd", "--epochs", "20", "--lr", "0.5",
-          "--noise-std", "0.01", "--clip", "1", "--feature-norm", "1", "--l2", "0.01", "--intercept", "--out", str(path)], capsys)
+          "--noise-std", "0.01", "--clip", "1", "--feature-norm", "1", "--l2", "0.01", "--intercept",
+          "--target-range", "0,400", "--out", str(path)], capsys)
     from sklearn.datasets import load_diabetes
 
     X, _ = load_diabetes(return_X_y=True)
-    raw = load_dataset("diabetes", seed=0, standardize=False)
-    mu, sd = raw.X_train.mean(0), raw.X_train.std(0)
-    Z = (X - mu) / sd
-    Z = Z * np.minimum(1.0, 1.0 / np.linalg.norm(Z, axis=1, keepdims=True))
+    # default scaling: rows clipped to norm 1; targets mapped from the declared [0, 400] to [-1, 1]
+    Z = X * np.minimum(1.0, 1.0 / np.linalg.norm(X, axis=1, keepdims=True))
     t = load_file(str(path))
-    pred = (Z @ t["weight"].T + t["bias"])[:, 0] * raw.y_train.std() + raw.y_train.mean()
+    pred = (Z @ t["weight"].T + t["bias"])[:, 0] * 200.0 + 200.0
     assert np.allclose(load_model(path).predict(X), pred, rtol=1e-10)
     assert load_model(path).card["task"] == "regression"
 
@@ -336,3 +336,17 @@ def test_feature_and_target_ops_are_replayed_exactly():
                 [{"op": "multiply", "factor": [1, 2]}], [{"op": "multiply", "factor": "nan"}], ["x"]):
         with pytest.raises(ValueError):
             apply_feature_transform(bad, X)
+
+
+def test_default_scaling_card_is_covered_and_replays(tmp_path, capsys):
+    """The default (iris declares no range: row clipping only) needs no statistic: the card's
+    preprocessing is covered and predictions from the file equal the trained model's."""
+    args = [a for a in IRIS if a not in ("--scaling", "data-public")]
+    out = json.loads(_run([*args, "--out", str(tmp_path / "m.safetensors"), "--json"], capsys).out)
+    card = json.loads((tmp_path / "m.card.json").read_text())
+    assert card["preprocessing"]["covered_by_guarantee"] and [s["op"] for s in card["preprocessing"]["steps"]] == ["clip_rows"]
+    assert out["best"] == card["guarantee"]["best"]
+    raw = load_dataset("iris", seed=7, standardize=False)
+    Z = raw.X_test * np.minimum(1.0, 1.0 / np.linalg.norm(raw.X_test, axis=1, keepdims=True))
+    W = load_file(str(tmp_path / "m.safetensors"))["weight"]
+    assert np.array_equal(load_model(tmp_path / "m.safetensors").predict(raw.X_test), (Z @ W.T).argmax(1))

@@ -260,8 +260,9 @@ def run_train(args: argparse.Namespace) -> int:
     if args.out is not None:
         from lastiterate.train.model_file import check_replay, model_card, save_model
 
-        check_replay(data, load_dataset(args.dataset, seed=args.seed, test_size=args.test_size, standardize=False))
-        card = model_card(result, data, method=type(method).__name__)
+        check_replay(data, raw)
+        card = model_card(result, data, method=type(method).__name__, preprocessing=prep.to_json(),
+                          with_preprocessing=guarantee.to_json())
         model_file = [str(p) for p in save_model(args.out, model, card)]
     out: dict[str, Any] = {
         "non_private_diagnostics": {

@@ -366,5 +366,6 @@ def check_split(name: str, n: int, test_size: float) -> None:
 
 
 def _clip_rows(X: np.ndarray, R: float) -> np.ndarray:
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X * np.minimum(1.0, R / np.maximum(norms, 1e-300))
+    from lastiterate.train.preprocessing import clip_rows
+
+    return clip_rows(X, R)

@@ -156,6 +156,8 @@ def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.nd
     stored in the card) on raw inputs ``X``.  Ops (vectors may be one number for all features):
     ``multiply`` (factor), ``standardize`` ((x - mean) / scale), ``public_range``
     ((clip(x, lo, hi) - lo) / (hi - lo)), ``clip_values`` (clip(x, lo, hi)), ``clip_rows`` (norm)."""
+    from lastiterate.train.preprocessing import clip_rows
+
     X = np.asarray(X, dtype=np.float64)
     d = X.shape[1]
     for step in steps:
@@ -181,8 +183,7 @@ def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.nd
             R = float(_vector(step, "norm", 1)[0])
             if not R > 0:
                 raise ValueError("preprocessing step 'clip_rows': norm must be > 0")
-            norms = np.linalg.norm(X, axis=1, keepdims=True)
-            X = X * np.minimum(1.0, R / np.maximum(norms, 1e-300))
+            X = clip_rows(X, R)
         else:
             raise ValueError(f"unknown preprocessing step {op!r}")
     return X
@@ -244,10 +245,12 @@ def _dataset_label(name: str) -> str:
 
 
 def model_card(result: Any, dataset: Any, *, model: Any | None = None, method: str | None = None,
-               preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
+               preprocessing: dict[str, Any] | None = None,
+               with_preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
     """The model card of a :class:`~lastiterate.train.trainer.TrainResult` trained on ``dataset``
     (a :class:`~lastiterate.train.data.Dataset`).  See the module docstring for what it holds and
-    what it must not hold."""
+    what it must not hold.  ``with_preprocessing``: the headline guarantee of training and private
+    preprocessing together (``ComposedGuarantee.to_json()``); the statement then quotes it."""
     from lastiterate import __version__
 
     model = result.model if model is None else model
@@ -268,6 +271,13 @@ def model_card(result: Any, dataset: Any, *, model: Any | None = None, method: s
         eps_text = f"{eps:.6g}" if isinstance(eps, float) else str(eps)
         statement = (f"Releasing only this final model is ({eps_text}, {best['delta']:.3g})-DP "
                      f"under {result.run.adjacency} adjacency [{best['bound']}: {best['theorem']}]")
+        if with_preprocessing is not None and with_preprocessing.get("covers_preprocessing") and \
+                with_preprocessing.get("preprocessing_mu"):
+            eps = with_preprocessing["epsilon"]
+            eps_text = f"{eps:.6g}" if isinstance(eps, float) else str(eps)
+            statement = (f"Releasing this final model and its private preprocessing statistics is "
+                         f"({eps_text}, {with_preprocessing['delta']:.3g})-DP under {result.run.adjacency} "
+                         f"adjacency [{with_preprocessing['method']}; training alone: {best['bound']}]")
     from lastiterate.train.trainer import composition_summary
 
     return jsonutil.jsonable({
@@ -276,6 +286,7 @@ def model_card(result: Any, dataset: Any, *, model: Any | None = None, method: s
         "guarantee": {
             "statement": statement,
             "best": best,
+            "with_preprocessing": with_preprocessing,
             "delta": rep["delta"],
             "adjacency": result.run.adjacency,
             "covers": "releasing this final model (the last iterate of one run) and anything computed from it alone",

@@ -105,9 +105,16 @@ def _to_unit(X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def clip_rows(X: np.ndarray, R: float) -> np.ndarray:
-    """Every row scaled to L2 norm at most ``R`` (a per-row map, so neighbours stay neighbours)."""
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X * np.minimum(1.0, R / np.maximum(norms, 1e-300))
+    """Every row scaled to L2 norm at most ``R`` (a per-row map, so neighbours stay neighbours).
+
+    The norm is computed on the row divided by its largest entry, so rows of finite values near
+    the float64 limit are scaled correctly instead of overflowing to a zero row."""
+    X = np.asarray(X, dtype=np.float64)
+    peak = np.max(np.abs(X), axis=1, keepdims=True) if X.size else np.ones((X.shape[0], 1))
+    peak = np.where(peak > 0, peak, 1.0)
+    with np.errstate(divide="ignore"):
+        factor = np.minimum(1.0, (R / peak) / np.linalg.norm(X / peak, axis=1, keepdims=True))
+    return X * factor
 
 
 # ---------------------------------------------------------------------- private moments
@@ -358,11 +365,15 @@ def preprocess(
     details: dict[str, Any] = {}
     mu: float | None = 0.0
     target_done = mode == "data-public"
+    # the feature map as replayable steps (lastiterate.train.model_file.apply_feature_transform)
+    steps: list[dict[str, Any]] = []
+    target_step: dict[str, Any] | None = None
 
     if mode == "public-range":
         if lo is None:
             raise ParameterError("feature_range", None, f"scaling=public-range needs a declared range; {data.name} has none")
         Xtr, Xte = public_range_scale(Xtr, lo, hi), public_range_scale(Xte, lo, hi)
+        steps.append({"op": "public_range", "lo": lo.tolist(), "hi": hi.tolist(), "why": "declared public range"})
         desc = f"features mapped to [0, 1] by the public range ({range_note}); data-independent, no privacy cost"
         details["feature_range"] = _range_json(lo, hi)
     elif mode == "clip-only":
@@ -385,6 +396,9 @@ def preprocess(
         mu = mom.mu
         m, s = mom.mean[:d], mom.std[:d]
         Xtr, Xte = (np.clip(Xtr, lo, hi) - m) / s, (np.clip(Xte, lo, hi) - m) / s
+        steps.append({"op": "clip_values", "lo": lo.tolist(), "hi": hi.tolist(), "why": "declared public range"})
+        steps.append({"op": "standardize", "mean": m.tolist(), "scale": s.tolist(),
+                      "statistics": f"private (Gaussian mechanism, {mom.mu:.6g}-GDP, included in the guarantee)"})
         desc = (f"features standardised with PRIVATE means and variances (Gaussian mechanism on values clipped to the "
                 f"declared range, {range_note}): {mu:.4g}-GDP")
         details["feature_range"] = _range_json(lo, hi)
@@ -392,21 +406,35 @@ def preprocess(
         if with_target:
             ytr = (np.clip(ytr, t_lo, t_hi) - mom.mean[d]) / mom.std[d]
             yte = (np.clip(yte, t_lo, t_hi) - mom.mean[d]) / mom.std[d]
+            target_step = {"op": "standardize", "mean": float(mom.mean[d]), "scale": float(mom.std[d]),
+                           "statistics": "private (released with the feature statistics)"}
             notes.append("targets standardised with the same private statistics")
             target_done = True
     else:  # data-public
-        mean, sd = Xtr.mean(0), Xtr.std(0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, sd = Xtr.mean(0), Xtr.std(0)
+        if not (np.isfinite(mean).all() and np.isfinite(sd).all()):
+            raise ParameterError("dataset", data.name, "features overflow when standardised (values too large for "
+                                 "float64): rescale the data or declare a range")
         sd = np.where(sd > 0, sd, 1.0)
         Xtr, Xte = (Xtr - mean) / sd, (Xte - mean) / sd
+        steps.append({"op": "standardize", "mean": mean.tolist(), "scale": sd.tolist(), "statistics": NOT_COVERED})
         if regression:
-            ym, ys = float(ytr.mean()), float(ytr.std()) or 1.0
+            with np.errstate(over="ignore", invalid="ignore"):
+                ym, ys = float(ytr.mean()), float(ytr.std()) or 1.0
+            if not (math.isfinite(ym) and math.isfinite(ys)):
+                raise ParameterError("dataset", data.name, "targets overflow when standardised (values too large "
+                                     "for float64): rescale them or declare --target-range")
             ytr, yte = (ytr - ym) / ys, (yte - ym) / ys
+            target_step = {"op": "standardize", "mean": ym, "scale": ys, "statistics": NOT_COVERED}
         desc = "features standardised with the training set's exact mean and std; " + NOT_COVERED
         mu = None
     if regression and not target_done:
         if t_lo is not None:
             t_mid, t_half = (t_lo + t_hi) / 2.0, (t_hi - t_lo) / 2.0
             ytr, yte = (np.clip(ytr, t_lo, t_hi) - t_mid) / t_half, (np.clip(yte, t_lo, t_hi) - t_mid) / t_half
+            target_step = {"op": "affine", "shift": float(t_mid[0]), "scale": float(t_half[0]),
+                           "why": "declared public target range to [-1, 1]"}
             notes.append(f"targets mapped to [-1, 1] by the declared range [{float(t_lo[0]):g}, {float(t_hi[0]):g}]")
             details["target_range"] = [float(t_lo[0]), float(t_hi[0])]
         else:
@@ -414,9 +442,11 @@ def preprocess(
     if R is not None:
         Xtr, Xte = clip_rows(Xtr, R), clip_rows(Xte, R)
         notes.append(f"rows clipped to norm {R:g}")
+        steps.append({"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"})
     record = Preprocessing(mode, desc, mu, adjacency, details)
     new = replace(data, X_train=Xtr, X_test=Xte, y_train=ytr, y_test=yte, feature_norm=R,
-                  notes=[*data.notes, desc, *notes])
+                  notes=[*data.notes, desc, *notes], transform=[*data.transform, *steps],
+                  target_transform=target_step if target_step is not None else data.target_transform)
     return new, record
 
 
