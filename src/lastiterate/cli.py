@@ -48,8 +48,10 @@ def _orders(text: str) -> list[float]:
 
 # ---------------------------------------------------------------------- run flags
 def _add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
+    from lastiterate.run import RUN_CHOICES
+
     g = p.add_argument_group("run")
-    g.add_argument("--algorithm", choices=("gd", "cgd", "sgd"), help="full batch, cyclic batches, sampled batches")
+    g.add_argument("--algorithm", choices=RUN_CHOICES["algorithm"], help="full batch, cyclic batches, sampled batches")
     g.add_argument("--n", type=int, help="number of examples")
     g.add_argument("--batch-size", type=int, help="batch size b (expected size for Poisson sampling)")
     steps = g.add_mutually_exclusive_group()
@@ -66,8 +68,8 @@ def _add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     g.add_argument("--convex", action="store_true", default=None, help="declare the losses convex")
     g.add_argument("--contraction", type=float, help="contraction factor c of one step (c < 1: strongly convex)")
     g.add_argument("--diameter", type=float, help="diameter D of the projection set")
-    g.add_argument("--sampling", choices=("poisson", "uniform", "shuffle"), help="batch sampling for sgd (required)")
-    g.add_argument("--adjacency", choices=("replace", "add-remove"), help="neighbouring relation (default replace)")
+    g.add_argument("--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required)")
+    g.add_argument("--adjacency", choices=RUN_CHOICES["adjacency"], help="neighbouring relation (default replace)")
     g.add_argument("--config", type=Path, help="TOML file with any of these flags (flags on the command line win)")
     q = p.add_argument_group("query")
     dq = q.add_mutually_exclusive_group()
@@ -76,13 +78,6 @@ def _add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
         dq.add_argument("--epsilon", type=float, help="report delta at this epsilon instead")
     q.add_argument("--bound", action="extend", nargs="+", metavar="ID", help="restrict to these bound ids (repeatable)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-_RUN_KEYS = (
-    "algorithm", "n", "batch_size", "steps", "epochs", "lr", "noise_std", "noise_multiplier", "clip",
-    "sensitivity", "strong_convexity", "smoothness", "convex", "contraction", "diameter", "sampling",
-    "adjacency",
-)
 
 
 def _apply_config(args: argparse.Namespace) -> None:
@@ -108,7 +103,7 @@ def _apply_config(args: argparse.Namespace) -> None:
 def _run_from_args(args: argparse.Namespace, **override: Any) -> Any:
     from lastiterate.run import Run
 
-    kw: dict[str, Any] = {k: getattr(args, k, None) for k in _RUN_KEYS}
+    kw: dict[str, Any] = {k: getattr(args, k, None) for k in Run.field_names()}
     kw.update(override)
     for required in ("algorithm", "n", "lr"):
         if kw[required] is None:

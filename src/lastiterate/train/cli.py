@@ -20,6 +20,8 @@ USAGE_EXAMPLE = (
 
 
 def add_parser(sub: Any) -> None:
+    from lastiterate.run import RUN_CHOICES
+
     p = sub.add_parser(
         "train",
         help="train a model with noisy GD/CGD/SGD and attach the last-iterate guarantee",
@@ -41,8 +43,8 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--test-size", type=float, default=0.2, help="test fraction when the data have no test set (default 0.2)")
     d.add_argument("--no-standardize", action="store_true", help="do not standardise features")
     a = p.add_argument_group("algorithm")
-    a.add_argument("--algorithm", required=True, choices=("gd", "cgd", "sgd"), help="full batch, fixed cyclic batches, sampled batches")
-    a.add_argument("--sampling", choices=("poisson", "uniform", "shuffle"), help="batch sampling for sgd (required with sgd)")
+    a.add_argument("--algorithm", required=True, choices=RUN_CHOICES["algorithm"], help="full batch, fixed cyclic batches, sampled batches")
+    a.add_argument("--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required with sgd)")
     a.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
                    help="sgd: the canonical update; adam: NoisyAdam (post-processing, composition only)")
     a.add_argument("--epochs", type=float, required=True, help="number of epochs E")
