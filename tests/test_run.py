@@ -221,14 +221,48 @@ def test_step_contraction_matches_the_hessian_spectrum_of_a_quadratic() -> None:
 @pytest.mark.parametrize(
     "change, param",
     [
-        (dict(noise_std=1e-320), "noise_std"),  # L/(b sigma) overflows
-        (dict(sensitivity=1e300, noise_std=1e-300), "noise_std"),
-        (dict(sensitivity=None, clip=1e308), "clip"),  # L = 2C overflows
-        (dict(clip=1e-300, sensitivity=None, noise_std=1e300), "noise_std"),  # z = sigma b / C overflows
-        (dict(noise_std=None, noise_multiplier=1e-300, clip=1e-300, sensitivity=None), "noise_multiplier"),  # sigma = 0
+        (dict(noise_std=1e-31), "noise_std"),
+        (dict(noise_std=1e31), "noise_std"),
+        (dict(sensitivity=1e300), "sensitivity"),
+        (dict(sensitivity=None, clip=1e308), "clip"),
+        (dict(diameter=1e300), "diameter"),
+        (dict(lr=1e-300), "lr"),
+        (dict(lr=[0.05] * 7999 + [1e300]), "lr"),
+        (dict(smoothness=1e-300), "smoothness"),
+        (dict(strong_convexity=1e31, smoothness=1e31), "strong_convexity"),
+        (dict(strong_convexity=1.0, smoothness=1e31), "smoothness"),
+        (dict(noise_std=None, noise_multiplier=1e-300, clip=1.0, sensitivity=None), "noise_multiplier"),
+        (dict(n=10**13, batch_size=10), "n"),
+        (dict(epochs=None, steps=10**13), "steps"),
+        (dict(epochs=1e300), "epochs"),
     ],
 )
-def test_overflowing_intermediate_quantities_are_refused(change: dict, param: str) -> None:
+def test_scales_outside_the_representable_range_are_refused(change: dict, param: str) -> None:
     with pytest.raises(ParameterError) as info:
         Run(**dict(BASE, **change))
     assert info.value.name == param
+    assert param in str(info.value) and "must be" in str(info.value)
+
+
+def test_per_step_scale_is_capped_where_the_gaussian_profile_is_accurate() -> None:
+    from lastiterate.notions.gdp import MU_MAX
+
+    # L/(b sigma) = 10 / (1500 sigma): 1e6 at sigma = 6.67e-9
+    ok = Run(**dict(BASE, noise_std=1e-8))
+    assert ok.per_step_mu == pytest.approx(10 / 1500 / 1e-8) and ok.per_step_mu <= MU_MAX
+    with pytest.raises(ParameterError, match=r"noise_std=1e-09 is invalid: .*at most 1e\+06") as info:
+        Run(**dict(BASE, noise_std=1e-9))
+    assert info.value.name == "noise_std"
+    with pytest.raises(ParameterError) as info:
+        Run(**dict(BASE, noise_std=None, noise_multiplier=1e-12, clip=5.0, sensitivity=None))
+    assert info.value.name == "noise_multiplier"
+
+
+def test_a_strong_convexity_too_small_for_the_step_is_refused_not_rounded() -> None:
+    # 1 - lr m rounds to 1 for lr m < 2^-52: refuse instead of dividing by 1 - c = 0 downstream
+    kw = dict(algorithm="gd", n=10, steps=5, lr=0.1, noise_std=1.0, sensitivity=1.0, smoothness=2.0)
+    with pytest.raises(ParameterError, match="strong_convexity") as info:
+        Run(**kw, strong_convexity=5e-324)
+    assert info.value.name == "strong_convexity"
+    assert Run(**kw, strong_convexity=0.0).c == 1.0
+    assert Run(**kw, strong_convexity=1e-14).c < 1.0

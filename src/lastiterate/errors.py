@@ -44,6 +44,21 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     return x
 
 
+SCALE_RANGE: tuple[float, float] = (1e-30, 1e30)
+"""Range of every positive real scale of a run (lr, sigma, z, C, L, m, M, D).  Products and ratios of
+a few such scales, and their squares, stay inside double precision, so no bound overflows or
+divides by an underflowed zero; every practical run lies far inside it."""
+
+
+def check_scale(name: str, value: Any) -> float:
+    """Return ``float(value)`` if it lies in :data:`SCALE_RANGE` (a positive, finite, moderate scale)."""
+    x = _finite_number(name, value)
+    low, high = SCALE_RANGE
+    if not (low <= x <= high):
+        raise ParameterError(name, value, f"must be in [{low:g}, {high:g}]")
+    return x
+
+
 def check_nonnegative(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is finite and >= 0."""
     x = _finite_number(name, value)

@@ -29,12 +29,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from lastiterate.errors import (
+    SCALE_RANGE,
     NotApplicable,
     ParameterError,
     check_in_range,
     check_nonnegative,
     check_positive,
     check_positive_int,
+    check_scale,
 )
 
 Algorithm = Literal["gd", "cgd", "sgd"]
@@ -52,13 +54,17 @@ def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:
     return str(value)
 
 
-def _optional_positive(name: str, value: Any) -> float | None:
-    return None if value is None else check_positive(name, value)
+def _optional_scale(name: str, value: Any) -> float | None:
+    return None if value is None else check_scale(name, value)
 
 
-_FLOAT_MAX = 1.7976931348623157e308
-# The largest per-step GDP scale L/(b sigma) that is accepted (every finite value is; larger ones overflow).
-_MAX_PER_STEP_MU = _FLOAT_MAX
+MAX_COUNT = 10**12
+"""Largest number of examples n and of steps T accepted."""
+# The largest per-step GDP scale L/(b sigma) accepted: notions.gdp.MU_MAX, beyond which a Gaussian
+# privacy profile cannot be evaluated accurately in double precision (epsilon > 5e11).
+_MAX_PER_STEP_MU = 1e6
+# The smallest positive lr*m: below it, 1 - lr*m rounds to 1 (and products such as m*lr*sigma^2 may underflow).
+_MIN_LR_TIMES_M = 2.0**-52
 
 
 def step_contraction(etas: Sequence[float], m: float | None, M: float | None) -> float:
@@ -207,6 +213,8 @@ class Run:
     def __post_init__(self) -> None:
         algorithm: Algorithm = _choice("algorithm", self.algorithm, ALGORITHMS)
         n = check_positive_int("n", self.n)
+        if n > MAX_COUNT:
+            raise ParameterError("n", self.n, f"must be an integer in [1, {MAX_COUNT:g}]")
         adjacency: Adjacency = _choice("adjacency", self.adjacency, ADJACENCIES)
 
         if algorithm == "gd":
@@ -252,35 +260,33 @@ class Run:
 
         if (self.noise_std is None) == (self.noise_multiplier is None):
             raise ParameterError("noise_std", self.noise_std, "give exactly one of noise_std and noise_multiplier")
-        clip = _optional_positive("clip", self.clip)
+        clip = _optional_scale("clip", self.clip)
         z: float | None
         if self.noise_std is not None:
-            sigma = check_positive("noise_std", self.noise_std)
+            sigma = check_scale("noise_std", self.noise_std)
             z = sigma * b / clip if clip is not None else None
-            if z is not None and not math.isfinite(z):
-                raise ParameterError(
-                    "noise_std", self.noise_std,
-                    f"must be <= {_FLOAT_MAX * clip / b:.6g} for clip={clip:g}, b={b}: "
-                    "the noise multiplier sigma*b/C overflows",
-                )
         else:
-            z = check_positive("noise_multiplier", self.noise_multiplier)
+            z = check_scale("noise_multiplier", self.noise_multiplier)
             if clip is None:
                 raise ParameterError("clip", None, "is required with noise_multiplier (sigma = z*C/b): must be > 0")
             sigma = z * clip / b
-            if not (sigma > 0 and math.isfinite(sigma)):
-                raise ParameterError(
-                    "noise_multiplier", self.noise_multiplier,
-                    f"gives sigma = z*C/b = {sigma:g} with clip={clip:g}, b={b}: sigma must be > 0 and finite",
-                )
 
         L = self._sensitivity(clip, adjacency)
 
         m = None if self.strong_convexity is None else check_nonnegative("strong_convexity", self.strong_convexity)
-        M = _optional_positive("smoothness", self.smoothness)
+        if m is not None and m > SCALE_RANGE[1]:
+            raise ParameterError("strong_convexity", m, f"must be in [0, {SCALE_RANGE[1]:g}]")
+        M = _optional_scale("smoothness", self.smoothness)
         if m is not None and M is not None and m > M:
             raise ParameterError("strong_convexity", m, f"must be <= smoothness M={M:g}")
-        D = _optional_positive("diameter", self.diameter)
+        D = _optional_scale("diameter", self.diameter)
+        etas = lr_schedule if lr_schedule is not None else (float(self.lr),)  # type: ignore[arg-type]
+        if m is not None and m > 0 and m * min(etas) < _MIN_LR_TIMES_M:
+            raise ParameterError(
+                "strong_convexity", m,
+                f"must be 0 or >= {_MIN_LR_TIMES_M / min(etas):.6g} for lr {min(etas):g}: a smaller lr*m rounds "
+                "the contraction 1 - lr m to 1 (declare --convex, or m = 0, instead)",
+            )
         etas = lr_schedule if lr_schedule is not None else (float(self.lr),)  # type: ignore[arg-type]
         c_explicit = None
         if self.contraction is not None:
@@ -290,11 +296,13 @@ class Run:
         contraction, contraction_note = _contraction(c_explicit, etas, m, M, convex)
 
         per_step_mu = L / (min_b * sigma)
-        if not math.isfinite(per_step_mu):
+        if not per_step_mu <= _MAX_PER_STEP_MU:
+            name, value = ("noise_std", self.noise_std) if self.noise_std is not None else ("noise_multiplier", z)
             raise ParameterError(
-                "noise_std", sigma,
-                f"must be >= {L / (min_b * _MAX_PER_STEP_MU):.6g} for sensitivity {L:g} and batch {min_b}: "
-                "the per-step scale L/(b sigma) overflows",
+                name, value,
+                f"gives a per-step scale L/(b sigma) = {per_step_mu:g} with L={L:g}, b={min_b}: it must be at most "
+                f"{_MAX_PER_STEP_MU:g} (sigma >= {L / (min_b * _MAX_PER_STEP_MU):.6g}); beyond, epsilon exceeds "
+                "5e11 and cannot be evaluated accurately",
             )
 
         if lr_schedule is not None and max(lr_schedule) != min(lr_schedule):
@@ -333,10 +341,8 @@ class Run:
         implied = None
         if clip is not None:
             implied = 2 * clip if adjacency == "replace" else clip
-            if not math.isfinite(implied):
-                raise ParameterError("clip", clip, f"must be <= {_FLOAT_MAX / 2:.6g} so that L = 2C is finite")
         if self.sensitivity is not None:
-            L = check_positive("sensitivity", self.sensitivity)
+            L = check_scale("sensitivity", self.sensitivity)
             if implied is not None and L < implied * (1 - 1e-12):
                 raise ParameterError(
                     "sensitivity",
@@ -353,9 +359,13 @@ class Run:
             raise ParameterError("steps", self.steps, "give exactly one of steps and epochs")
         if self.steps is not None:
             steps = check_positive_int("steps", self.steps)
+            if steps > MAX_COUNT:
+                raise ParameterError("steps", self.steps, f"must be an integer in [1, {MAX_COUNT:g}]")
             return steps, steps / l_batches
         epochs = check_positive("epochs", self.epochs)
         exact = epochs * l_batches
+        if not exact <= MAX_COUNT:
+            raise ParameterError("epochs", self.epochs, f"must be in (0, {MAX_COUNT / l_batches:g}]: at most {MAX_COUNT:g} steps")
         steps = math.ceil(exact - 1e-9)
         if algorithm in ("gd", "cgd") and abs(exact - round(exact)) > 1e-9:
             raise ParameterError("epochs", self.epochs, f"must make epochs*{l_batches} an integer number of steps")
@@ -363,10 +373,10 @@ class Run:
 
     def _lr_schedule(self, steps: int) -> tuple[float, ...] | None:
         if isinstance(self.lr, (int, float)) and not isinstance(self.lr, bool):
-            check_positive("lr", self.lr)
+            check_scale("lr", self.lr)
             return None
         try:
-            schedule = tuple(check_positive("lr", v) for v in self.lr)  # type: ignore[union-attr]
+            schedule = tuple(check_scale("lr", v) for v in self.lr)  # type: ignore[union-attr]
         except TypeError:
             raise ParameterError("lr", self.lr, "must be a positive number or a sequence of them") from None
         if len(schedule) != steps:
