@@ -276,16 +276,16 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {"epsilon": eps, "delta": delta, "mu": mu}
         text = f"{mu:g}-GDP implies ({eps:.6g}, {delta:.6g})-DP"
     else:
-        from lastiterate.errors import check_in_range, check_nonnegative
-        from lastiterate.notions.rdp import rdp_linear_to_epsilon
+        from lastiterate.errors import check_in_range
+        from lastiterate.notions.rdp import RHO_LINEAR_MAX, rdp_linear_to_epsilon
 
-        rho = check_nonnegative("rdp-linear", args.rdp_linear)
+        rho = check_in_range("rdp-linear", args.rdp_linear, 0.0, RHO_LINEAR_MAX)
         if args.delta is None:
             raise UsageError("--delta is required with --rdp-linear")
         delta = check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
         conv = rdp_linear_to_epsilon(rho, delta)
         eps = float(conv.epsilon)
-        out = {"epsilon": eps, "delta": delta, "mu": None, "rho": rho, "order": float(conv.order), "conversion": conv.method}
+        out = {"epsilon": eps, "delta": delta, "mu": None, "rho": rho, "order": float(conv.order) if math.isfinite(conv.order) else None, "conversion": conv.method}
         text = f"RDP eps(alpha) = {rho:g}*alpha implies ({eps:.6g}, {delta:.6g})-DP  [{conv.method}, order {conv.order:.4g}]"
     print(json.dumps(out) if args.json else text)
     return 0

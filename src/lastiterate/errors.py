@@ -29,7 +29,7 @@ class NotApplicable(Exception):
 def _finite_number(name: str, value: Any) -> float:
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterError(name, value, "must be a real number") from None
     if math.isnan(x):
         raise ParameterError(name, value, "must be a real number, not NaN")
@@ -98,7 +98,7 @@ def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
         raise ParameterError(name, value, f"must be an integer >= {minimum}")
     try:
         as_float = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterError(name, value, f"must be an integer >= {minimum}") from None
     if not math.isfinite(as_float) or as_float != int(as_float) or int(as_float) < minimum:
         raise ParameterError(name, value, f"must be an integer >= {minimum}")

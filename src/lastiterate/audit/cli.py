@@ -44,8 +44,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from lastiterate.errors import (
         ParameterError,
         check_in_range,
-        check_positive,
         check_positive_int,
+        check_scale,
     )
 
     _apply_config(args)
@@ -55,8 +55,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
     alpha = check_in_range("alpha", args.alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = 1e-5 if args.delta is None else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
-    noise_scale = check_positive("noise_scale", args.noise_scale)
-    sens_scale = check_positive("sensitivity_scale", args.sensitivity_scale)
+    noise_scale = check_scale("noise_scale", args.noise_scale)
+    sens_scale = check_scale("sensitivity_scale", args.sensitivity_scale)
     if args.position is not None and run.algorithm != "cgd":
         raise ParameterError("position", args.position, "only applies to cgd")
     if args.position is not None:
