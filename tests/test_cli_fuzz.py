@@ -421,3 +421,39 @@ KNOWN_ENGINE_FAILURES = [
 def test_known_engine_failures(command: str) -> None:
     rc, _, err, _ = run_cli(command.split())
     assert rc == 0, err
+
+
+# ---------------------------------------------------------------------- hostile paths and flags (issue 8 section 4)
+RUN = ["--algorithm", "gd", "--n", "10", "--steps", "3", "--lr", "0.1", "--noise-std", "1", "--sensitivity", "1"]
+
+
+def test_config_that_is_a_folder_or_binary_is_one_line(tmp_path: Any) -> None:
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(bytes(range(256)))
+    for path, reason in ((tmp_path, "cannot be read"), (binary, "not TOML")):
+        rc, _, err = check_contract(["account", *RUN, "--config", str(path)])
+        assert rc == 2 and "config=" in err and reason in err
+
+
+def test_reproduce_out_naming_a_file_is_refused(tmp_path: Any) -> None:
+    target = tmp_path / "taken"
+    target.write_text("keep me")
+    rc, _, err = check_contract(["reproduce", "paper000-table7", "--quick", "--out", str(target)])
+    assert rc == 2 and "out=" in err and target.read_text() == "keep me"
+
+
+def test_flag_prefixes_are_not_expanded() -> None:
+    # --target must not silently become --target-epsilon (train) or --eps become --epsilon
+    rc, _, err = check_contract(["account", *RUN, "--eps", "1"])
+    assert rc == 2 and "unrecognized arguments: --eps" in err
+
+
+def test_a_closed_pipe_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lastiterate import cli
+
+    def closed_pipe(args: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "_cmd_convert", closed_pipe)
+    rc, out, err, _ = run_cli(["convert", "--mu", "1", "--delta", "1e-5"])
+    assert rc == 1 and err == ""

@@ -8,6 +8,7 @@ stays cheap.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import sys
@@ -21,6 +22,10 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # --target must not silently mean --target-epsilon
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # one line, exit 2
         raise UsageError(message)
 
@@ -90,8 +95,10 @@ def _apply_config(args: argparse.Namespace) -> None:
         cfg = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UsageError(f"config={str(path)!r} is invalid: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"config={str(path)!r} is invalid: not TOML ({exc})") from None
+    except OSError as exc:
+        raise UsageError(f"config={str(path)!r} is invalid: cannot be read ({exc.strerror or exc})") from None
     for key, value in cfg.items():
         dest = key.replace("-", "_")
         if not hasattr(args, dest):
@@ -305,6 +312,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if name not in registry:
             raise UsageError(f"name={name!r} is invalid: must be one of all, list, " + ", ".join(registry))
     outdir = Path(args.out)
+    if outdir.exists() and not outdir.is_dir():
+        raise UsageError(f"out={args.out!r} is invalid: exists and is not a folder")
     bar = _ProgressBar("reproducing")
     for name in names:
         desc, func = registry[name]
@@ -400,6 +409,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ParameterError, NotApplicable) as exc:
         print(f"lastiterate: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`| head -1`): stop quietly like a Unix filter, and keep Python's
+        # flush at exit from raising again on the closed pipe
+        import os
+
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return 1
 
 
 if __name__ == "__main__":
