@@ -455,5 +455,16 @@ def test_a_closed_pipe_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(cli, "_cmd_convert", closed_pipe)
-    rc, out, err, _ = run_cli(["convert", "--mu", "1", "--delta", "1e-5"])
+    rc, _, err, _ = run_cli(["convert", "--mu", "1", "--delta", "1e-5"])
     assert rc == 1 and err == ""
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--seed", str(10**23)), ("--seed", "-1"), ("--threads", "100000000"), ("--threads", "0")]
+)
+def test_train_refuses_out_of_range_seed_and_threads_before_training(flag: str, value: str) -> None:
+    # a seed beyond 2^32 - 1 crashed scikit-learn's split; 1e8 torch threads crashed the process
+    argv = ["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "1", "--lr", "0.1",
+            "--noise-std", "1", "--clip", "1", flag, value]
+    rc, _, err = check_contract(argv)
+    assert rc == 2 and f"{flag[2:]}={value}" in err

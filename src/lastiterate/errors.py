@@ -103,3 +103,12 @@ def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
     if not math.isfinite(as_float) or as_float != int(as_float) or int(as_float) < minimum:
         raise ParameterError(name, value, f"must be an integer >= {minimum}")
     return int(as_float)
+
+
+def check_int_in_range(name: str, value: Any, low: int, high: int) -> int:
+    """Return ``int(value)`` if it is an integer in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(name, value, f"must be an integer in [{low}, {high}]")
+    if not low <= value <= high:
+        raise ParameterError(name, value, f"must be an integer in [{low}, {high}]")
+    return value

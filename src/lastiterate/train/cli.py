@@ -87,7 +87,12 @@ def _hidden(text: str) -> tuple[int, ...]:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from lastiterate.errors import ParameterError, check_in_range, check_positive
+    from lastiterate.errors import (
+        ParameterError,
+        check_in_range,
+        check_int_in_range,
+        check_positive,
+    )
 
     t_total = time.perf_counter()
     if args.noise_std is None and args.noise_multiplier is None and args.target_epsilon is None:
@@ -103,6 +108,9 @@ def run_train(args: argparse.Namespace) -> int:
     check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
     check_positive("epochs", args.epochs)
     check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
+    check_int_in_range("seed", args.seed, 0, 2**32 - 1)  # scikit-learn's and NumPy's legacy seed range
+    if args.threads is not None:
+        check_int_in_range("threads", args.threads, 1, 256)
     if args.target_epsilon is not None:
         check_positive("target_epsilon", args.target_epsilon)
     hidden = _hidden(args.hidden)
