@@ -356,6 +356,10 @@ def test_convert_answers_every_input(argv: list[str]) -> None:
 
 @FUZZ
 @given(audit_argv())
+@example(["audit", "linear", "--algorithm", "sgd", "--sampling", "poisson", "--n", "92", "--batch-size", "35", "--epochs",
+          "1", "--lr", "1", "--noise-multiplier", "1", "--clip", "30.4", "--samples", "127", "--sensitivity-scale", "0.001"])
+@example(["audit", "auto", "--algorithm", "gd", "--n", "41", "--steps", "3", "--lr", "1", "--noise-std", "1",
+          "--sensitivity", "2", "--samples", "400", "--alpha", "5e-324"])
 @example(["audit", "linear", "--algorithm", "gd", "--n", "10", "--steps", "5", "--lr", "0.1", "--noise-std", "1",
           "--sensitivity", "1", "--samples", "100", "--noise-scale", "1e-300"])
 @example(["audit", "linear", "--algorithm", "gd", "--n", "10", "--steps", "5", "--lr", "0.1", "--noise-std", "1",

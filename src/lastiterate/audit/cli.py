@@ -53,7 +53,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     n_samples = check_positive_int("samples", args.samples, minimum=10)
     if n_samples > 50_000_000:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
-    alpha = check_in_range("alpha", args.alpha, 0.0, 1.0, low_open=True, high_open=True)
+    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
     delta = 1e-5 if args.delta is None else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
     noise_scale = check_scale("noise_scale", args.noise_scale)
     sens_scale = check_scale("sensitivity_scale", args.sensitivity_scale)

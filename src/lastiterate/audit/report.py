@@ -325,7 +325,8 @@ def audit_run(
             "the audit simulates replace-one pairs; add/remove adjacency is simulated only for Poisson "
             "batches with a linear loss (pair 'difference')"
         )
-    sim = spec.with_(sigma=spec.sigma * noise_scale, L=spec.L * sensitivity_scale)
+    # the pair scales with L (an antipodal pair stays antipodal: offset L/2 -> L s/2)
+    sim = spec.with_(sigma=spec.sigma * noise_scale, L=spec.L * sensitivity_scale, offset=spec.offset * sensitivity_scale)
     x, y = simulate_pair(sim, N, seed)
     sa = audit_scores(scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed)
     ref_mu, ref_eps, ref_desc = reference_for_spec(sim, delta) if reference else (None, None, "")
