@@ -113,3 +113,156 @@ def test_contraction_of_a_schedule_is_the_worst_step() -> None:
     # lr in {0.01, 0.1}, m = 1, M = 5: worst |1 - lr m| = 0.99 (smallest lr), worst |1 - lr M| = 0.5
     run = Run(algorithm="gd", n=10, steps=2, lr=[0.01, 0.1], noise_std=1.0, sensitivity=1.0, strong_convexity=1.0, smoothness=5.0)
     assert run.c == pytest.approx(0.99)
+
+
+# ---------------------------------------------------------------------- typed Run, derived field lists
+
+
+def test_field_names_are_the_constructor_inputs_and_replace_round_trips() -> None:
+    import dataclasses
+
+    names = Run.field_names()
+    assert names == tuple(f.name for f in dataclasses.fields(Run) if f.init)
+    assert "derived" not in names and {"algorithm", "lr", "contraction", "adjacency"} <= set(names)
+    run = Run(**BASE, strong_convexity=0.002, smoothness=32.5)
+    assert run.replace() == run
+    assert run.replace(noise_std=0.02).sigma == 0.02 and run.replace(steps=10).T == 10
+
+
+def test_run_choices_come_from_the_literal_annotations() -> None:
+    from typing import get_args
+
+    from lastiterate.run import ADJACENCIES, ALGORITHMS, RUN_CHOICES, SAMPLINGS, Adjacency, Algorithm, Sampling
+
+    assert RUN_CHOICES == {"algorithm": ALGORITHMS, "sampling": SAMPLINGS, "adjacency": ADJACENCIES}
+    assert ALGORITHMS == get_args(Algorithm) == ("gd", "cgd", "sgd")
+    assert SAMPLINGS == get_args(Sampling) and ADJACENCIES == get_args(Adjacency)
+
+
+def test_cli_flags_use_the_run_choices() -> None:
+    from lastiterate.cli import build_parser
+    from lastiterate.run import RUN_CHOICES
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for command in ("account", "calibrate", "audit"):
+        parser = sub.choices[command]
+        for name, choices in RUN_CHOICES.items():
+            action = next(a for a in parser._actions if a.dest == name)
+            assert tuple(action.choices) == choices
+
+
+def test_setting_is_typed_and_matches_the_report_keys() -> None:
+    run = Run(algorithm="gd", n=10, steps=3, lr=[0.1, 0.2, 0.3], noise_std=1.0, sensitivity=1.0)
+    s = run.setting()
+    assert s["lr"] == [0.1, 0.2, 0.3] and "lr_schedule" not in s
+    assert list(s) == [
+        "algorithm", "n", "batch_size", "min_batch_size", "batches_per_epoch", "steps", "epochs", "sampling",
+        "sampling_rate", "adjacency", "noise_std", "noise_multiplier", "clip", "sensitivity", "strong_convexity",
+        "smoothness", "convex", "diameter", "contraction", "per_step_mu", "lr", "contraction_note",
+    ]
+    assert run.derived.steps == run.T == 3 and run.derived.lr_schedule == (0.1, 0.2, 0.3)
+
+
+# ---------------------------------------------------------------------- --contraction is consistent with lr, m, M
+
+
+def test_declared_contraction_below_the_geometry_is_refused() -> None:
+    # lr 0.1, m 1, M 5: a gradient step contracts by max(|1 - 0.1|, |1 - 0.5|) = 0.9, no better
+    kw = dict(algorithm="gd", n=10, steps=5, lr=0.1, noise_std=1.0, sensitivity=1.0, strong_convexity=1.0, smoothness=5.0)
+    assert Run(**kw).c == pytest.approx(0.9)
+    with pytest.raises(ParameterError, match=r"contraction=0\.5 is invalid: must be in \[0\.9") as info:
+        Run(**kw, contraction=0.5)
+    assert info.value.name == "contraction"
+    assert Run(**kw, contraction=0.9).c == 0.9  # exactly the implied value is accepted
+    assert Run(**kw, contraction=0.95).c == 0.95  # a looser declaration is sound
+
+
+@pytest.mark.parametrize(
+    "geometry, smallest",
+    [
+        (dict(smoothness=25.0), 1.5),  # lr M = 2.5: not even non-expansive, every c in [0, 1] is refused
+        (dict(strong_convexity=0.0), 1.0),  # m = 0 (merely convex): |1 - lr * 0| = 1
+        (dict(strong_convexity=2.0), 0.8),  # m alone: c >= |1 - lr m|
+        (dict(smoothness=4.0), 0.6),  # M alone: c >= |1 - lr M|
+    ],
+)
+def test_contraction_lower_limit_from_each_declared_constant(geometry: dict, smallest: float) -> None:
+    kw = dict(algorithm="gd", n=10, steps=5, lr=0.1, noise_std=1.0, sensitivity=1.0, **geometry)
+    with pytest.raises(ParameterError, match="contraction"):
+        Run(**kw, contraction=min(smallest, 1.0) * 0.999)
+    if smallest <= 1:
+        assert Run(**kw, contraction=smallest).c == smallest
+
+
+def test_contraction_of_a_schedule_uses_the_worst_step_for_consistency() -> None:
+    kw = dict(algorithm="gd", n=10, steps=2, lr=[0.01, 0.1], noise_std=1.0, sensitivity=1.0, strong_convexity=1.0, smoothness=5.0)
+    with pytest.raises(ParameterError, match="contraction"):
+        Run(**kw, contraction=0.9)  # the step lr = 0.01 only contracts by 0.99
+    assert Run(**kw, contraction=0.99).c == 0.99
+
+
+def test_step_contraction_matches_the_hessian_spectrum_of_a_quadratic() -> None:
+    # independent check: for f(x) = x^T diag(h) x / 2 the step x -> (I - eta H) x has norm max |1 - eta h|
+    import numpy as np
+
+    from lastiterate.run import step_contraction
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        m, M = sorted(rng.uniform(0, 10, size=2))
+        eta = float(rng.uniform(0, 0.5))
+        h = np.array([m, M, *rng.uniform(m, M, size=5)])
+        assert step_contraction((eta,), m, M) == pytest.approx(np.linalg.norm(np.diag(1 - eta * h), 2))
+
+
+# ---------------------------------------------------------------------- extreme values: a ParameterError, not inf
+
+
+@pytest.mark.parametrize(
+    "change, param",
+    [
+        (dict(noise_std=1e-31), "noise_std"),
+        (dict(noise_std=1e31), "noise_std"),
+        (dict(sensitivity=1e300), "sensitivity"),
+        (dict(sensitivity=None, clip=1e308), "clip"),
+        (dict(diameter=1e300), "diameter"),
+        (dict(lr=1e-300), "lr"),
+        (dict(lr=[0.05] * 7999 + [1e300]), "lr"),
+        (dict(smoothness=1e-300), "smoothness"),
+        (dict(strong_convexity=1e31, smoothness=1e31), "strong_convexity"),
+        (dict(strong_convexity=1.0, smoothness=1e31), "smoothness"),
+        (dict(noise_std=None, noise_multiplier=1e-300, clip=1.0, sensitivity=None), "noise_multiplier"),
+        (dict(n=10**13, batch_size=10), "n"),
+        (dict(epochs=None, steps=10**13), "steps"),
+        (dict(epochs=1e300), "epochs"),
+    ],
+)
+def test_scales_outside_the_representable_range_are_refused(change: dict, param: str) -> None:
+    with pytest.raises(ParameterError) as info:
+        Run(**dict(BASE, **change))
+    assert info.value.name == param
+    assert param in str(info.value) and "must be" in str(info.value)
+
+
+def test_per_step_scale_is_capped_where_the_gaussian_profile_is_accurate() -> None:
+    from lastiterate.notions.gdp import MU_MAX
+
+    # L/(b sigma) = 10 / (1500 sigma): 1e6 at sigma = 6.67e-9
+    ok = Run(**dict(BASE, noise_std=1e-8))
+    assert ok.per_step_mu == pytest.approx(10 / 1500 / 1e-8) and ok.per_step_mu <= MU_MAX
+    with pytest.raises(ParameterError, match=r"noise_std=1e-09 is invalid: .*at most 1e\+06") as info:
+        Run(**dict(BASE, noise_std=1e-9))
+    assert info.value.name == "noise_std"
+    with pytest.raises(ParameterError) as info:
+        Run(**dict(BASE, noise_std=None, noise_multiplier=1e-12, clip=5.0, sensitivity=None))
+    assert info.value.name == "noise_multiplier"
+
+
+def test_a_strong_convexity_too_small_for_the_step_is_refused_not_rounded() -> None:
+    # 1 - lr m rounds to 1 for lr m < 2^-52: refuse instead of dividing by 1 - c = 0 downstream
+    kw = dict(algorithm="gd", n=10, steps=5, lr=0.1, noise_std=1.0, sensitivity=1.0, smoothness=2.0)
+    with pytest.raises(ParameterError, match="strong_convexity") as info:
+        Run(**kw, strong_convexity=5e-324)
+    assert info.value.name == "strong_convexity"
+    assert Run(**kw, strong_convexity=0.0).c == 1.0
+    assert Run(**kw, strong_convexity=1e-14).c < 1.0

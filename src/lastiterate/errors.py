@@ -29,7 +29,7 @@ class NotApplicable(Exception):
 def _finite_number(name: str, value: Any) -> float:
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterError(name, value, "must be a real number") from None
     if math.isnan(x):
         raise ParameterError(name, value, "must be a real number, not NaN")
@@ -41,6 +41,21 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     x = _finite_number(name, value)
     if not x > 0 or (math.isinf(x) and not allow_inf):
         raise ParameterError(name, value, "must be > 0" + ("" if allow_inf else " and finite"))
+    return x
+
+
+SCALE_RANGE: tuple[float, float] = (1e-30, 1e30)
+"""Range of every positive real scale of a run (lr, sigma, z, C, L, m, M, D).  Products and ratios of
+a few such scales, and their squares, stay inside double precision, so no bound overflows or
+divides by an underflowed zero; every practical run lies far inside it."""
+
+
+def check_scale(name: str, value: Any) -> float:
+    """Return ``float(value)`` if it lies in :data:`SCALE_RANGE` (a positive, finite, moderate scale)."""
+    x = _finite_number(name, value)
+    low, high = SCALE_RANGE
+    if not (low <= x <= high):
+        raise ParameterError(name, value, f"must be in [{low:g}, {high:g}]")
     return x
 
 
@@ -83,8 +98,17 @@ def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
         raise ParameterError(name, value, f"must be an integer >= {minimum}")
     try:
         as_float = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterError(name, value, f"must be an integer >= {minimum}") from None
     if not math.isfinite(as_float) or as_float != int(as_float) or int(as_float) < minimum:
         raise ParameterError(name, value, f"must be an integer >= {minimum}")
     return int(as_float)
+
+
+def check_int_in_range(name: str, value: Any, low: int, high: int) -> int:
+    """Return ``int(value)`` if it is an integer in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(name, value, f"must be an integer in [{low}, {high}]")
+    if not low <= value <= high:
+        raise ParameterError(name, value, f"must be an integer in [{low}, {high}]")
+    return value

@@ -30,28 +30,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from lastiterate.errors import (
+    SCALE_RANGE,
     NotApplicable,
     ParameterError,
     check_in_range,
     check_nonnegative,
     check_positive,
     check_positive_int,
+    check_scale,
 )
 
 Algorithm = Literal["gd", "cgd", "sgd"]
 Sampling = Literal["poisson", "uniform", "shuffle"]
 Adjacency = Literal["replace", "add-remove"]
 
-ALGORITHMS: tuple[str, ...] = ("gd", "cgd", "sgd")
-SAMPLINGS: tuple[str, ...] = ("poisson", "uniform", "shuffle")
-ADJACENCIES: tuple[str, ...] = ("replace", "add-remove")
+ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
+SAMPLINGS: tuple[Sampling, ...] = get_args(Sampling)
+ADJACENCIES: tuple[Adjacency, ...] = get_args(Adjacency)
 
 
-def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
+def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:
     if value not in allowed:
         raise ParameterError(name, value, "must be one of " + ", ".join(allowed))
     return str(value)
@@ -98,8 +100,119 @@ def check_adjacency(adjacency: Any, algorithm: str, sampling: str | None) -> str
     return adjacency
 
 
-def _optional_positive(name: str, value: Any) -> float | None:
-    return None if value is None else check_positive(name, value)
+def _optional_scale(name: str, value: Any) -> float | None:
+    return None if value is None else check_scale(name, value)
+
+
+MAX_COUNT = 10**12
+"""Largest number of examples n and of steps T accepted."""
+# The largest per-step GDP scale L/(b sigma) accepted: notions.gdp.MU_MAX, beyond which a Gaussian
+# privacy profile cannot be evaluated accurately in double precision (epsilon > 5e11).
+_MAX_PER_STEP_MU = 1e6
+# The smallest positive lr*m: below it, 1 - lr*m rounds to 1 (and products such as m*lr*sigma^2 may underflow).
+_MIN_LR_TIMES_M = 2.0**-52
+
+
+def step_contraction(etas: Sequence[float], m: float | None, M: float | None) -> float:
+    """Contraction of one gradient step, worst over the learning rates ``etas`` (docs/theorems.md 0).
+
+    For a differentiable loss that is m-strongly convex and M-smooth, the gradient step
+    x -> x - eta grad f(x) is Lipschitz with constant max(|1 - eta m|, |1 - eta M|) (a standard
+    fact: the Hessian's eigenvalues lie in [m, M]).  A missing m or M drops its term, which gives
+    what the declared constant alone implies: no loss whose curvature is declared to reach m (or
+    M) contracts by less than |1 - eta m| (or |1 - eta M|).  Both terms are convex in eta, so their
+    maximum over a schedule is attained at its smallest or largest step.  Returns 0.0 when neither
+    constant is given.
+    """
+    ends = (min(etas), max(etas))
+    terms = [0.0]
+    if m is not None:
+        terms.append(max(abs(1 - eta * m) for eta in ends))
+    if M is not None:
+        terms.append(max(abs(1 - eta * M) for eta in ends))
+    return max(terms)
+
+
+def _check_declared_contraction(c: float, etas: Sequence[float], m: float | None, M: float | None) -> None:
+    """Refuse a declared contraction below what the declared lr, m and M imply (never under-report)."""
+    if m is None and M is None:
+        return
+    implied = step_contraction(etas, m, M)
+    if c < implied * (1 - 1e-12):
+        lr = f"{etas[0]:g}" if len(set(etas)) == 1 else f"in [{min(etas):g}, {max(etas):g}]"
+        declared = ", ".join(f"{k}={v:g}" for k, v in (("m", m), ("M", M)) if v is not None)
+        raise ParameterError(
+            "contraction", c,
+            f"must be in [{implied!r}, 1] for lr {lr} and {declared}: a gradient step on an m-strongly "
+            "convex M-smooth loss contracts by max(|1 - lr m|, |1 - lr M|), and a smaller declared c "
+            "would under-report",
+        )
+
+
+def _contraction(
+    c_explicit: float | None, etas: Sequence[float], m: float | None, M: float | None, convex: bool
+) -> tuple[float | None, str]:
+    """Contraction c of one gradient step (docs/theorems.md 0): c = max(|1-eta m|, |1-eta M|), and why."""
+    if c_explicit is not None:
+        return c_explicit, "declared with contraction"
+    if M is None:
+        return None, "no smoothness M declared"
+    eta = max(etas)
+    if m is not None and m > 0:
+        if eta >= 2 / M:
+            return None, f"lr={eta:g} >= 2/M={2 / M:g}: a gradient step is not a contraction"
+        # worst step of a schedule: |1 - lr m| is largest at the smallest lr, |1 - lr M| at the largest
+        return step_contraction(etas, m, M), "c = max(|1 - lr m|, |1 - lr M|)"
+    if convex:
+        if eta > 2 / M:
+            return None, f"lr={eta:g} > 2/M={2 / M:g}: a gradient step is not non-expansive"
+        return 1.0, "convex and lr <= 2/M: non-expansive (c = 1)"
+    return None, "neither strong convexity nor convexity declared"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Every canonical and derived quantity of a validated :class:`Run` (docs/theorems.md 0).
+
+    The field order is the order of the report's ``setting`` object; ``lr`` is the constant step
+    (or the per-step list when it varies) and ``lr_schedule`` the explicit schedule (None for a
+    constant ``lr``), which is not part of the report.
+    """
+
+    algorithm: Algorithm
+    n: int
+    batch_size: int
+    min_batch_size: int
+    batches_per_epoch: float
+    steps: int
+    epochs: float
+    sampling: Sampling | None
+    sampling_rate: float
+    adjacency: Adjacency
+    noise_std: float
+    noise_multiplier: float | None
+    clip: float | None
+    sensitivity: float
+    strong_convexity: float | None
+    smoothness: float | None
+    convex: bool
+    diameter: float | None
+    contraction: float | None
+    per_step_mu: float
+    lr: float | tuple[float, ...]
+    contraction_note: str
+    lr_schedule: tuple[float, ...] | None = field(default=None, metadata={"report": False})
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's ``setting`` object (JSON-serialisable, every value finite or null)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.metadata.get("report", True):
+                value = getattr(self, f.name)
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+            if f.name == "sensitivity":
+                out["sensitivity_meaning"] = SENSITIVITY_MEANING[self.adjacency]
+        return out
 
 
 @dataclass(frozen=True)
@@ -111,9 +224,16 @@ class Run:
     Geometry is optional: ``strong_convexity`` m, ``smoothness`` M, ``convex``, or an explicit
     ``contraction`` c (c < 1 declares the strongly convex regime directly), and ``diameter`` D of
     the projection set.  ``lr`` is a constant or a per-step sequence of length ``steps``.
+
+    A declared ``contraction`` must be consistent with the declared ``lr``, m and M: it may not
+    be smaller than :func:`step_contraction` of them, max(|1 - lr m|, |1 - lr M|) (a smaller c
+    would claim a faster contraction than the declared geometry gives, and under-report).
+
+    The derived quantities live in the typed :attr:`derived` (a :class:`Setting`) and are read
+    through the canonical short names (``T``, ``E``, ``l``, ``b``, ``p``, ``sigma``, ``L``, ``c``...).
     """
 
-    algorithm: str
+    algorithm: Algorithm
     n: int
     lr: float | Sequence[float]
     batch_size: int | None = None
@@ -128,15 +248,21 @@ class Run:
     convex: bool = False
     contraction: float | None = None
     diameter: float | None = None
-    sampling: str | None = None
-    adjacency: str = "replace"
-    # derived, filled in __post_init__
-    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    sampling: Sampling | None = None
+    adjacency: Adjacency = "replace"
+    derived: Setting = field(init=False, repr=False, compare=False)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The constructor's inputs, in declaration order (what a config or the CLI may set)."""
+        return tuple(f.name for f in fields(cls) if f.init)
 
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
-        algorithm = _choice("algorithm", self.algorithm, ALGORITHMS)
+        algorithm: Algorithm = _choice("algorithm", self.algorithm, ALGORITHMS)
         n = check_positive_int("n", self.n)
+        if n > MAX_COUNT:
+            raise ParameterError("n", self.n, f"must be an integer in [1, {MAX_COUNT:g}]")
         _choice("adjacency", self.adjacency, ADJACENCIES)
 
         if algorithm == "gd":
@@ -152,21 +278,23 @@ class Run:
             if b > n:
                 raise ParameterError("batch_size", b, f"must be an integer in [1, n={n}]")
 
+        sampling: Sampling | None
         if algorithm == "sgd":
             if self.sampling is None:
                 raise ParameterError(
                     "sampling", None, "is required for sgd: one of poisson, uniform, shuffle (no default is assumed)"
                 )
-            sampling: str | None = _choice("sampling", self.sampling, SAMPLINGS)
+            sampling = _choice("sampling", self.sampling, SAMPLINGS)
         else:
             if self.sampling is not None:
                 raise ParameterError("sampling", self.sampling, f"only applies to sgd, not {algorithm}")
             sampling = None
-        adjacency = check_adjacency(self.adjacency, algorithm, sampling)
+        adjacency: Adjacency = check_adjacency(self.adjacency, algorithm, sampling)  # type: ignore[assignment]
 
         # batches per epoch and the smallest batch of the cyclic partition
+        l_batches: float
         if algorithm == "gd":
-            l_batches: float = 1
+            l_batches = 1
             min_b = n
         elif algorithm == "cgd" or sampling == "shuffle":
             l_batches = math.ceil(n / b)
@@ -181,42 +309,57 @@ class Run:
 
         if (self.noise_std is None) == (self.noise_multiplier is None):
             raise ParameterError("noise_std", self.noise_std, "give exactly one of noise_std and noise_multiplier")
-        clip = _optional_positive("clip", self.clip)
+        clip = _optional_scale("clip", self.clip)
+        z: float | None
         if self.noise_std is not None:
-            sigma = check_positive("noise_std", self.noise_std)
+            sigma = check_scale("noise_std", self.noise_std)
             z = sigma * b / clip if clip is not None else None
         else:
-            z = check_positive("noise_multiplier", self.noise_multiplier)
+            z = check_scale("noise_multiplier", self.noise_multiplier)
             if clip is None:
                 raise ParameterError("clip", None, "is required with noise_multiplier (sigma = z*C/b): must be > 0")
             sigma = z * clip / b
 
-        if self.sensitivity is not None:
-            L = check_positive("sensitivity", self.sensitivity)
-            if clip is not None:
-                implied = 2 * clip if adjacency == "replace" else clip
-                if L < implied * (1 - 1e-12):
-                    raise ParameterError(
-                        "sensitivity",
-                        self.sensitivity,
-                        f"must be >= {implied:g} for clip={clip:g} under {adjacency} adjacency",
-                    )
-        elif clip is not None:
-            L = 2 * clip if adjacency == "replace" else clip
-        else:
-            raise ParameterError("sensitivity", None, "give sensitivity L or clip C (L = 2C under replace-one)")
+        L = self._sensitivity(clip, adjacency)
 
         m = None if self.strong_convexity is None else check_nonnegative("strong_convexity", self.strong_convexity)
-        M = _optional_positive("smoothness", self.smoothness)
+        if m is not None and m > SCALE_RANGE[1]:
+            raise ParameterError("strong_convexity", m, f"must be in [0, {SCALE_RANGE[1]:g}]")
+        M = _optional_scale("smoothness", self.smoothness)
         if m is not None and M is not None and m > M:
             raise ParameterError("strong_convexity", m, f"must be <= smoothness M={M:g}")
-        D = _optional_positive("diameter", self.diameter)
+        D = _optional_scale("diameter", self.diameter)
+        etas = lr_schedule if lr_schedule is not None else (float(self.lr),)  # type: ignore[arg-type]
+        if m is not None and m > 0 and m * min(etas) < _MIN_LR_TIMES_M:
+            raise ParameterError(
+                "strong_convexity", m,
+                f"must be 0 or >= {_MIN_LR_TIMES_M / min(etas):.6g} for lr {min(etas):g}: a smaller lr*m rounds "
+                "the contraction 1 - lr m to 1 (declare --convex, or m = 0, instead)",
+            )
+        etas = lr_schedule if lr_schedule is not None else (float(self.lr),)  # type: ignore[arg-type]
         c_explicit = None
         if self.contraction is not None:
             c_explicit = check_in_range("contraction", self.contraction, 0.0, 1.0)
+            _check_declared_contraction(c_explicit, etas, m, M)
+        convex = bool(self.convex) or (m is not None)
+        contraction, contraction_note = _contraction(c_explicit, etas, m, M, convex)
 
-        d = self._derived
-        d.update(
+        per_step_mu = L / (min_b * sigma)
+        if not per_step_mu <= _MAX_PER_STEP_MU:
+            name, value = ("noise_std", self.noise_std) if self.noise_std is not None else ("noise_multiplier", z)
+            raise ParameterError(
+                name, value,
+                f"gives a per-step scale L/(b sigma) = {per_step_mu:g} with L={L:g}, b={min_b}: it must be at most "
+                f"{_MAX_PER_STEP_MU:g} (sigma >= {L / (min_b * _MAX_PER_STEP_MU):.6g}); beyond, epsilon exceeds "
+                "5e11 and cannot be evaluated accurately",
+            )
+
+        if lr_schedule is not None and max(lr_schedule) != min(lr_schedule):
+            lr_report: float | tuple[float, ...] = lr_schedule
+        else:
+            lr_report = lr_schedule[0] if lr_schedule is not None else float(self.lr)  # type: ignore[arg-type]
+
+        object.__setattr__(self, "derived", Setting(
             algorithm=algorithm,
             n=n,
             batch_size=b,
@@ -233,22 +376,45 @@ class Run:
             sensitivity=L,
             strong_convexity=m,
             smoothness=M,
-            convex=bool(self.convex) or (m is not None),
+            convex=convex,
             diameter=D,
+            contraction=contraction,
+            per_step_mu=per_step_mu,
+            lr=lr_report,
+            contraction_note=contraction_note,
             lr_schedule=lr_schedule,
-            contraction_explicit=c_explicit,
-        )
-        d["contraction"], d["contraction_reason"] = self._contraction()
-        d["per_step_mu"] = L / (min_b * sigma)
+        ))
+
+    def _sensitivity(self, clip: float | None, adjacency: Adjacency) -> float:
+        """L from ``sensitivity`` or the clip norm: 2C under replace-one, C under add/remove."""
+        implied = None
+        if clip is not None:
+            implied = 2 * clip if adjacency == "replace" else clip
+        if self.sensitivity is not None:
+            L = check_scale("sensitivity", self.sensitivity)
+            if implied is not None and L < implied * (1 - 1e-12):
+                raise ParameterError(
+                    "sensitivity",
+                    self.sensitivity,
+                    f"must be >= {implied:g} for clip={clip:g} under {adjacency} adjacency",
+                )
+            return L
+        if implied is not None:
+            return implied
+        raise ParameterError("sensitivity", None, "give sensitivity L or clip C (L = 2C under replace-one)")
 
     def _steps_and_epochs(self, algorithm: str, l_batches: float) -> tuple[int, float]:
         if (self.steps is None) == (self.epochs is None):
             raise ParameterError("steps", self.steps, "give exactly one of steps and epochs")
         if self.steps is not None:
             steps = check_positive_int("steps", self.steps)
+            if steps > MAX_COUNT:
+                raise ParameterError("steps", self.steps, f"must be an integer in [1, {MAX_COUNT:g}]")
             return steps, steps / l_batches
         epochs = check_positive("epochs", self.epochs)
         exact = epochs * l_batches
+        if not exact <= MAX_COUNT:
+            raise ParameterError("epochs", self.epochs, f"must be in (0, {MAX_COUNT / l_batches:g}]: at most {MAX_COUNT:g} steps")
         steps = math.ceil(exact - 1e-9)
         if algorithm in ("gd", "cgd") and abs(exact - round(exact)) > 1e-9:
             raise ParameterError("epochs", self.epochs, f"must make epochs*{l_batches} an integer number of steps")
@@ -256,36 +422,15 @@ class Run:
 
     def _lr_schedule(self, steps: int) -> tuple[float, ...] | None:
         if isinstance(self.lr, (int, float)) and not isinstance(self.lr, bool):
-            check_positive("lr", self.lr)
+            check_scale("lr", self.lr)
             return None
         try:
-            schedule = tuple(check_positive("lr", v) for v in self.lr)  # type: ignore[union-attr]
+            schedule = tuple(check_scale("lr", v) for v in self.lr)  # type: ignore[union-attr]
         except TypeError:
             raise ParameterError("lr", self.lr, "must be a positive number or a sequence of them") from None
         if len(schedule) != steps:
             raise ParameterError("lr", f"<sequence of {len(schedule)}>", f"schedule must have one value per step ({steps})")
         return schedule
-
-    def _contraction(self) -> tuple[float | None, str]:
-        """Contraction c of one gradient step (docs/theorems.md 0): c = max(|1-eta m|, |1-eta M|)."""
-        d = self._derived
-        if d["contraction_explicit"] is not None:
-            return d["contraction_explicit"], "declared with contraction"
-        m, M = d["strong_convexity"], d["smoothness"]
-        if M is None:
-            return None, "no smoothness M declared"
-        etas = d["lr_schedule"] or (float(self.lr),)  # type: ignore[arg-type]
-        eta, eta_min = max(etas), min(etas)
-        if m is not None and m > 0:
-            if eta >= 2 / M:
-                return None, f"lr={eta:g} >= 2/M={2 / M:g}: a gradient step is not a contraction"
-            # worst step of a schedule: |1 - lr m| is largest at the smallest lr, |1 - lr M| at the largest
-            return max(abs(1 - eta_min * m), abs(1 - eta * M)), "c = max(|1 - lr m|, |1 - lr M|)"
-        if d["convex"]:
-            if eta > 2 / M:
-                return None, f"lr={eta:g} > 2/M={2 / M:g}: a gradient step is not non-expansive"
-            return 1.0, "convex and lr <= 2/M: non-expansive (c = 1)"
-        return None, "neither strong convexity nor convexity declared"
 
     # ------------------------------------------------------------------ derived quantities
     # Canonical short names (docs/theorems.md 0).  The constructor's inputs keep their long names; these
@@ -293,12 +438,12 @@ class Run:
     @property
     def T(self) -> int:
         """Number of noisy steps."""
-        return int(self._derived["steps"])
+        return self.derived.steps
 
     @property
     def E(self) -> float:
         """Epochs (T / l)."""
-        return float(self._derived["epochs"])
+        return self.derived.epochs
 
     @property
     def uses(self) -> int:
@@ -308,32 +453,32 @@ class Run:
     @property
     def l(self) -> float:
         """Batches per epoch: 1 (gd), ceil(n/b) (cgd, shuffle), n/b (poisson, uniform)."""
-        return self._derived["batches_per_epoch"]
+        return self.derived.batches_per_epoch
 
     @property
     def b(self) -> int:
         """Batch size (n for gd; the expected size for Poisson sampling)."""
-        return int(self._derived["batch_size"])
+        return self.derived.batch_size
 
     @property
     def b_min(self) -> int:
         """Smallest batch of the cyclic partition (sets the per-step sensitivity)."""
-        return int(self._derived["min_batch_size"])
+        return self.derived.min_batch_size
 
     @property
     def p(self) -> float:
         """Sampling rate b/n."""
-        return float(self._derived["sampling_rate"])
+        return self.derived.sampling_rate
 
     @property
     def sigma(self) -> float:
         """Std of the Gaussian noise on the averaged gradient."""
-        return float(self._derived["noise_std"])
+        return self.derived.noise_std
 
     @property
     def z(self) -> float | None:
         """Opacus noise multiplier sigma*b/C (None without a clip norm)."""
-        return self._derived["noise_multiplier"]
+        return self.derived.noise_multiplier
 
     @property
     def L(self) -> float:
@@ -342,95 +487,106 @@ class Run:
         Replace-one: a bound on the gradient difference of ANY two possible examples (2C from a
         clip norm C); add/remove (Poisson only): a bound on one example's gradient norm (C).
         """
-        return float(self._derived["sensitivity"])
+        return self.derived.sensitivity
 
     @property
     def m(self) -> float | None:
-        return self._derived["strong_convexity"]
+        """Strong convexity m (None when not declared)."""
+        return self.derived.strong_convexity
 
     @property
     def M(self) -> float | None:
-        return self._derived["smoothness"]
+        """Smoothness M (None when not declared)."""
+        return self.derived.smoothness
 
     @property
     def D(self) -> float | None:
-        return self._derived["diameter"]
+        """Diameter D of the projection set (None without projection)."""
+        return self.derived.diameter
 
     @property
     def is_convex(self) -> bool:
-        return bool(self._derived["convex"])
+        """Convexity declared (``convex`` or any strong convexity m >= 0)."""
+        return self.derived.convex
 
     @property
     def c(self) -> float | None:
         """Contraction factor of one gradient step, or None when no geometry makes it <= 1."""
-        return self._derived["contraction"]
+        return self.derived.contraction
 
     @property
     def contraction_note(self) -> str:
-        return str(self._derived["contraction_reason"])
+        """Why :attr:`c` has its value (or is None)."""
+        return self.derived.contraction_note
 
     @property
-    def sampling_scheme(self) -> str | None:
-        return self._derived["sampling"]
+    def sampling_scheme(self) -> Sampling | None:
+        """The batch sampling of sgd (None for gd and cgd)."""
+        return self.derived.sampling
 
     @property
     def per_step_mu(self) -> float:
         """GDP parameter of one step that uses the differing example: L / (b_min sigma)."""
-        return float(self._derived["per_step_mu"])
+        return self.derived.per_step_mu
 
     @property
     def lr_schedule(self) -> tuple[float, ...]:
         """Per-step learning rates (length T)."""
-        s = self._derived["lr_schedule"]
-        return s if s is not None else (float(self.lr),) * self.T  # type: ignore[arg-type]
+        s = self.derived.lr_schedule
+        return s if s is not None else (self.eta,) * self.T
 
     @property
     def constant_lr(self) -> bool:
-        s = self._derived["lr_schedule"]
-        return s is None or max(s) == min(s)
+        """Whether every step uses the same learning rate."""
+        return not isinstance(self.derived.lr, tuple)
 
     @property
     def eta(self) -> float:
         """The constant learning rate; raises NotApplicable for a schedule."""
-        if not self.constant_lr:
+        lr = self.derived.lr
+        if isinstance(lr, tuple):
             raise NotApplicable("needs a constant learning rate; the run has a schedule")
-        s = self._derived["lr_schedule"]
-        return float(s[0]) if s is not None else float(self.lr)  # type: ignore[arg-type]
+        return lr
 
     def setting(self) -> dict[str, Any]:
         """Every canonical and derived quantity, JSON-serialisable (the ``setting`` of a report)."""
-        d = self._derived
-        keys = (
-            "algorithm", "n", "batch_size", "min_batch_size", "batches_per_epoch", "steps", "epochs",
-            "sampling", "sampling_rate", "adjacency", "noise_std", "noise_multiplier", "clip",
-            "sensitivity", "strong_convexity", "smoothness", "convex", "diameter", "contraction",
-            "per_step_mu",
-        )
-        out: dict[str, Any] = {k: d[k] for k in keys}
-        out["sensitivity_meaning"] = SENSITIVITY_MEANING[d["adjacency"]]
-        out["lr"] = list(d["lr_schedule"]) if d["lr_schedule"] is not None and not self.constant_lr else (
-            d["lr_schedule"][0] if d["lr_schedule"] is not None else float(self.lr)  # type: ignore[arg-type]
-        )
-        out["contraction_note"] = d["contraction_reason"]
-        return out
+        return self.derived.to_json()
 
     def replace(self, **changes: Any) -> Run:
         """A copy with some inputs changed (re-validated)."""
-        fields = {
-            k: getattr(self, k)
-            for k in (
-                "algorithm", "n", "lr", "batch_size", "steps", "epochs", "noise_std", "noise_multiplier",
-                "clip", "sensitivity", "strong_convexity", "smoothness", "convex", "contraction",
-                "diameter", "sampling", "adjacency",
-            )
-        }
+        inputs = {k: getattr(self, k) for k in self.field_names()}
         if "steps" in changes:
-            fields["epochs"] = None
+            inputs["epochs"] = None
         if "epochs" in changes:
-            fields["steps"] = None
+            inputs["steps"] = None
         if "noise_std" in changes:
-            fields["noise_multiplier"] = None
+            inputs["noise_multiplier"] = None
         if "noise_multiplier" in changes:
-            fields["noise_std"] = None
-        fields.update(changes)
-        return Run(**fields)
+            inputs["noise_std"] = None
+        inputs.update(changes)
+        return Run(**inputs)
+
+
+def _literal_choices(hint: Any) -> tuple[str, ...] | None:
+    """The values of a ``Literal[...]`` (or ``Literal[...] | None``) annotation, else None."""
+    if get_origin(hint) is Literal:
+        return get_args(hint)
+    for arg in get_args(hint):
+        if get_origin(arg) is Literal:
+            return get_args(arg)
+    return None
+
+
+def _run_choices() -> dict[str, tuple[str, ...]]:
+    hints = get_type_hints(Run)
+    out = {}
+    for name in Run.field_names():
+        choices = _literal_choices(hints[name])
+        if choices is not None:
+            out[name] = choices
+    return out
+
+
+RUN_CHOICES: dict[str, tuple[str, ...]] = _run_choices()
+"""The allowed values of every enumerated input of :class:`Run` (``algorithm``, ``sampling``,
+``adjacency``), read from the dataclass's Literal annotations: the CLI's ``choices``."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from lastiterate.errors import ParameterError, check_in_range, check_nonnegative
+from lastiterate.errors import NotApplicable, ParameterError, check_in_range, check_nonnegative
 from lastiterate.run import Run
 
 if TYPE_CHECKING:
@@ -193,10 +193,15 @@ def gdp_result(
     assumptions: Sequence[str] = (),
 ) -> Result:
     """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (docs/theorems.md 1.2)."""
-    from lastiterate.notions.gdp import gaussian_tradeoff, gdp_delta, gdp_epsilon
+    from lastiterate.notions.gdp import MU_MAX, gaussian_tradeoff, gdp_delta, gdp_epsilon
 
     if not (mu >= 0) or math.isnan(mu):
         raise ValueError(f"{spec_id}: mu={mu!r} must be >= 0")
+    if mu > MU_MAX:
+        raise NotApplicable(
+            f"gives mu = {mu:.4g} > {MU_MAX:g}: epsilon would exceed 5e11 (no meaningful guarantee) and "
+            "cannot be evaluated accurately"
+        )
     if query.delta is not None:
         eps, delta = float(gdp_epsilon(query.delta, mu)), query.delta
     else:

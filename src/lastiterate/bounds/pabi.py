@@ -667,7 +667,9 @@ def _require_common(run: Run) -> tuple[float, float]:
         raise NotApplicable(f"pabi needs non-expansive gradient steps (convex, lr <= 2/M): {run.contraction_note}")
     if run.M is None and not run.contraction_note.startswith("declared"):
         raise NotApplicable("pabi needs smoothness M (lr <= 2/M makes a gradient step non-expansive)")
-    return float(run.D), float(run.c)
+    # c = 0 (e.g. lr = 1/M with m = M) is evaluated as the tiny c = 1e-300, which keeps log(c) finite:
+    # a c-contraction is also a c'-contraction for every c' >= c, so the bound stays valid.
+    return float(run.D), max(float(run.c), 1e-300)
 
 
 def _epsilon_limit(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:

@@ -332,10 +332,10 @@ def _geometry_notes(run: Run, c: float) -> list[str]:
 
 def _limit_details(mu_limit: float, query: Query) -> dict[str, Any]:
     """``mu_limit`` and the matching ``epsilon_limit`` (query by delta) or ``delta_limit``."""
-    from lastiterate.notions.gdp import gdp_delta, gdp_epsilon
+    from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
 
     out: dict[str, Any] = {"mu_limit": float(mu_limit)}
-    if not math.isfinite(mu_limit):
+    if not mu_limit <= MU_MAX:  # infinite, or beyond what the Gaussian profile evaluates: no finite limit reported
         out["epsilon_limit"] = math.inf
         return out
     if query.delta is not None:

@@ -23,7 +23,7 @@ from lastiterate.cli.common import (
     print_json,
     run_from_args,
 )
-from lastiterate.errors import ParameterError, check_in_range, check_positive_int
+from lastiterate.errors import ParameterError, check_in_range, check_positive_int, check_scale
 
 SCENARIOS = ("auto", "quadratic", "linear")
 #: simulated work per world (chains x steps) above which the audit is refused: about 5e9 chain-steps
@@ -60,11 +60,10 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             f"samples x steps = {n_samples * run.T:.3g} chain-steps per world exceeds {MAX_CHAIN_STEPS:.0e} "
             "(several minutes of simulation); lower --samples or --steps",
         )
-    alpha = check_in_range("alpha", args.alpha, 0.0, 1.0, low_open=True, high_open=True)
+    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
     delta = 1e-5 if args.delta is None else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
-    # mutation factors: far enough from 0 and infinity that the simulated chains stay well conditioned
-    noise_scale = check_in_range("noise_scale", args.noise_scale, 1e-6, 1e6)
-    sens_scale = check_in_range("sensitivity_scale", args.sensitivity_scale, 1e-6, 1e6)
+    noise_scale = check_scale("noise_scale", args.noise_scale)
+    sens_scale = check_scale("sensitivity_scale", args.sensitivity_scale)
     if args.position is not None and run.algorithm != "cgd":
         raise ParameterError("position", args.position, "only applies to cgd")
     if args.position is not None:

@@ -15,6 +15,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lastiterate.run import RUN_CHOICES, Run
+
 #: exit statuses of every subcommand
 EXIT_OK = 0
 EXIT_VIOLATION = 1  # ``audit`` found a claim below its certified lower bound
@@ -76,7 +78,7 @@ SENSITIVITY_HELP = (
 def add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     """The flags that describe a :class:`lastiterate.run.Run` and the privacy query."""
     g = p.add_argument_group("run")
-    g.add_argument("--algorithm", choices=("gd", "cgd", "sgd"), help="full batch, cyclic batches, sampled batches")
+    g.add_argument("--algorithm", choices=RUN_CHOICES["algorithm"], help="full batch, cyclic batches, sampled batches")
     g.add_argument("--n", type=int, help="number of examples")
     g.add_argument("--batch-size", type=int, help="batch size b (expected size for Poisson sampling)")
     steps = g.add_mutually_exclusive_group()
@@ -94,8 +96,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     g.add_argument("--convex", action="store_true", default=None, help="declare the losses convex")
     g.add_argument("--contraction", type=finite_float, help="contraction factor c of one step (c < 1: strongly convex)")
     g.add_argument("--diameter", type=finite_float, help="diameter D of the projection set")
-    g.add_argument("--sampling", choices=("poisson", "uniform", "shuffle"), help="batch sampling for sgd (required)")
-    g.add_argument("--adjacency", choices=("replace", "add-remove"), help="neighbouring relation (default replace)")
+    g.add_argument("--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required)")
+    g.add_argument("--adjacency", choices=RUN_CHOICES["adjacency"], help="neighbouring relation (default replace)")
     g.add_argument("--config", type=Path, help="TOML file with any of these flags (flags on the command line win)")
     q = p.add_argument_group("query")
     dq = q.add_mutually_exclusive_group()
@@ -108,11 +110,6 @@ def add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     p.set_defaults(_parser=p)
 
 
-RUN_KEYS = (
-    "algorithm", "n", "batch_size", "steps", "epochs", "lr", "noise_std", "noise_multiplier", "clip",
-    "sensitivity", "strong_convexity", "smoothness", "convex", "contraction", "diameter", "sampling",
-    "adjacency",
-)
 
 
 # ---------------------------------------------------------------------- config files
@@ -186,9 +183,7 @@ def apply_config(args: argparse.Namespace) -> None:
 
 def run_from_args(args: argparse.Namespace, **override: Any) -> Any:
     """The :class:`lastiterate.run.Run` the run flags describe (``override`` wins)."""
-    from lastiterate.run import Run
-
-    kw: dict[str, Any] = {k: getattr(args, k, None) for k in RUN_KEYS}
+    kw: dict[str, Any] = {k: getattr(args, k, None) for k in Run.field_names()}
     kw.update(override)
     for required in ("algorithm", "n", "lr"):
         if kw[required] is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from lastiterate.cli.common import UsageError, finite_float, print_json
@@ -38,15 +39,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
         out = {"epsilon": eps, "delta": delta, "mu": mu}
         text = f"{mu:g}-GDP implies ({eps:.6g}, {delta:.6g})-DP"
     else:
-        from lastiterate.notions.rdp import rdp_linear_to_epsilon
+        from lastiterate.notions.rdp import RHO_LINEAR_MAX, rdp_linear_to_epsilon
 
-        rho = check_nonnegative("rdp-linear", args.rdp_linear)
+        rho = check_in_range("rdp-linear", args.rdp_linear, 0.0, RHO_LINEAR_MAX)
         if args.delta is None:
             raise UsageError("--delta is required with --rdp-linear")
         delta = check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
         conv = rdp_linear_to_epsilon(rho, delta)
         eps = float(conv.epsilon)
-        out = {"epsilon": eps, "delta": delta, "mu": None, "rho": rho, "order": float(conv.order),
+        out = {"epsilon": eps, "delta": delta, "mu": None, "rho": rho, "order": float(conv.order) if math.isfinite(conv.order) else None,
                "conversion": conv.method}
         text = (f"RDP eps(alpha) = {rho:g}*alpha implies ({eps:.6g}, {delta:.6g})-DP"
                 f"  [{conv.method}, order {conv.order:.4g}]")

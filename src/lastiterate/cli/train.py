@@ -14,8 +14,9 @@ import warnings
 from typing import Any
 
 from lastiterate.cli.common import UsageError, print_json
-from lastiterate.errors import ParameterError, check_in_range, check_positive
+from lastiterate.errors import ParameterError, check_in_range, check_int_in_range, check_positive
 from lastiterate.formatting import fmt_number as _fmt
+from lastiterate.run import RUN_CHOICES
 
 USAGE_EXAMPLE = (
     "lastiterate train --dataset digits --model logreg --algorithm cgd --epochs 100 --batch-size 256 "
@@ -57,8 +58,8 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--statistics-share", type=float, default=0.1,
                    help="with --scaling private and --target-epsilon: share of mu^2 given to the statistics (default 0.1)")
     a = p.add_argument_group("algorithm")
-    a.add_argument("--algorithm", required=True, choices=("gd", "cgd", "sgd"), help="full batch, fixed cyclic batches, sampled batches")
-    a.add_argument("--sampling", choices=("poisson", "uniform", "shuffle"), help="batch sampling for sgd (required with sgd)")
+    a.add_argument("--algorithm", required=True, choices=RUN_CHOICES["algorithm"], help="full batch, fixed cyclic batches, sampled batches")
+    a.add_argument("--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required with sgd)")
     a.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
                    help="sgd: the canonical update; adam: NoisyAdam (post-processing, composition only)")
     a.add_argument("--epochs", type=float, required=True, help="number of epochs E")
@@ -130,6 +131,11 @@ def run_train(args: argparse.Namespace) -> int:
     check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
     check_positive("epochs", args.epochs)
     check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
+    if args.seed is not None:
+        check_int_in_range("seed", args.seed, 0, 2**32 - 1)  # NumPy's legacy seed range
+    check_int_in_range("split_seed", args.split_seed, 0, 2**32 - 1)  # scikit-learn's split seed range
+    if args.threads is not None:
+        check_int_in_range("threads", args.threads, 1, 256)
     if args.target_epsilon is not None:
         check_positive("target_epsilon", args.target_epsilon)
     hidden = _hidden(args.hidden)
@@ -137,10 +143,6 @@ def run_train(args: argparse.Namespace) -> int:
         from lastiterate.train.model_file import check_output_path
 
         check_output_path(args.out, args.dataset, args.checkpoint, args.ledger)
-    if args.threads is not None:
-        check_in_range("threads", args.threads, 1, 256)
-    if not 0 <= args.split_seed < 2**32:
-        raise ParameterError("split_seed", args.split_seed, "must be an integer in [0, 4294967295]")
 
     import torch
 

@@ -43,8 +43,19 @@ __all__ = [
 _SQRT2 = math.sqrt(2.0)
 
 
+MU_MAX = 1e6
+"""Largest mu accepted: its epsilon (about mu^2/2 = 5e11) is still evaluated to ~1e-10 relative in
+delta (checked against 80-digit arithmetic); beyond, the two terms of the profile cancel in double
+precision and the inversion could under-report."""
+
+
 def _check_mu(mu: float) -> float:
-    return check_nonnegative("mu", mu)
+    m = check_nonnegative("mu", mu)
+    if m > MU_MAX:
+        raise ParameterError(
+            "mu", mu, f"must be in [0, {MU_MAX:g}]: beyond, epsilon exceeds 5e11 and cannot be evaluated accurately"
+        )
+    return m
 
 
 def _check_delta_open(delta: float) -> float:

@@ -499,6 +499,11 @@ def rdp_to_epsilon(
     return DpConversion(max(0.0, eps), best.order, best.method)
 
 
+RHO_LINEAR_MAX = 1e12
+"""Largest slope of a linear RDP curve converted (mu-GDP has rho = mu^2/2 <= 5e11 for mu <= 1e6); far
+beyond it the optimal order approaches 1 closer than double precision resolves."""
+
+
 def rdp_linear_to_epsilon(
     rho: float, delta: float, *, methods: Iterable[str] | None = None
 ) -> DpConversion:
@@ -507,6 +512,8 @@ def rdp_linear_to_epsilon(
     (docs/theorems.md 1.5; paper 000's ``table_privacy_lr.py``). ``rho = 0`` gives 0. Used by the
     CLI ``--rdp-linear RHO --delta D``."""
     r = check_nonnegative("rho", rho)
+    if r > RHO_LINEAR_MAX:
+        raise ParameterError("rho", rho, f"must be in [0, {RHO_LINEAR_MAX:g}] (epsilon about rho beyond)")
     d = _check_delta(delta)
     ms = _check_methods(methods)
     if r == 0.0:
