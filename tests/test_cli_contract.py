@@ -182,3 +182,20 @@ def test_audit_work_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
             "--sensitivity", "1", "--noise-std", "1"]
     code, out, err = run_cli(capsys, *argv)  # 2e5 default chains x 1e6 steps: refused at once
     assert_usage_error(code, out, err, "samples", "--steps")
+
+
+def test_an_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from lastiterate.cli import convert
+    from lastiterate.cli.common import EXIT_INTERNAL
+
+    def crash(args: object) -> int:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(convert, "cmd_convert", crash)
+    monkeypatch.delenv("LASTITERATE_DEBUG", raising=False)
+    code, out, err = run_cli(capsys, "convert", "--mu", "1", "--delta", "1e-5")
+    assert code == EXIT_INTERNAL and out == "" and len(err.strip().splitlines()) == 1
+    assert "internal error (ZeroDivisionError: float division by zero)" in err
+    monkeypatch.setenv("LASTITERATE_DEBUG", "1")  # the suite's setting: the traceback escapes
+    with pytest.raises(ZeroDivisionError):
+        main(["convert", "--mu", "1", "--delta", "1e-5"])

@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from lastiterate.cli import main
+from lastiterate.cli.common import EXIT_NO_BOUND
 from lastiterate.run import RUN_CHOICES, Run
 
 _PROFILE = os.environ.get("LASTITERATE_FUZZ", "ci")
@@ -131,6 +132,14 @@ def check_contract(argv: list[str], *, allow_violation: bool = False) -> tuple[i
             assert name in known, (
                 f"error names {name!r}, which is not an input of {argv}: {lines[0]}"
             )
+        return rc, out, err
+    if rc == EXIT_NO_BOUND:  # account: valid input, no theorem applies; best is null with the reason
+        assert argv[0] == "account", f"exit {rc} from {argv[0]}"
+        if "--json" in argv:
+            doc = json.loads(out, parse_constant=_reject_constant)
+            assert doc["best"] is None and doc["no_bound_reason"], doc
+        else:
+            assert "No applicable bound: " in out
         return rc, out, err
     assert rc == 0 or (allow_violation and rc == 1), f"exit status {rc} for {argv}: {err[-500:]}"
     assert err == "", f"stderr on success for {argv}: {err[-500:]!r}"
@@ -263,7 +272,7 @@ def account_argv(draw: st.DrawFn) -> list[str]:
         reals(1e-3, 50).map(lambda e: ["--epsilon", e]),
     ))
     if draw(st.integers(0, 4)) == 0:
-        from lastiterate.bounds._base import BOUND_IDS
+        from lastiterate.bounds import BOUND_IDS
 
         argv += ["--bound", *draw(st.lists(st.sampled_from([*BOUND_IDS, "bogus"]), min_size=1, max_size=3, unique=True))]
     if draw(st.integers(0, 5)) == 0:
@@ -375,7 +384,7 @@ def test_small_commands(argv: list[str]) -> None:
 
 def test_the_contract_check_catches_a_broken_command(monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness itself: a traceback, a NaN in JSON or two stderr lines are caught."""
-    from lastiterate import cli
+    from lastiterate.cli import convert
 
     def nan_json(args: Any) -> int:
         print('{"epsilon": NaN}')
@@ -389,7 +398,7 @@ def test_the_contract_check_catches_a_broken_command(monkeypatch: pytest.MonkeyP
         return 2
 
     for broken, expected in ((nan_json, AssertionError), (crash, ZeroDivisionError), (two_lines, AssertionError)):
-        monkeypatch.setattr(cli, "_cmd_convert", broken)
+        monkeypatch.setattr(convert, "cmd_convert", broken)
         with pytest.raises(expected):
             check_contract(["convert", "--mu", "1", "--delta", "1e-5", "--json"])
 
@@ -434,7 +443,7 @@ RUN = ["--algorithm", "gd", "--n", "10", "--steps", "3", "--lr", "0.1", "--noise
 def test_config_that_is_a_folder_or_binary_is_one_line(tmp_path: Any) -> None:
     binary = tmp_path / "bin.toml"
     binary.write_bytes(bytes(range(256)))
-    for path, reason in ((tmp_path, "cannot be read"), (binary, "not TOML")):
+    for path, reason in ((tmp_path, "is a directory"), (binary, "not a UTF-8 text file")):
         rc, _, err = check_contract(["account", *RUN, "--config", str(path)])
         assert rc == 2 and "config=" in err and reason in err
 

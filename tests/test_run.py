@@ -157,7 +157,7 @@ def test_setting_is_typed_and_matches_the_report_keys() -> None:
     assert s["lr"] == [0.1, 0.2, 0.3] and "lr_schedule" not in s
     assert list(s) == [
         "algorithm", "n", "batch_size", "min_batch_size", "batches_per_epoch", "steps", "epochs", "sampling",
-        "sampling_rate", "adjacency", "noise_std", "noise_multiplier", "clip", "sensitivity", "strong_convexity",
+        "sampling_rate", "adjacency", "noise_std", "noise_multiplier", "clip", "sensitivity", "sensitivity_meaning", "strong_convexity",
         "smoothness", "convex", "diameter", "contraction", "per_step_mu", "lr", "contraction_note",
     ]
     assert run.derived.steps == run.T == 3 and run.derived.lr_schedule == (0.1, 0.2, 0.3)
