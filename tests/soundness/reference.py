@@ -75,7 +75,14 @@ class GaussianMixture:
         w = np.asarray(weights, dtype=float).ravel()
         if m.shape != w.shape or not np.all(w >= 0) or not scale > 0:
             raise ValueError("bad mixture")
-        return GaussianMixture(m, w, float(scale))
+        keep = w > 0  # exactly-zero weights change nothing
+        return GaussianMixture(m[keep], w[keep], float(scale))
+
+    def pruned(self, rel: float = 1e-30) -> tuple[GaussianMixture, float]:
+        """Drop components lighter than ``rel`` times the heaviest; return the dropped mass too."""
+        keep = self.weights >= rel * self.weights.max()
+        dropped = float(self.weights[~keep].sum())
+        return GaussianMixture(self.means[keep], self.weights[keep], self.scale), dropped
 
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         """log density up to the common constant -log(scale sqrt(2 pi)) (it cancels in ratios)."""
@@ -142,9 +149,14 @@ def hockey_stick(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points
     """sup_A P(A) - e^eps Q(A) (one direction), evaluated on the level set of the likelihood ratio."""
     if p.scale != q.scale:
         raise ValueError("equal scales only")
+    # dropping P mass lowers P(A); dropped Q mass is added back to Q(A): both keep a lower bound
+    p, _ = p.pruned()
+    q, q_dropped = q.pruned()
     A = _level_set(p, q, eps, grid_points)
     lp = p.log_prob_intervals(A)
     lq = q.log_prob_intervals(A)
+    if q_dropped > 0:
+        lq = float(np.logaddexp(lq, math.log(q_dropped)))
     if lp == -math.inf:
         return 0.0
     if eps + lq >= lp:
