@@ -11,6 +11,6 @@ import os
 DEEP = os.environ.get("LASTITERATE_SOUNDNESS_DEEP") == "1"
 SEED = int(os.environ.get("LASTITERATE_SOUNDNESS_SEED", "20261124"))
 #: random runs per test session
-COUNT = int(os.environ.get("LASTITERATE_SOUNDNESS_COUNT", "400" if DEEP else "40"))
+COUNT = int(os.environ.get("LASTITERATE_SOUNDNESS_COUNT", "400" if DEEP else "30"))
 #: grid cells of the projected-walk bracket
 CELLS = 1200 if DEEP else 400

@@ -33,8 +33,9 @@ differing example, of a^(T-1-t) eta v / b_t, and its variance is eta^2 sigma^2 s
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -291,6 +292,13 @@ def _step_kernels(inst: Instance, v: float | None) -> list[list[tuple[float, flo
 
 
 def projected_walk_bracket(inst: Instance, eps: float, cells: int = 600) -> tuple[float, float]:
+    """Certified (lower, upper) bounds on delta_true(eps) of the projected 1-D walk (see
+    :func:`_projected_walk_bounds`; the propagation is cached per instance and grid)."""
+    return _projected_walk_bounds(inst, cells)(eps)
+
+
+@functools.lru_cache(maxsize=64)
+def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tuple[float, float]]:
     """Certified (lower, upper) bounds on delta_true(eps) of the projected 1-D walk.
 
     x_{t+1} = clip(a x_t + d + N(0, s^2), -D/2, D/2) with s = eta sigma, x_0 = 0, a in (0, 1].  The
@@ -300,10 +308,12 @@ def projected_walk_bracket(inst: Instance, eps: float, cells: int = 600) -> tupl
     gives an upper bound on F_{t+1}, the largest (masses at right ends) a lower bound.
     At the end:
 
-    * lower: quantise x_T into the two boundary atoms and the K cells (post-processing) with
-      P(cell) >= F_lo(right) - F_hi(left), Q(cell) <= F_hi(right) - F_lo(left);
-    * upper: atoms as above with the roles swapped, plus the interior densities of the last step
-      bounded on each cell rectangle by max / min of the Gaussian kernel.
+    * lower: P(A) - e^eps Q(A) for the sets A = {x <= y_j} U {x > y_k} (any set gives a lower
+      bound; these contain the boundary atoms and the tails, where the walk's privacy loss is
+      largest), with P(A) from the lower and Q(A) from the upper CDF bracket at step T;
+    * upper: the atoms and the interior densities of the last step, bounded through the bracket at
+      step T-1 and the exact Gaussian kernel (``last_step_bounds``); it is loose by about
+      3 T h / s (h the cell width), so it reports how good the grid is, not a test threshold.
 
     A padding of 1e-13 per step covers floating-point rounding of the CDF sums.
     """
@@ -402,25 +412,29 @@ def projected_walk_bracket(inst: Instance, eps: float, cells: int = 600) -> tupl
     bp = last_step_bounds(*Fp_prev, kp[-1])
     bq = last_step_bounds(*Fq_prev, kq[-1])
     h = np.diff(y)
-    e = math.exp(eps)
 
-    def halflines(F1: tuple[np.ndarray, np.ndarray], F2: tuple[np.ndarray, np.ndarray]) -> float:
-        """max over A = {x <= y_j} U {x > y_k} (j < k) of a lower bound on P1(A) - e^eps P2(A)."""
-        (lo1, hi1), (lo2, hi2) = F1, F2
-        low_part = lo1 - pad - e * (hi2 + pad)  # P1(x <= y_j) - e^eps P2(x <= y_j), lower bound
-        up_part = (1 - hi1) - pad - e * ((1 - lo2) + pad)  # sets {x > y_k}; k = K is the atom at R
-        best = max(0.0, float(low_part.max()), float(up_part.max()))
-        # both pieces: prefix maxima of the lower pieces against the upper piece at k
-        pref = np.maximum.accumulate(np.maximum(low_part, 0.0))
-        both = pref[:-1] + np.maximum(up_part[1:], 0.0)
-        return max(best, float(both.max()))
+    def bracket(eps: float) -> tuple[float, float]:
+        e = math.exp(eps)
 
-    def upper_one(b1: dict[str, np.ndarray], b2: dict[str, np.ndarray]) -> float:
-        upper = max(0.0, float(b1["L_hi"][0] + pad - e * (b2["L_lo"][0] - pad)))
-        upper += max(0.0, float(b1["R_hi"][0] + pad - e * (b2["R_lo"][0] - pad)))
-        upper += float(np.sum(np.maximum(0.0, h * (b1["dens_hi"] + pad) - e * h * np.maximum(b2["dens_lo"] - pad, 0))))
-        return min(1.0, upper)
+        def halflines(F1: tuple[np.ndarray, np.ndarray], F2: tuple[np.ndarray, np.ndarray]) -> float:
+            """max over A = {x <= y_j} U {x > y_k} (j < k) of a lower bound on P1(A) - e^eps P2(A)."""
+            (lo1, hi1), (lo2, hi2) = F1, F2
+            low_part = lo1 - pad - e * (hi2 + pad)  # P1(x <= y_j) - e^eps P2(x <= y_j), lower bound
+            up_part = (1 - hi1) - pad - e * ((1 - lo2) + pad)  # sets {x > y_k}; k = K is the atom at R
+            best = max(0.0, float(low_part.max()), float(up_part.max()))
+            # both pieces: prefix maxima of the lower pieces against the upper piece at k
+            pref = np.maximum.accumulate(np.maximum(low_part, 0.0))
+            both = pref[:-1] + np.maximum(up_part[1:], 0.0)
+            return max(best, float(both.max()))
 
-    lower = max(halflines(Fp, Fq), halflines(Fq, Fp))
-    upper = max(upper_one(bp, bq), upper_one(bq, bp))
-    return lower, max(lower, upper)
+        def upper_one(b1: dict[str, np.ndarray], b2: dict[str, np.ndarray]) -> float:
+            upper = max(0.0, float(b1["L_hi"][0] + pad - e * (b2["L_lo"][0] - pad)))
+            upper += max(0.0, float(b1["R_hi"][0] + pad - e * (b2["R_lo"][0] - pad)))
+            upper += float(np.sum(np.maximum(0.0, h * (b1["dens_hi"] + pad) - e * h * np.maximum(b2["dens_lo"] - pad, 0))))
+            return min(1.0, upper)
+
+        lower = max(halflines(Fp, Fq), halflines(Fq, Fp))
+        upper = max(upper_one(bp, bq), upper_one(bq, bp))
+        return lower, max(lower, upper)
+
+    return bracket

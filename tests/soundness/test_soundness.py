@@ -103,9 +103,15 @@ def test_no_bound_under_reports(case: Case) -> None:
     )
 
 
+#: targeted runs whose reference needs seconds (10^4 mixture components): deep mode only
+DEEP_ONLY = {"issue8-q0.99-T1e6-sigma5.8-delta1e-6"}
+
+
 def _targeted_params() -> list[object]:
     out = []
     for name, kw, delta, reason in TARGETED:
+        if name in DEEP_ONLY and not DEEP:
+            continue
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         out.append(pytest.param(Case(name, dict(kw), delta, instances_for(dict(kw))), marks=marks, id=name))
     return out
