@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import mpmath
@@ -17,7 +18,13 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from .reference import GaussianMixture, Instance, gaussian_delta, mixture_delta, projected_walk_bracket
+from .reference import (
+    GaussianMixture,
+    Instance,
+    gaussian_delta,
+    mixture_delta,
+    projected_walk_bracket,
+)
 
 
 @pytest.mark.parametrize(("eps", "mu"), [(0.0, 0.5), (1.0, 1.0), (5.0, 1.0), (20.0, 3.0), (82.0, 8.0), (0.3, 0.01)])
@@ -35,10 +42,10 @@ def _quad_delta(p: GaussianMixture, q: GaussianMixture, eps: float) -> float:
     lo = min(p.means.min(), q.means.min()) - 12 * p.scale
     hi = max(p.means.max(), q.means.max()) + 12 * p.scale
     pts = np.linspace(lo, hi, 60)
-    f1 = lambda x: max(0.0, dens(p, x) - math.exp(eps) * dens(q, x))  # noqa: E731
-    f2 = lambda x: max(0.0, dens(q, x) - math.exp(eps) * dens(p, x))  # noqa: E731
-    d1 = sum(integrate.quad(f1, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0] for a, b in zip(pts[:-1], pts[1:]))
-    d2 = sum(integrate.quad(f2, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0] for a, b in zip(pts[:-1], pts[1:]))
+    f1 = lambda x: max(0.0, dens(p, x) - math.exp(eps) * dens(q, x))
+    f2 = lambda x: max(0.0, dens(q, x) - math.exp(eps) * dens(p, x))
+    d1 = sum(integrate.quad(f1, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0] for a, b in itertools.pairwise(pts))
+    d2 = sum(integrate.quad(f2, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0] for a, b in itertools.pairwise(pts))
     return max(d1, d2)
 
 
@@ -158,7 +165,7 @@ def test_projected_bracket_contains_monte_carlo(inst: Instance) -> None:
 
 
 def test_projected_bracket_narrows_and_converges_to_unprojected() -> None:
-    base = dict(T=10, eta=0.5, sigma=1.0, a=1.0, v_p=1.0, v_q=-1.0, uses=("steps", tuple((t, 2) for t in range(10))))
+    base = {"T": 10, "eta": 0.5, "sigma": 1.0, "a": 1.0, "v_p": 1.0, "v_q": -1.0, "uses": ("steps", tuple((t, 2) for t in range(10)))}
     widths = []
     for cells in (150, 300, 600):
         lo, hi = projected_walk_bracket(Instance(**base, diameter=3.0), 0.5, cells=cells)

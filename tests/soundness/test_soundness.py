@@ -43,33 +43,33 @@ TARGETED = [
     # (name, run kwargs, delta, xfail reason or None)
     (
         "issue8-q1-T1e6-sigma50-delta1e-10",
-        dict(algorithm="sgd", sampling="uniform", n=5, batch_size=5, steps=1_000_000, lr=1.0, noise_std=50.0, clip=1.0),
+        {"algorithm": "sgd", "sampling": "uniform", "n": 5, "batch_size": 5, "steps": 1_000_000, "lr": 1.0, "noise_std": 50.0, "clip": 1.0},
         1e-10,
-        "gdp-composition and pld-composition claim eps=82.006 at delta=1e-10; the run is exactly G_8 and "
-        "delta_true(82.006)=1.129e-10 (+12.9%): PLD engine under-report (issue 8 section 1)",
+        ("gdp-composition and pld-composition claim eps=82.006 at delta=1e-10; the run is exactly G_8 and "
+        "delta_true(82.006)=1.129e-10 (+12.9%): PLD engine under-report (issue 8 section 1)"),
     ),
     (
         "issue8-q1-T1e3-sigma5-delta1e-10",
-        dict(algorithm="sgd", sampling="uniform", n=5, batch_size=5, steps=1000, lr=1.0, noise_std=5.0, clip=1.0),
+        {"algorithm": "sgd", "sampling": "uniform", "n": 5, "batch_size": 5, "steps": 1000, "lr": 1.0, "noise_std": 5.0, "clip": 1.0},
         1e-10,
-        "gdp-composition and pld-composition claim eps=18.7945 at delta=1e-10; exact G_{sqrt(1000)*0.4}: "
-        "delta_true(18.7945)=1.0001e-10 (+0.0097%): PLD engine under-report (issue 8 section 1)",
+        ("gdp-composition and pld-composition claim eps=18.7945 at delta=1e-10; exact G_{sqrt(1000)*0.4}: "
+        "delta_true(18.7945)=1.0001e-10 (+0.0097%): PLD engine under-report (issue 8 section 1)"),
     ),
     (
         "issue8-q0.99-T1e6-sigma5.8-delta1e-6",
-        dict(algorithm="sgd", sampling="uniform", n=100, batch_size=99, steps=1_000_000, lr=1.0, noise_std=5.8, sensitivity=2.0),
+        {"algorithm": "sgd", "sampling": "uniform", "n": 100, "batch_size": 99, "steps": 1_000_000, "lr": 1.0, "noise_std": 5.8, "sensitivity": 2.0},
         1e-6,
         None,  # the linear instance (delta_true = 0.9967e-6) is below the claim: not a witness here
     ),
     (
         "q1-T1e3-sigma3-delta1e-12",
-        dict(algorithm="sgd", sampling="uniform", n=5, batch_size=5, steps=1000, lr=1.0, noise_std=3.0, clip=1.0),
+        {"algorithm": "sgd", "sampling": "uniform", "n": 5, "batch_size": 5, "steps": 1000, "lr": 1.0, "noise_std": 3.0, "clip": 1.0},
         1e-12,
         None,
     ),
     (
         "gd-T1e6-sigma50-delta1e-10",
-        dict(algorithm="gd", n=5, steps=1_000_000, lr=1.0, noise_std=50.0, clip=1.0),
+        {"algorithm": "gd", "n": 5, "steps": 1_000_000, "lr": 1.0, "noise_std": 50.0, "clip": 1.0},
         1e-10,
         None,
     ),
