@@ -163,3 +163,18 @@ def random_case(rng: np.random.Generator, index: int, deep: bool) -> Case:
 def cases(seed: int, count: int, deep: bool) -> list[Case]:
     rng = np.random.default_rng(seed)
     return [random_case(rng, i, deep) for i in range(count)]
+
+
+def realised_normaliser_instances(kw: dict[str, Any]) -> list[Instance]:
+    """Add/remove with a normaliser that counts the examples present (gd: the data-set size;
+    cgd, shuffle: the realised batch size -- ``lastiterate.train.sampling``'s table).
+
+    The differing example has data gradient +C and every other example -C.  With it, a batch of
+    size b_k averages to -C + 2C/b_k; without it, the other b_k - 1 average to -C.  So every use
+    shifts the iterate by eta 2C / b_k, twice the add/remove charge C / b_k.
+    """
+    C = float(kw["clip"])
+    return [
+        Instance(T=i.T, eta=i.eta, sigma=i.sigma, a=i.a, v_p=2 * C, v_q=None, uses=i.uses, diameter=i.diameter)
+        for i in instances_for({**kw, "adjacency": "add-remove", "sensitivity": None})
+    ]
