@@ -233,7 +233,7 @@ class Instance:
         T, a, kind = self.T, self.a, self.uses[0]
         decay = a ** (T - 1 - np.arange(T, dtype=float))
         if kind == "steps":
-            u = sum(decay[t] / bt for t, bt in self.uses[1])
+            u = math.fsum(decay[t] / bt for t, bt in self.uses[1])  # exactly rounded: T may be 1e6
             return np.array([u]), np.array([1.0])
         if kind == "bernoulli":
             p, b = self.uses[1], self.uses[2]
