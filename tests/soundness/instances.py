@@ -160,9 +160,33 @@ def random_case(rng: np.random.Generator, index: int, deep: bool) -> Case:
     return Case(name=name, run_kwargs=kw, delta=delta, instances=instances_for(kw))
 
 
+def large_t_case(rng: np.random.Generator, index: int) -> Case:
+    """Sampling rate 1 or close to it, many steps, small delta: where issue 8 section 1 reports
+    the composition engine under-reporting.  The linear instance is a binomial mixture (a single
+    Gaussian at rate 1), so delta_true stays cheap and exact."""
+    samp = ("uniform", "poisson")[index % 2]
+    adjacency = "replace" if samp == "uniform" else str(rng.choice(["replace", "add-remove"]))
+    n = int(rng.integers(2, 21))
+    b = n if rng.random() < 0.5 else n - 1
+    T = int(10 ** rng.uniform(3, 5))
+    C = 1.0
+    L = 2 * C if adjacency == "replace" else C
+    mu_total = float(np.exp(rng.uniform(np.log(1.0), np.log(10.0))))
+    sigma = L * math.sqrt(T) / (b * mu_total)
+    kw: dict[str, Any] = {"algorithm": "sgd", "sampling": samp, "n": n, "batch_size": b, "steps": T,
+                          "lr": 1.0, "noise_std": sigma, "clip": C, "adjacency": adjacency}
+    delta = float(rng.choice([1e-8, 1e-10, 1e-12]))
+    name = f"large-{index}-{samp}-{adjacency}-q{b / n:.3g}-T{T}"
+    return Case(name=name, run_kwargs=kw, delta=delta, instances=instances_for(kw))
+
+
 def cases(seed: int, count: int, deep: bool) -> list[Case]:
+    """``count`` random runs; the deep mode adds count // 8 large-T runs at sampling rate ~1."""
     rng = np.random.default_rng(seed)
-    return [random_case(rng, i, deep) for i in range(count)]
+    out = [random_case(rng, i, deep) for i in range(count)]
+    if deep:
+        out += [large_t_case(rng, i) for i in range(count // 8)]
+    return out
 
 
 def realised_normaliser_instances(kw: dict[str, Any]) -> list[Instance]:

@@ -57,6 +57,40 @@ TARGETED = [
         ("gdp-composition and pld-composition claim eps=18.7945 at delta=1e-10; exact G_{sqrt(1000)*0.4}: "
         "delta_true(18.7945)=1.0001e-10 (+0.0097%): PLD engine under-report (issue 8 section 1)"),
     ),
+    # found by the deep large-T family (instances.large_t_case); the reference is the exact
+    # binomial mixture of the linear instance (a post-processing of the composed transcript)
+    (
+        "large-uniform-q1-T79807-delta1e-12",
+        {"algorithm": "sgd", "sampling": "uniform", "n": 18, "batch_size": 18, "steps": 79807, "lr": 1.0,
+         "noise_std": 12.51274868078045, "clip": 1.0},
+        1e-12,
+        ("gdp-composition and pld-composition claim eps=20.1717 at delta=1e-12; exact Gaussian "
+        "delta_true(20.1717)=1.507e-12 (+50.7%): PLD engine under-report (issue 8 section 1)"),
+    ),
+    (
+        "large-poisson-replace-q0.833-T9141-delta1e-12",
+        {"algorithm": "sgd", "sampling": "poisson", "n": 6, "batch_size": 5, "steps": 9141, "lr": 1.0,
+         "noise_std": 13.421375503039362, "clip": 1.0},
+        1e-12,
+        ("gdp-composition and pld-composition claim eps=19.0563 at delta=1e-12; binomial-mixture instance "
+        "delta_true(19.0563)=1.007e-12 (+0.74%): PLD engine under-report at q<1 (issue 8 section 1)"),
+    ),
+    (
+        "large-poisson-add-remove-q0.889-T74117-delta1e-10",
+        {"algorithm": "sgd", "sampling": "poisson", "n": 9, "batch_size": 8, "steps": 74117, "lr": 1.0,
+         "noise_std": 4.056881706186494, "clip": 1.0, "adjacency": "add-remove"},
+        1e-10,
+        ("gdp-composition and pld-composition claim eps=74.5065 at delta=1e-10; binomial-mixture instance "
+        "delta_true(74.5065)=1.005e-10 (+0.52%): PLD engine under-report at q<1 (issue 8 section 1)"),
+    ),
+    (
+        "large-poisson-add-remove-q1-T46374-delta1e-10",
+        {"algorithm": "sgd", "sampling": "poisson", "n": 12, "batch_size": 12, "steps": 46374, "lr": 1.0,
+         "noise_std": 17.132999999848362, "clip": 1.0, "adjacency": "add-remove"},
+        1e-10,
+        ("gdp-composition and pld-composition claim eps=6.88885 at delta=1e-10; exact Gaussian "
+        "delta_true(6.88885)=1.006e-10 (+0.64%): PLD engine under-report (issue 8 section 1)"),
+    ),
     (
         "issue8-q0.99-T1e6-sigma5.8-delta1e-6",
         {"algorithm": "sgd", "sampling": "uniform", "n": 100, "batch_size": 99, "steps": 1_000_000, "lr": 1.0, "noise_std": 5.8, "sensitivity": 2.0},
