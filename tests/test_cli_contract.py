@@ -199,3 +199,20 @@ def test_an_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: 
     monkeypatch.setenv("LASTITERATE_DEBUG", "1")  # the suite's setting: the traceback escapes
     with pytest.raises(ZeroDivisionError):
         main(["convert", "--mu", "1", "--delta", "1e-5"])
+
+
+def test_every_subcommand_is_listed_and_every_flag_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from lastiterate.cli import SUBCOMMANDS, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(SUBCOMMANDS)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    for name, sp in sub.choices.items():
+        assert f"    {name}" in top, name
+        missing = [a.option_strings or a.dest for a in sp._actions if not a.help]
+        assert not missing, (name, missing)

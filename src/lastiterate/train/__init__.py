@@ -14,9 +14,10 @@
 Modules: :mod:`~.sampling` (batches with the accountant's semantics), :mod:`~.geometry` (GLM
 certificates), :mod:`~.models` (closed-form / per-layer per-example gradients), :mod:`~.trainer`
 (NoisyGD, NoisyCGD, NoisySGD, NoisyAdam), :mod:`~.ledger` (privacy ledger, checkpoints),
-:mod:`~.budget` (budget stop), :mod:`~.data` (datasets), :mod:`~.model_file` (the released model file
-and its card: ``load_model``), :mod:`~.opacus_accountant` (an Opacus
-``IAccountant``), :mod:`~.cli` (``lastiterate train``).
+:mod:`~.budget` (budget stop), :mod:`~.data` (datasets), :mod:`~.preprocessing` (scaling inside the
+guarantee), :mod:`~.randomness` (secret or seeded noise and batches), :mod:`~.model_file` (the released
+model file and its card: ``load_model``), :mod:`~.opacus_accountant` (an Opacus ``IAccountant``).
+The command line (``lastiterate train``, ``lastiterate predict``) lives in :mod:`lastiterate.cli`.
 
 Importing this package is cheap: torch is imported only when a torch-based name is first used.
 """
