@@ -38,6 +38,8 @@ _EXPORTS = {
     "allowed_steps": "budget", "Budget": "budget", "truncate": "budget",
     "Dataset": "data", "load_dataset": "data", "load_idx": "data", "load_mnist": "data", "write_idx": "data",
     "LastIterateAccountant": "opacus_accountant",
+    "preprocess": "preprocessing", "Preprocessing": "preprocessing",
+    "Randomness": "randomness", "SeededRunWarning": "randomness",
     "load_model": "model_file", "save_model": "model_file", "model_card": "model_file", "ReleasedModel": "model_file",
 }
 
