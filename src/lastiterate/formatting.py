@@ -89,7 +89,7 @@ def format_report(report: Report) -> str:
     rdp = [r for r in report.results if r.rdp]
     if rdp:
         lines += ["", "Renyi DP curves (order: epsilon):"]
-        lines += [f"  {r.bound}: " + ", ".join(f"{a:g}: {fmt_number(e)}" for a, e in r.rdp) for r in rdp]
+        lines += [f"  {r.bound}: " + ", ".join(f"{a:g}: {fmt_number(e)}" for a, e in r.rdp or ()) for r in rdp]
     if report.not_applicable:
         lines += ["", "Not applicable:"]
         lines += [f"  {n.bound}: {n.reason}" for n in report.not_applicable]

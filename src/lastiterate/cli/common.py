@@ -155,9 +155,10 @@ def _typed_config_value(key: str, value: Any, action: argparse.Action) -> Any:
         if not math.isfinite(value):
             raise UsageError(f"{bad}: must be a finite number, not {value!r}")
         return float(value)
-    if action.type is not None and isinstance(value, str):
+    convert: Any = action.type  # a callable here (argparse also allows a registered name)
+    if callable(convert) and isinstance(value, str):
         try:
-            return action.type(value)
+            return convert(value)
         except (argparse.ArgumentTypeError, ValueError) as exc:
             raise UsageError(f"{bad}: {exc}") from None
     if not isinstance(value, str):

@@ -88,8 +88,9 @@ def architecture(model: Any) -> dict[str, Any]:
               and len({type(a) for a in between}) <= 1 and all(type(a) in acts for a in between)
               and model.loss_name in _MLP_LOSSES)
         if ok:
-            return {"kind": "mlp", "n_features": int(linears[0].in_features), "n_outputs": int(linears[-1].out_features),
-                    "hidden": [int(x.out_features) for x in linears[:-1]],
+            return {"kind": "mlp", "n_features": int(linears[0].in_features),  # type: ignore[arg-type]
+                    "n_outputs": int(linears[-1].out_features),  # type: ignore[arg-type]
+                    "hidden": [int(x.out_features) for x in linears[:-1]],  # type: ignore[arg-type]
                     "activation": acts[type(between[0])] if between else "tanh", "loss": model.loss_name,
                     "dtype": str(linears[0].weight.dtype).removeprefix("torch.")}
     raise ParameterError("model", type(model).__name__,

@@ -342,6 +342,8 @@ def preprocess(
 
     d = data.n_features
     declared = declared_feature_range(data.name)
+    lo: Any  # per-feature bounds (ndarray) or None when no range is declared
+    hi: Any
     if feature_range is not None:
         lo, hi = parse_range(feature_range, d)
         range_note = "declared by the user"
@@ -353,7 +355,8 @@ def preprocess(
         range_note = ""
     mode = resolve_scaling(scaling, lo is not None)
     regression = data.task == "regression"
-    t_lo = t_hi = None
+    t_lo: Any = None  # the declared target range (ndarray), if any
+    t_hi: Any = None
     if target_range is not None:
         if not regression:
             raise ParameterError("target_range", target_range, "only applies to regression targets")

@@ -233,7 +233,7 @@ class NoisyMethod:
         run = Run(
             **s.run_kwargs(),  # type: ignore[arg-type]
             n=n, lr=lr, steps=T, noise_std=self._sigma(s), clip=self.clip, diameter=self.diameter,
-            adjacency=self.adjacency, **cert.run_geometry(),
+            adjacency=self.adjacency, **cert.run_geometry(),  # type: ignore[arg-type]  # checked in __init__
         )
         return run, cert, s
 
