@@ -40,3 +40,12 @@ def test_import_and_help_do_not_load_heavy_libraries() -> None:
 
 def test_all_lists_exactly_the_exports() -> None:
     assert set(li.__all__) == set(li._EXPORTS) | {"NotApplicable", "ParameterError", "__version__"}
+
+
+def test_docstring_examples_of_the_public_api_run() -> None:
+    import doctest
+
+    import lastiterate.accountant
+
+    result = doctest.testmod(lastiterate.accountant)
+    assert result.attempted >= 1 and result.failed == 0
