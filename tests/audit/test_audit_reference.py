@@ -21,8 +21,8 @@ from lastiterate.audit.reference import (
     linear_sgd_curve,
     linear_unconstrained_mu,
     projected_walk_curve,
-    thm42_mu,
-    thm45_mu,
+    _reference_gd_mu,
+    _reference_cgd_mu,
 )
 from lastiterate.audit.stats import gdp_epsilon
 from lastiterate.run import Run
@@ -36,8 +36,8 @@ def accountant_mu(run: Run, bound_id: str = "shifted-interpolation") -> float:
 
     if importlib.util.find_spec("lastiterate.bounds.shifted_interpolation") is None:
         if run.algorithm == "gd":
-            return thm42_mu(run.T, run.c, run.L / (run.n * run.sigma))
-        return thm45_mu(run.uses, int(run.l), run.c, run.L / (run.b_min * run.sigma))
+            return _reference_gd_mu(run.T, run.c, run.L / (run.n * run.sigma))
+        return _reference_cgd_mu(run.uses, int(run.l), run.c, run.L / (run.b_min * run.sigma))
     from lastiterate.accountant import account
 
     res = account(run, delta=1e-5, bounds=[bound_id]).result(bound_id)
