@@ -351,24 +351,20 @@ class NoisyMethod:
     def _fingerprint(self, run: Run, X: Tensor, y: Tensor) -> str:
         h = hashlib.sha256()
         h.update(json.dumps(run.setting(), sort_keys=True, default=str).encode())
-        h.update(
-            json.dumps(
-                {
-                    "method": type(self).__name__,
-                    "randomness": self.randomness.fingerprint(),
-                    "l2": self.l2,
-                    "feature_norm": self.feature_norm,
-                    "projection": getattr(self.projection, "__name__", repr(self.projection))
-                    if self.projection
-                    else None,
-                    "model": type(self.model).__name__,
-                    "family": getattr(self.model, "family", None),
-                    "shapes": [list(p.shape) for p in self.model.params()],
-                    "permute": self.permute,
-                },
-                sort_keys=True,
-            ).encode()
-        )
+        method = {
+            "method": type(self).__name__,
+            "randomness": self.randomness.fingerprint(),
+            "l2": self.l2,
+            "feature_norm": self.feature_norm,
+            "projection": getattr(self.projection, "__name__", repr(self.projection))
+            if self.projection
+            else None,
+            "model": type(self.model).__name__,
+            "family": getattr(self.model, "family", None),
+            "shapes": [list(p.shape) for p in self.model.params()],
+            "permute": self.permute,
+        }
+        h.update(json.dumps(method, sort_keys=True).encode())
         h.update(X.detach().contiguous().numpy().tobytes())
         h.update(y.detach().contiguous().numpy().tobytes())
         return h.hexdigest()
