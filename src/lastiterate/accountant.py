@@ -37,7 +37,8 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Failure:
-    """A theorem that raised an unexpected error: it is left out, the other bounds are still reported."""
+    """A theorem that raised an unexpected error: it is left out, the other bounds
+    are still reported."""
 
     bound: str
     theorem: str
@@ -86,11 +87,14 @@ class Report:
         return None
 
     def composition(self) -> Result | None:
-        """The tightest composition bound (every iterate released), the standard accountants' answer."""
+        """The tightest composition bound (every iterate released), the standard
+        accountants' answer."""
         comp = [r for r in self.results if r.bound in COMPOSITION_BOUNDS and r.kind == "bound"]
         if not comp:
             return None
-        return min(comp, key=(lambda r: r.epsilon) if self.query.delta is not None else (lambda r: r.delta))
+        return min(
+            comp, key=(lambda r: r.epsilon) if self.query.delta is not None else (lambda r: r.delta)
+        )
 
     def no_bound_reason(self) -> str | None:
         """Why no bound applies (None when one does)."""
