@@ -39,7 +39,10 @@ CLAIM_MU = math.sqrt(T) * 2 * C / (N * SIGMA)  # = 2
 #: stated tightness: with TIGHT_RUNS models per world (half of them choose the threshold), alpha = 0.05,
 #: the certified mu_lb of the gradient canary reaches at least this fraction of the claimed mu
 TIGHT_RUNS = 1000
-TIGHT_FRACTION = 0.75
+TIGHT_FRACTION = 0.75  # measured 0.84 at seed 2; 0.70-0.93 over seeds 100-105
+#: the issue's target (80% of the claimed mu) with 4x the models: slow test (about 40 s)
+SLOW_RUNS = 4000
+SLOW_FRACTION = 0.8
 
 
 def _base(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -118,6 +121,13 @@ def test_gradient_canary_is_sound_and_nearly_tight(pair) -> None:  # type: ignor
     assert det["scores_mean_out"] == pytest.approx(-shift, abs=4 * sd / math.sqrt(TIGHT_RUNS))
     assert det["scores_sd_in"] == pytest.approx(sd, rel=0.1)
     assert det["scores_sd_out"] == pytest.approx(sd, rel=0.1)
+
+
+@pytest.mark.slow
+def test_gradient_canary_reaches_80_percent_with_4000_runs(pair) -> None:  # type: ignore[no-untyped-def]
+    res = audit_canary(pair, SPEC, SLOW_RUNS, seed=7, alpha=0.05)
+    assert res.verdict == "ok", res.format()
+    assert SLOW_FRACTION * CLAIM_MU <= res.mu_lb <= CLAIM_MU, res.format()
 
 
 def test_models_are_seeded_per_model_and_reproducible(pair) -> None:  # type: ignore[no-untyped-def]
