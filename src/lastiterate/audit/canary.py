@@ -59,7 +59,13 @@ import numpy as np
 from scipy import special
 
 from lastiterate.audit.stats import Split, audit_scores, clopper_pearson_lower, gdp_epsilon
-from lastiterate.errors import NotApplicable, ParameterError, check_in_range, check_positive, check_positive_int
+from lastiterate.errors import (
+    NotApplicable,
+    ParameterError,
+    check_in_range,
+    check_positive,
+    check_positive_int,
+)
 
 __all__ = [
     "CANARIES",
@@ -115,15 +121,21 @@ class TrainerSpec:
         if (self.epochs is None) == (self.steps is None):
             raise ParameterError("epochs", self.epochs, "give exactly one of epochs and steps")
         if self.algorithm != "gd" and self.batch_size is None:
-            raise ParameterError("batch_size", self.batch_size, f"is required with algorithm {self.algorithm}")
+            raise ParameterError(
+                "batch_size", self.batch_size, f"is required with algorithm {self.algorithm}"
+            )
 
     def method(self, model: Any, seed: int) -> Any:
         """The project's trainer for ``model``, seeded with ``seed``."""
         from lastiterate.train.trainer import NoisyCGD, NoisyGD, NoisySGD
 
         kw: dict[str, Any] = {
-            "lr": self.lr, "clip": self.clip, "l2": self.l2, "diameter": self.diameter,
-            "feature_norm": self.feature_norm, "seed": seed,
+            "lr": self.lr,
+            "clip": self.clip,
+            "l2": self.l2,
+            "diameter": self.diameter,
+            "feature_norm": self.feature_norm,
+            "seed": seed,
         }
         if self.noise_std is not None:
             kw["noise_std"] = self.noise_std
@@ -133,12 +145,15 @@ class TrainerSpec:
             if self.sampling is not None:
                 raise ParameterError("sampling", self.sampling, "only applies to algorithm sgd")
             return NoisyGD(model, **kw)
+        assert self.batch_size is not None  # __post_init__: required for cgd and sgd
         if self.algorithm == "cgd":
             if self.sampling is not None:
                 raise ParameterError("sampling", self.sampling, "only applies to algorithm sgd")
             return NoisyCGD(model, batch_size=self.batch_size, **kw)
         if self.sampling is None:
-            raise ParameterError("sampling", None, "is required with algorithm sgd: one of poisson, uniform, shuffle")
+            raise ParameterError(
+                "sampling", None, "is required with algorithm sgd: one of poisson, uniform, shuffle"
+            )
         return NoisySGD(model, batch_size=self.batch_size, sampling=self.sampling, **kw)
 
 
@@ -176,8 +191,13 @@ class CanaryPair:
 
     def null(self) -> CanaryPair:
         """The null audit: the canary is never inserted (both worlds are the neighbour world)."""
-        return replace(self, X_in=self.X_out, y_in=self.y_out, inserted=False,
-                       description=self.description + " -- NULL audit: canary never inserted")
+        return replace(
+            self,
+            X_in=self.X_out,
+            y_in=self.y_out,
+            inserted=False,
+            description=self.description + " -- NULL audit: canary never inserted",
+        )
 
     def new_model(self, intercept: bool = False) -> Any:
         """A fresh GLM (parameters at zero) for this pair's data."""
@@ -185,10 +205,12 @@ class CanaryPair:
 
         from lastiterate.train.models import GLM
 
-        return GLM(self.n_features, self.n_outputs, self.family, intercept=intercept, dtype=torch.float64)
+        return GLM(
+            self.n_features, self.n_outputs, self.family, intercept=intercept, dtype=torch.float64
+        )
 
     def score(self, model: Any, feature_norm: float | None = None) -> float:
-        """The distinguishing statistic of a trained model (larger or smaller in the canary world)."""
+        """The distinguishing statistic of a trained model (shifted in the canary world)."""
         import torch
 
         if self.kind == "gradient":
@@ -209,10 +231,14 @@ class CanaryPair:
 
 def _check_family(family: str, n_outputs: int) -> None:
     if family not in FAMILIES:
-        raise NotApplicable(f"canary audits need a GLM ({', '.join(FAMILIES)}), not {family!r}: "
-                            "only a linear model has a parameter direction no other example touches")
+        raise NotApplicable(
+            f"canary audits need a GLM ({', '.join(FAMILIES)}), not {family!r}: "
+            "only a linear model has a parameter direction no other example touches"
+        )
     if family == "multinomial-logistic" and n_outputs < 2:
-        raise ParameterError("n_outputs", n_outputs, "must be >= 2 classes for multinomial-logistic")
+        raise ParameterError(
+            "n_outputs", n_outputs, "must be >= 2 classes for multinomial-logistic"
+        )
     if family != "multinomial-logistic" and n_outputs != 1:
         raise ParameterError("n_outputs", n_outputs, f"must be 1 for {family}")
 
@@ -221,20 +247,24 @@ def _base(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     if X.ndim != 2 or X.shape[0] != y.shape[0] or X.shape[0] < 1:
-        raise ParameterError("X", getattr(X, "shape", None), "must be a non-empty 2-D array with one row per label")
+        raise ParameterError(
+            "X", getattr(X, "shape", None), "must be a non-empty 2-D array with one row per label"
+        )
     if not np.all(np.isfinite(X)):
         raise ParameterError("X", "<array with NaN or inf>", "features must be finite")
     return X, y
 
 
-def gradient_canary(X: Any, y: Any, *, family: str, n_outputs: int = 1, feature_norm: float | None = None) -> CanaryPair:
+def gradient_canary(
+    X: Any, y: Any, *, family: str, n_outputs: int = 1, feature_norm: float | None = None
+) -> CanaryPair:
     """The gradient canary: a new feature d, 0 in every row of (X, y), and one extra row ``a e_d``.
 
     ``a`` = ``feature_norm`` (the row-norm bound R the trainer clips to), else the largest row norm
-    of X (1 if X is zero).  Labels: least squares +-:data:`GRADIENT_TARGET` (clipped gradient exactly
-    -+C e_d at every step), binary logistic 1 / 0, multinomial classes 0 / 1.  Score direction: e_d
-    (one output), ``(e_0 - e_1)/sqrt(2)`` on column d (multinomial) -- the mean difference of the two
-    worlds' updates at the start.
+    of X (1 if X is zero).  Labels: least squares +-:data:`GRADIENT_TARGET` (clipped gradient
+    exactly -+C e_d at every step), binary logistic 1 / 0, multinomial classes 0 / 1.  Score
+    direction: e_d (one output), ``(e_0 - e_1)/sqrt(2)`` on column d (multinomial) -- the mean
+    difference of the two worlds' updates at the start.
     """
     _check_family(family, n_outputs)
     X, y = _base(X, y)
@@ -259,17 +289,30 @@ def gradient_canary(X: Any, y: Any, *, family: str, n_outputs: int = 1, feature_
         W[0, d], W[1, d] = 1 / math.sqrt(2), -1 / math.sqrt(2)
     else:
         W[0, d] = 1.0
-    what = {"least-squares": f"target +-{GRADIENT_TARGET:g}", "binary-logistic": "label 1 vs 0",
-            "multinomial-logistic": "class 0 vs 1"}[family]
+    what = {
+        "least-squares": f"target +-{GRADIENT_TARGET:g}",
+        "binary-logistic": "label 1 vs 0",
+        "multinomial-logistic": "class 0 vs 1",
+    }[family]
     return CanaryPair(
-        kind="gradient", family=family, n_outputs=n_outputs, X_in=Xc, y_in=y_in, X_out=Xc.copy(), y_out=y_out,
-        index=n, direction=W.reshape(-1),
-        description=f"gradient canary: extra feature (0 in the other {n} rows), canary row {a:g} e_d, {what}; "
-                    "score = final weights projected on the canary direction",
+        kind="gradient",
+        family=family,
+        n_outputs=n_outputs,
+        X_in=Xc,
+        y_in=y_in,
+        X_out=Xc.copy(),
+        y_out=y_out,
+        index=n,
+        direction=W.reshape(-1),
+        description=f"gradient canary: extra feature (0 in the other {n} rows), "
+        f"canary row {a:g} e_d, {what}; "
+        "score = final weights projected on the canary direction",
     )
 
 
-def input_canary(X: Any, y: Any, x_point: Any, y_point: Any, *, family: str, n_outputs: int = 1) -> CanaryPair:
+def input_canary(
+    X: Any, y: Any, x_point: Any, y_point: Any, *, family: str, n_outputs: int = 1
+) -> CanaryPair:
     """The input-space canary: the held-out point ``x_point`` with a WRONG label appended to (X, y);
     the neighbour world has the same point with its true label ``y_point``.
 
@@ -280,7 +323,9 @@ def input_canary(X: Any, y: Any, x_point: Any, y_point: Any, *, family: str, n_o
     X, y = _base(X, y)
     x_point = np.asarray(x_point, dtype=np.float64).reshape(-1)
     if x_point.shape[0] != X.shape[1] or not np.all(np.isfinite(x_point)):
-        raise ParameterError("x_point", x_point.shape, f"must be a finite vector of {X.shape[1]} features")
+        raise ParameterError(
+            "x_point", x_point.shape, f"must be a finite vector of {X.shape[1]} features"
+        )
     n = X.shape[0]
     if family == "least-squares":
         ys = y.astype(np.float64)
@@ -297,17 +342,30 @@ def input_canary(X: Any, y: Any, x_point: Any, y_point: Any, *, family: str, n_o
     y_in = np.concatenate([ys, np.asarray([wrong], dtype=ys.dtype)])
     y_out = np.concatenate([ys, np.asarray([true], dtype=ys.dtype)])
     return CanaryPair(
-        kind="input", family=family, n_outputs=n_outputs, X_in=Xc, y_in=y_in, X_out=Xc.copy(), y_out=y_out,
-        index=n, x_canary=x_point, y_canary=wrong,
-        description=f"input canary: a held-out point with label {wrong:g} instead of {true:g} (neighbour: its true "
-                    "label); score = the canary's loss under the final model",
+        kind="input",
+        family=family,
+        n_outputs=n_outputs,
+        X_in=Xc,
+        y_in=y_in,
+        X_out=Xc.copy(),
+        y_out=y_out,
+        index=n,
+        x_canary=x_point,
+        y_canary=wrong,
+        description=f"input canary: a held-out point with label {wrong:g} instead of {true:g} "
+        "(neighbour: its true "
+        "label); score = the canary's loss under the final model",
     )
 
 
 # ---------------------------------------------------------------------- training the models
 def model_seed(seed: int, world: int, index: int) -> int:
     """The trainer seed of model ``index`` of world ``world`` (0: neighbour, 1: canary)."""
-    return int(np.random.SeedSequence([int(seed), int(world), int(index)]).generate_state(1, dtype=np.uint32)[0])
+    return int(
+        np.random.SeedSequence([int(seed), int(world), int(index)]).generate_state(
+            1, dtype=np.uint32
+        )[0]
+    )
 
 
 def _scaled_noise(method: Any, scale: float) -> None:
@@ -352,17 +410,29 @@ def train_scores(
     worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SeededRunWarning)  # an experiment: every model is seeded on purpose
+            warnings.simplefilter(
+                "ignore", SeededRunWarning
+            )  # an experiment: every model is seeded on purpose
             for r in range(runs):
                 for w, (X, y) in enumerate(worlds):
                     model = pair.new_model(spec.intercept)
                     method = spec.method(model, model_seed(seed, w, r))
                     if noise_scale != 1.0:
                         _scaled_noise(method, noise_scale)
-                    res = method.fit(X, y, epochs=spec.epochs, steps=spec.steps, account=False, progress=False, threads=1)
+                    res = method.fit(
+                        X,
+                        y,
+                        epochs=spec.epochs,
+                        steps=spec.steps,
+                        account=False,
+                        progress=False,
+                        threads=1,
+                    )
                     if run0 is None:
                         run0 = res.run
-                    elif res.run.setting() != run0.setting():  # pragma: no cover - the trainer is deterministic in its Run
+                    elif (
+                        res.run.setting() != run0.setting()
+                    ):  # pragma: no cover - the trainer is deterministic in its Run
                         raise RuntimeError("the trainer executed different runs in the two worlds")
                     scores[w, r] = pair.score(model, spec.feature_norm)
                     if bar is not None:
@@ -422,26 +492,48 @@ class CanaryAuditResult:
         from lastiterate.formatting import fmt_number as f
 
         lo, hi = self.mu_interval
-        lines = [f"Canary audit ({self.canary} canary{'' if self.inserted else ', NULL: never inserted'}): {self.verdict}"]
+        lines = [
+            (
+                f"Canary audit ({self.canary} canary"
+                f"{'' if self.inserted else ', NULL: never inserted'}): {self.verdict}"
+            )
+        ]
         lines.append(f"  {self.description}")
         r = self.run
-        lines.append(f"  run: {r.get('algorithm')}, n={r.get('n')}, T={r.get('steps')} steps, lr={f(r.get('lr'))}, "
-                     f"sigma={f(r.get('noise_std'))}, C={f(r.get('clip'))}"
-                     + (f", noise x{self.noise_scale:g} (MUTATION TEST)" if self.noise_scale != 1.0 else ""))
+        lines.append(
+            f"  run: {r.get('algorithm')}, n={r.get('n')}, T={r.get('steps')} steps, "
+            f"lr={f(r.get('lr'))}, "
+            f"sigma={f(r.get('noise_std'))}, C={f(r.get('clip'))}"
+            + (f", noise x{self.noise_scale:g} (MUTATION TEST)" if self.noise_scale != 1.0 else "")
+        )
         if self.claim_bound is None:
             lines.append("  claim: none (the accountant gives no bound for this run)")
         else:
             mu = f"mu = {f(self.claim_mu)}, " if self.claim_mu is not None else ""
-            lines.append(f"  claim ({self.claim_bound}: {self.claim_theorem}): {mu}epsilon = {f(self.claim_eps)} "
-                         f"at delta = {self.delta:g}")
-        lines.append(f"  lower bounds (confidence {1 - self.alpha:g}, {self.strategy}, {self.runs} models per world):")
+            lines.append(
+                f"  claim ({self.claim_bound}: {self.claim_theorem}): "
+                f"{mu}epsilon = {f(self.claim_eps)} "
+                f"at delta = {self.delta:g}"
+            )
+        lines.append(
+            f"  lower bounds (confidence {1 - self.alpha:g}, {self.strategy}, "
+            f"{self.runs} models per world):"
+        )
         frac = f"  ({f(self.mu_fraction, 3)} of the claim)" if self.mu_fraction is not None else ""
-        lines.append(f"    mu  >= {f(lo)}   interval of the chosen test [{f(lo)}, {f(hi)}], point {f(self.mu_point)}{frac}")
-        lines.append(f"    eps >= {f(self.eps_lb)} at delta {self.delta:g} (Clopper-Pearson); eps(mu_lb) = "
-                     f"{f(self.eps_from_mu_lb)} if the tradeoff curve is Gaussian")
+        lines.append(
+            f"    mu  >= {f(lo)}   interval of the chosen test [{f(lo)}, {f(hi)}], "
+            f"point {f(self.mu_point)}{frac}"
+        )
+        lines.append(
+            f"    eps >= {f(self.eps_lb)} at delta {self.delta:g} (Clopper-Pearson); eps(mu_lb) = "
+            f"{f(self.eps_from_mu_lb)} if the tradeoff curve is Gaussian"
+        )
         t = self.test
-        lines.append(f"    test: guess 'canary' if score {'>' if t['direction'] == 'greater' else '<'} {f(t['threshold'])}: "
-                     f"FPR {f(t['fpr'])} <= {f(t['fpr_u'])}, FNR {f(t['fnr'])} <= {f(t['fnr_u'])}")
+        lines.append(
+            f"    test: guess 'canary' if score {'>' if t['direction'] == 'greater' else '<'} "
+            f"{f(t['threshold'])}: "
+            f"FPR {f(t['fpr'])} <= {f(t['fpr_u'])}, FNR {f(t['fnr'])} <= {f(t['fnr_u'])}"
+        )
         lines.append(f"  verdict: {self.verdict} ({self.reason}); {self.seconds:.1f} s")
         for c in self.checks:
             mu = f", mu {f(c.claim_mu)}" if c.claim_mu is not None else ""
@@ -488,9 +580,15 @@ def audit_canary(
     noise_scale = check_positive("noise_scale", noise_scale)
     runs = check_positive_int("runs", runs, minimum=10)
     t0 = time.perf_counter()
-    out_s, in_s, run = train_scores(pair, spec, runs, seed=seed, noise_scale=noise_scale, progress=progress)
+    out_s, in_s, run = train_scores(
+        pair, spec, runs, seed=seed, noise_scale=noise_scale, progress=progress
+    )
     if not (np.all(np.isfinite(out_s)) and np.all(np.isfinite(in_s))):
-        raise ParameterError("lr", spec.lr, "the trained models diverged (non-finite scores): lower the learning rate")
+        raise ParameterError(
+            "lr",
+            spec.lr,
+            "the trained models diverged (non-finite scores): lower the learning rate",
+        )
     sa = audit_scores(out_s, in_s, delta=delta, alpha=alpha, strategy=Split(0.5), seed=seed)
     rep = account(run, delta=delta, bounds=bounds)
     checks = []
@@ -504,7 +602,10 @@ def audit_canary(
         verdict = "VIOLATION"
         reason = "; ".join(f"{c.bound}: {c.reason}" for c in checks if c.verdict == "VIOLATION")
     elif best is None:
-        verdict, reason = "inconclusive", "no claim: " + (rep.to_json().get("no_bound_reason") or "no bound")
+        verdict, reason = (
+            "inconclusive",
+            "no claim: " + (rep.to_json().get("no_bound_reason") or "no bound"),
+        )
     else:
         c = next(c for c in checks if c.bound == best.bound)
         verdict, reason = c.verdict, c.reason
@@ -512,16 +613,35 @@ def audit_canary(
     assert test is not None and sa.eps_lb is not None
     lo, hi, point = _test_interval(test)
     return CanaryAuditResult(
-        canary=pair.kind, description=pair.description, inserted=pair.inserted, runs=runs, seed=seed, alpha=alpha,
-        delta=delta, claim_bound=None if best is None else best.bound, claim_theorem=None if best is None else best.theorem,
-        claim_mu=None if best is None else best.mu, claim_eps=None if best is None else best.epsilon,
-        mu_lb=sa.mu_lb, eps_lb=sa.eps_lb, mu_interval=(lo, hi), mu_point=point,
+        canary=pair.kind,
+        description=pair.description,
+        inserted=pair.inserted,
+        runs=runs,
+        seed=seed,
+        alpha=alpha,
+        delta=delta,
+        claim_bound=None if best is None else best.bound,
+        claim_theorem=None if best is None else best.theorem,
+        claim_mu=None if best is None else best.mu,
+        claim_eps=None if best is None else best.epsilon,
+        mu_lb=sa.mu_lb,
+        eps_lb=sa.eps_lb,
+        mu_interval=(lo, hi),
+        mu_point=point,
         eps_from_mu_lb=gdp_epsilon(delta, sa.mu_lb) if sa.mu_lb > 0 else 0.0,
-        verdict=verdict, reason=reason, checks=tuple(checks), run=run.setting(), strategy=sa.strategy,
-        test=test.to_json(), seconds=time.perf_counter() - t0, noise_scale=noise_scale,
+        verdict=verdict,
+        reason=reason,
+        checks=tuple(checks),
+        run=run.setting(),
+        strategy=sa.strategy,
+        test=test.to_json(),
+        seconds=time.perf_counter() - t0,
+        noise_scale=noise_scale,
         details={
-            "scores_mean_out": float(np.mean(out_s)), "scores_mean_in": float(np.mean(in_s)),
-            "scores_sd_out": float(np.std(out_s)), "scores_sd_in": float(np.std(in_s)),
+            "scores_mean_out": float(np.mean(out_s)),
+            "scores_mean_in": float(np.mean(in_s)),
+            "scores_sd_out": float(np.std(out_s)),
+            "scores_sd_in": float(np.std(in_s)),
             "eps_test": None if sa.best_eps_test is None else sa.best_eps_test.to_json(),
             "not_applicable": "; ".join(f"{n.bound}: {n.reason}" for n in rep.not_applicable),
         },

@@ -11,8 +11,8 @@ curvature, or a linear loss; with ``--diameter`` the linear pair is the projecte
 certifies mu and epsilon lower bounds at confidence 1 - alpha, and compares them (and the exact
 reference value, where known) with every guarantee.  The ``canary`` scenario audits the trainer
 itself instead: it trains models with and without a canary and compares the final models
-(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`).  Exit status: 0 (ok / inconclusive),
-1 (VIOLATION), 2 (invalid input).
+(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`).  Exit status: 0 (ok /
+inconclusive), 1 (VIOLATION), 2 (invalid input).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         return cmd_audit_canary(args)
     refuse_canary_flags(args)
     run = run_from_args(args)
-    n_samples = check_positive_int("samples", DEFAULT_SAMPLES if args.samples is None else args.samples, minimum=10)
+    samples = DEFAULT_SAMPLES if args.samples is None else args.samples
+    n_samples = check_positive_int("samples", samples, minimum=10)
     if n_samples > 50_000_000:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
     if n_samples * run.T > MAX_CHAIN_STEPS:
