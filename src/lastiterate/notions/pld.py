@@ -149,7 +149,19 @@ DEFAULT_TAIL_MASS_TRUNCATION: float = 1e-15
 DEFAULT_LOG_MASS_TRUNCATION_BOUND: float = -50.0
 """One-step profiles are cut where delta <= exp(this); the rest is put at +inf (pessimistic)."""
 
-_MAX_GRID_POINTS = 20_000_000  # refuse grids that would need several GB
+_MAX_GRID_POINTS = 20_000_000  # grids that would need several GB are coarsened by the callers
+
+
+class _GridTooLarge(ParameterError):
+    """A composition would need more than ``_MAX_GRID_POINTS`` grid points at this width."""
+
+    def __init__(self, points: float) -> None:
+        super().__init__(
+            "discretization",
+            "(composition grid)",
+            f"composition needs {points:.3g} grid points; use a coarser discretization",
+        )
+        self.points = points
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,20 +422,26 @@ def _truncate_optimistic(probs: np.ndarray, tail: float) -> tuple[int, np.ndarra
 
 
 def _compose_two(a: _Pmf, b: _Pmf, tail: float, pessimistic: bool) -> tuple[_Pmf, float]:
-    """Linear convolution (``scipy.signal.fftconvolve``, as dp_accounting) + truncation.
+    """Linear convolution (:func:`_compose_spectral`, with its error bound) + truncation.
 
-    Returns the PMF and the slack: for a pessimistic PMF the mass sent to +inf, for an optimistic
-    one the mass added by clipping FFT round-off (an additive allowance on its delta).
+    The upper PMF holds ``value + error`` per bin (pointwise above the exact convolution, so its
+    profile is above), the optimistic one ``max(value - error, 0)``.  Returns the PMF and, for the
+    pessimistic one, the mass sent to +inf (the optimistic slack is 0: nothing wraps around).
     """
-    probs = signal.fftconvolve(a.probs, b.probs)
-    neg = float(-probs[probs < 0].sum())
-    probs = np.maximum(probs, 0.0)
+    if len(a.probs) == 1 or len(b.probs) == 1:  # a point mass: an exact shift and scaling
+        one, other = (a, b) if len(a.probs) == 1 else (b, a)
+        c = float(one.probs[0])
+        value, error = other.probs * c, (0.0 if c == 1.0 else 2.0 * _EPS) * other.probs * c
+    else:
+        n_out = len(a.probs) + len(b.probs) - 1
+        n_fft = sp_fft.next_fast_len(n_out, real=True)
+        value, error, _ = _compose_spectral([a.probs, b.probs], [1, 1], n_fft, 0, n_out, False)
     inf = a.infinity_mass + b.infinity_mass - a.infinity_mass * b.infinity_mass
     if pessimistic:
-        off, probs, right = _truncate(probs, tail)
+        off, probs, right = _truncate(np.maximum(value + error, 0.0), tail)
         return _Pmf(a.lower + b.lower + off, probs, min(1.0, inf + right)), right
-    off, probs = _truncate_optimistic(probs, tail)
-    return _Pmf(a.lower + b.lower + off, probs, inf), neg
+    off, probs = _truncate_optimistic(np.maximum(value - error, 0.0), tail)
+    return _Pmf(a.lower + b.lower + off, probs, inf), 0.0
 
 
 def _logsumexp_rows(z: np.ndarray) -> np.ndarray:
@@ -524,17 +542,380 @@ def _fold(probs: np.ndarray, n_fft: int) -> np.ndarray:
     return padded.reshape(m, n_fft).sum(axis=0)
 
 
+# ---------------------------------------------------------------------------------------------
+# FFT composition: exponential tilting and a floating-point error bound
+# ---------------------------------------------------------------------------------------------
+
+_EPS = float(np.finfo(float).eps)
+_FFT_ERROR_CONSTANT = 8.0
+"""Per-level constant of the componentwise FFT error model: one radix-2 level costs
+eta = mu + gamma_4 (sqrt 2 + mu), about 6u for an accurate twiddle table (Higham, *Accuracy and
+Stability of Numerical Algorithms*, 2nd ed., 2002, Thm 24.2); 8 leaves a margin for mixed radices."""
+_TILT_RELATIVE_ERROR = 1e-7
+"""Tilted passes are added until the FFT error bound is below this fraction of each upper bin ..."""
+_TILT_DELTA_FLOOR = 1e-24
+"""... wherever the error above that bin could still add more than this to a delta."""
+_MAX_TILTS = 4
+
+
+def _fft_level_error(n_fft: int) -> float:
+    """Componentwise bound g of one length-``n_fft`` FFT: ``|fl(F x)_f - (F x)_f| <= g ||x||_1``."""
+    return _FFT_ERROR_CONSTANT * max(1, math.ceil(math.log2(max(2, n_fft)))) * _EPS
+
+
+_THETAS = np.logspace(-9.0, 1.0, 41)
+
+
+def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Upper bounds on :math:`\log\sum_j x_j e^{\pm\theta j} - \log\sum_j x_j` on ``_THETAS``.
+
+    Masses are summed in at most 2048 blocks and each block's index is rounded to its end that
+    makes the exponent larger (``stop`` for +theta, ``start`` for -theta): valid upper bounds on
+    both log-CGFs at a cost independent of the length.  Returns ``(up, down, log_total)``.
+    """
+    n = len(logx)
+    width = max(1, -(-n // 2048))
+    nb = -(-n // width)
+    padded = np.full(nb * width, -np.inf)
+    padded[:n] = logx
+    blocks = padded.reshape(nb, width)
+    with np.errstate(divide="ignore"):
+        logm = _logsumexp_rows(blocks)
+    keep = np.isfinite(logm)
+    logm = logm[keep]
+    start = (np.arange(nb) * width)[keep].astype(float)
+    stop = np.minimum(start + width - 1, n - 1)
+    base = float(special.logsumexp(logm))
+    up = _logsumexp_rows(_THETAS[:, None] * stop[None, :] + logm[None, :]) - base
+    dn = _logsumexp_rows(-_THETAS[:, None] * start[None, :] + logm[None, :]) - base
+    return up, dn, base
+
+
+def _exact_log_cgfs(logx: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Exact ``log sum_j x_j e^{+-theta j} - log sum_j x_j`` at ``thetas``; ``(up, down, log_total)``."""
+    j = np.arange(len(logx), dtype=float)
+    keep = np.isfinite(logx)
+    j, lx = j[keep], logx[keep]
+    base = float(special.logsumexp(lx))
+    up = _logsumexp_rows(thetas[:, None] * j[None, :] + lx[None, :]) - base
+    dn = _logsumexp_rows(-thetas[:, None] * j[None, :] + lx[None, :]) - base
+    return up, dn, base
+
+
+def _chernoff_tails(
+    logxs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    above: np.ndarray,
+    below: np.ndarray,
+    refine: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total mass.
+
+    S is the sum of independent indices, ``powers[i]`` of them distributed as ``exp(logxs[i])``
+    (finite measures, normalised): :math:`P(S \ge c) \le e^{\sum k_i K_i(\theta) - \theta c}`,
+    :math:`P(S \le c) \le e^{\sum k_i K_i(-\theta) + \theta c}` for every theta > 0.  The
+    best theta of a log grid is located with block-binned log-CGFs (:func:`_binned_log_cgfs`,
+    cheap upper bounds), then the bound is re-evaluated with the exact log-CGFs at a few thetas
+    around it (``refine``); every evaluated theta gives a valid bound and the minimum is kept.
+    """
+    up = np.zeros(len(_THETAS))
+    dn = np.zeros(len(_THETAS))
+    log_total = 0.0
+    for logx, k in zip(logxs, powers):
+        u, d, base = _binned_log_cgfs(logx)
+        up += k * u
+        dn += k * d
+        log_total += k * base
+    ua = up[:, None] - _THETAS[:, None] * above[None, :]
+    db = dn[:, None] + _THETAS[:, None] * below[None, :]
+    best_up, best_dn = ua.min(axis=0), db.min(axis=0)
+    scale = math.exp(log_total)
+    if not refine:
+        return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
+    picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
+    refined = np.unique((_THETAS[picks][:, None] * np.array([0.5, 0.71, 1.0, 1.41, 2.0])).ravel())
+    eu = np.zeros(len(refined))
+    ed = np.zeros(len(refined))
+    for logx, k in zip(logxs, powers):
+        u, d, _ = _exact_log_cgfs(logx, refined)
+        eu += k * u
+        ed += k * d
+    best_up = np.minimum(best_up, (eu[:, None] - refined[:, None] * above[None, :]).min(axis=0))
+    best_dn = np.minimum(best_dn, (ed[:, None] + refined[:, None] * below[None, :]).min(axis=0))
+    return (
+        np.exp(np.minimum(0.0, best_up)) * scale,
+        np.exp(np.minimum(0.0, best_dn)) * scale,
+    )
+
+
+def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
+    """Chernoff bound on the composed mass of the factors ``exp(logxs)`` outside ``[lo, hi]``."""
+    up, dn = _chernoff_tails(logxs, powers, np.array([hi + 1.0]), np.array([lo - 1.0]))
+    return float(up[0] + dn[0])
+
+
+def _alias_profile(
+    logxs: Sequence[np.ndarray], powers: Sequence[int], offset: int, n_fft: int, out_len: int
+) -> np.ndarray:
+    r"""Per-bin Chernoff bound on the mass a cyclic convolution wraps into bin t of the window.
+
+    Bin t (index ``offset + t``) receives mass only from indices ``>= offset + n_fft + t`` (from
+    above) or ``<= offset + t - n_fft`` (from below); both tail bounds are monotone in t and are
+    evaluated on 256 blocks at the block end that makes them valid for the whole block, with the
+    cheap binned log-CGFs (this profile only steers the choice between tilted passes).
+    """
+    edges = np.unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
+    starts, stops = edges[:-1], edges[1:] - 1
+    up, dn = _chernoff_tails(
+        logxs,
+        powers,
+        (offset + n_fft + starts).astype(float),
+        (offset + stops - n_fft).astype(float),
+        refine=False,
+    )
+    return np.repeat(np.minimum(1.0, up + dn), np.diff(edges))
+
+
+@dataclass
+class _Pass:
+    """One tilted evaluation: bin t (total index ``offset + t``) holds
+    ``r[t] * exp(log_scale - lam * (offset + t))`` with absolute error at most ``bound`` times the
+    same factor, plus a relative error ``relative``; ``logxs`` are the tilted, normalised factors
+    (for the aliasing bound)."""
+
+    lam: float
+    r: np.ndarray
+    log_scale: float
+    bound: float
+    relative: float
+    logxs: list[np.ndarray]
+
+
+def _tilted_pass(
+    probs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    lam: float,
+    n_fft: int,
+    offset: int,
+) -> _Pass:
+    r"""Cyclic convolution :math:`\circledast_i x_i^{*k_i}` of the tilted, normalised factors.
+
+    ``x_i = p_i e^{lam j} / M_i``; at total index s the exact result is
+    :math:`e^{\lambda s}\prod_i M_i^{-k_i}` times the untilted composition, so untilting multiplies
+    by :math:`e^{-\lambda s}\prod M_i^{k_i}`: the FFT's absolute round-off, of the size of
+    ``eps * k * max`` of the *tilted* sequence, is small relative to the bins near the tilted mode
+    (exponential tilting keeps the far tail of a k-fold FFT power accurate).  The bound follows the
+    componentwise FFT model (:func:`_fft_level_error`): a per-frequency input error ``a``
+    propagates exactly through the powers, :math:`|\prod z_i^{k_i} - \prod w_i^{k_i}| \le
+    \prod(|w_i| + a)^{k_i} - \prod |w_i|^{k_i}`; the rounding of the powers and of the inverse
+    transform is added; the sup norm of the output error is at most the weighted mean of the
+    spectral errors.
+    """
+    g = _fft_level_error(n_fft)
+    n_half = n_fft // 2 + 1
+    log_mod = np.zeros(n_half)
+    log_mod_up = np.zeros(n_half)
+    spec = np.ones(n_half, dtype=complex)
+    log_scale = 0.0
+    logxs = []
+    for p, k in zip(probs, powers):
+        with np.errstate(divide="ignore"):
+            lw = np.log(p) + lam * np.arange(len(p))
+        log_m = float(special.logsumexp(lw))
+        log_scale += k * log_m
+        logx = lw - log_m
+        logxs.append(logx)
+        x = np.exp(logx)
+        folds = -(-len(x) // n_fft)
+        z = sp_fft.rfft(_fold(x, n_fft), n_fft)
+        a = g + folds * _EPS
+        mod = np.abs(z)
+        with np.errstate(divide="ignore"):
+            log_mod += k * np.log(mod)
+        log_mod_up += k * np.log(mod + a)
+        spec *= _int_power(z, k)
+    rounding = (2.0 * math.ceil(math.log2(max(2, max(powers)))) * len(powers) + 2.0) * 3.0 * _EPS
+    with np.errstate(over="ignore", invalid="ignore"):
+        up = np.exp(log_mod_up)
+        prop = up * -np.expm1(log_mod - log_mod_up)  # (|w| + a)^k - |w|^k, stable
+    weights = np.full(n_half, 2.0)
+    weights[0] = 1.0
+    if n_fft % 2 == 0:
+        weights[-1] = 1.0
+    bound = float(np.dot(weights, prop + (rounding + g) * up)) / n_fft
+    r = sp_fft.irfft(spec, n_fft)
+    if offset:
+        r = np.roll(r, -(offset % n_fft))
+    # the inputs x and the untilting factor are rounded: relative error per bin
+    s_max = abs(offset) + n_fft
+    relative = 8.0 * sum(powers) * _EPS + 8.0 * _EPS * (abs(log_scale) + abs(lam) * s_max)
+    return _Pass(lam, r, log_scale, bound, relative, logxs)
+
+
+def _blocks(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(log mass, centre index)`` of at most 2048 consecutive blocks of ``exp(logp)``."""
+    n = len(logp)
+    width = max(1, -(-n // 2048))
+    nb = -(-n // width)
+    padded = np.full(nb * width, -np.inf)
+    padded[:n] = logp
+    with np.errstate(divide="ignore"):
+        logm = _logsumexp_rows(padded.reshape(nb, width))
+    centre = np.minimum(np.arange(nb) * width + (width - 1) / 2.0, n - 1)
+    keep = np.isfinite(logm)
+    return logm[keep], centre[keep]
+
+
+def _tilted_moments(
+    blocks: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], lam: float
+) -> tuple[float, float]:
+    """Approximate mean and variance of the total index under the tilt ``e^{lam s}``
+    (``sum k K'``, ``sum k K''`` from block masses; only used to place a tilt, any tilt is valid)."""
+    mean = var = 0.0
+    for (logm, c), k in zip(blocks, powers):
+        lw = logm + lam * c
+        w = np.exp(lw - np.max(lw))
+        w /= w.sum()
+        m = float(np.dot(w, c))
+        mean += k * m
+        var += k * float(np.dot(w, (c - m) ** 2))
+    return mean, var
+
+
+def _compose_spectral(
+    probs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    n_fft: int,
+    offset: int,
+    out_len: int,
+    aliasing: bool,
+    need_alias: bool = True,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window ``offset .. offset + out_len - 1``.
+
+    Returns ``(value, error, alias)``: ``|value - exact| <= error`` bin by bin, where *exact* is the
+    cyclic composition of length ``n_fft`` (equal to the linear one inside the window up to the
+    wrapped-in mass, which is non-negative and at most ``alias`` in total, in the units of the
+    values).  A k-fold FFT power has an absolute round-off of about ``k eps`` times its largest bin
+    (the k-th power multiplies the spectrum's relative error by k), which swamps the tail
+    that a small delta depends on -- the root cause of the under-reports in issue 8.  We therefore
+    evaluate the composition with exponential tilts: an untilted pass, then tilts
+    :math:`e^{\lambda s}` that move the mode to the part of the upper tail where the error bound is
+    not yet below ``_TILT_RELATIVE_ERROR`` of the bin (each bin keeps the pass with the smallest
+    bound), at most ``_MAX_TILTS`` passes.
+    """
+    idx = offset + np.arange(out_len, dtype=float)
+    best_log_err = np.full(out_len, np.inf)
+    sel_log_err = np.full(out_len, np.inf)
+    value = np.zeros(out_len)
+    rel = np.zeros(out_len)
+    source = np.zeros(out_len, dtype=np.int64)
+    passes: list[_Pass] = []
+    lam = 0.0
+    previous_was_last = False
+    floor = math.inf
+    max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
+    with np.errstate(divide="ignore"):
+        logps = [_blocks(np.log(p)) for p in probs]
+    for _ in range(_MAX_TILTS):
+        ps = _tilted_pass(probs, powers, lam, n_fft, offset)
+        passes.append(ps)
+        factor_log = ps.log_scale - lam * idx
+        # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
+        # pass may wrap in much more, which must steer the choice of pass away from it
+        alias = (
+            _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
+            if aliasing and lam > 0.0
+            else 0.0
+        )
+        with np.errstate(divide="ignore"):
+            log_err = np.log(np.full(out_len, ps.bound)) + factor_log
+            log_sel = np.log(ps.bound + alias) + factor_log
+        take = log_sel < sel_log_err
+        if lam == 0.0:
+            take[:] = True
+        with np.errstate(over="ignore", invalid="ignore"):
+            value[take] = ps.r[:out_len][take] * np.exp(factor_log[take])
+        best_log_err[take] = log_err[take]
+        sel_log_err[take] = log_sel[take]
+        rel[take] = ps.relative
+        source[take] = len(passes) - 1
+        # coverage: bins above the mode whose bound is not yet small relative to the bin
+        with np.errstate(over="ignore"):
+            err = np.exp(best_log_err)
+        mode = int(np.argmax(value))
+        tail_err = np.cumsum(err[::-1])[::-1]
+        # a pass cannot do better than its bound relative to its own mode: ask for 100x that
+        floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
+        rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
+        bad = (err > rho * np.maximum(value, 0.0)) & (tail_err > _TILT_DELTA_FLOOR)
+        bad[: mode + 1] = False
+        hits = np.nonzero(bad)[0]
+        if len(hits) == 0:
+            break
+        t_star = int(hits[0])
+        last = False
+        mean, var = _tilted_moments(logps, powers, lam)
+        target = offset + t_star + max(t_star - (mean - offset), 3.0 * math.sqrt(max(var, 0.0)))
+        target = min(target, offset + out_len - 1.0, max_index - 0.5)
+        if aliasing:  # keep the tilted mass inside the window: mode 2 tilted sd below its top
+            cap = offset + out_len - 1.0 - 2.0 * math.sqrt(var)
+            if cap <= target:
+                target, last = cap, True
+        if var <= 0.0:
+            break
+        # skewed sums (subsampling) have their mean far above the mode: move past the mean
+        target = max(target, min(mean + math.sqrt(var), max_index - 0.5))
+        if mean >= target:
+            break
+        # safeguarded Newton on the increasing K'(lam) = target (any lam is valid; a rough root is
+        # enough): steps that leave the bracket [lo, hi] are replaced by bisection
+        new, lo, hi = lam, lam, math.inf
+        for _newton in range(12):
+            if var <= 0.0 or abs(target - mean) <= 0.5 * math.sqrt(var):
+                break
+            if mean < target:
+                lo = new
+            else:
+                hi = new
+            step = new + min((target - mean) / var, 10.0 / math.sqrt(var))
+            new = step if lo < step < hi else (0.5 * (lo + hi) if math.isfinite(hi) else 2 * lo)
+            mean, var = _tilted_moments(logps, powers, new)
+        if not (math.isfinite(new) and new > lam) or previous_was_last:
+            break
+        previous_was_last = last
+        lam = float(new)
+    with np.errstate(over="ignore"):
+        error = np.exp(best_log_err) + rel * np.abs(value)
+    alias_total = 0.0
+    if aliasing and need_alias:
+        # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
+        # mass from below on bins t <= t1 only from indices <= offset + t1 - n_fft
+        for i, ps in enumerate(passes):
+            taken = np.nonzero(source == i)[0]
+            if len(taken) == 0:
+                continue
+            t0, t1 = int(taken[0]), int(taken[-1])
+            w = _alias_bound(ps.logxs, powers, offset + t1 - n_fft + 1, offset + n_fft + t0 - 1)
+            top = ps.log_scale - ps.lam * (offset + (t0 if ps.lam > 0 else t1))
+            alias_total += w * math.exp(min(700.0, top))
+    return value, error, alias_total
+
+
 def _self_compose(
     pmf: _Pmf, k: int, tail: float, pessimistic: bool, extra: _Pmf | None = None
 ) -> tuple[_Pmf, float]:
-    r"""k-fold composition (times one ``extra`` PMF) by one real-FFT power on a Chernoff window.
+    r"""k-fold composition (times one ``extra`` PMF) by FFT powers on a Chernoff window.
 
-    The cyclic convolution of length N >= window keeps all the mass: mass below the window wraps
-    to its top (loss rounded *up*: pessimistic), mass above wraps to the bottom, so for a
-    pessimistic PMF the Chernoff bound on the mass above the window (<= tail/2) is added to +inf.
-    For an optimistic PMF the wrap-around from below (<= tail/2) and clipped FFT round-off may
-    raise delta; that amount is returned as slack.  ``extra`` (e.g. a Gaussian) is convolved in
-    the same transform over its full support.  Returns ``(pmf, slack_or_truncated_mass)``.
+    The window ``[a, a + N)`` of the k-fold sum holds all but ``tail`` of the mass (Chernoff,
+    :func:`_chernoff_window`); the composition is evaluated by :func:`_compose_spectral`
+    (exponentially tilted FFT powers with a floating-point error bound per bin).  Pessimistic PMF:
+    ``value + error`` per bin (above the exact bin; mass wrapped in from outside the window is
+    non-negative, so it only adds), the mass above the window (<= tail/2) goes to +inf and the mass
+    below it (<= tail/2) to the top bin: every dropped or rounded mass moves up.  Optimistic PMF:
+    ``max(value - error, 0)``; the wrapped-in mass (Chernoff-bounded) is returned as slack.
+    ``extra`` (e.g. a Gaussian) is convolved in the same transforms over its full support.
+    Returns ``(pmf, mass_sent_to_inf_or_slack)``.
     """
     if k == 1 and extra is None:
         return pmf, 0.0
@@ -550,30 +931,24 @@ def _self_compose(
         truncated = True
     n_fft = sp_fft.next_fast_len(width + n_extra - 1, real=True)
     if n_fft > _MAX_GRID_POINTS:
-        raise ParameterError(
-            "discretization",
-            "(composition grid)",
-            f"composition needs {n_fft:.3g} grid points; use a coarser discretization",
-        )
-    spec = _int_power(sp_fft.rfft(_fold(probs, n_fft), n_fft), k)
-    if extra is not None:
-        spec *= sp_fft.rfft(extra.probs, n_fft)
-    out = sp_fft.irfft(spec, n_fft)
-    if a:
-        out = np.roll(out, -(a % n_fft))
-    if not truncated:
-        out = out[: width + n_extra - 1]
-    neg = float(-out[out < 0].sum())
-    out = np.maximum(out, 0.0)
+        raise _GridTooLarge(n_fft)
+    factors = [probs] if extra is None else [probs, extra.probs]
+    powers = [k] if extra is None else [k, 1]
+    out_len = n_fft if truncated else width + n_extra - 1
+    value, error, alias = _compose_spectral(
+        factors, powers, n_fft, a, out_len, truncated, need_alias=not pessimistic
+    )
     inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
     lower = k * pmf.lower + a
     if extra is not None:
         inf = inf + extra.infinity_mass - inf * extra.infinity_mass
         lower += extra.lower
     if pessimistic:
+        out = np.maximum(value + error, 0.0)
         add = tail / 2.0 if truncated else 0.0
+        out[-1] += add  # the mass below the window, moved up to the top bin
         return _Pmf(lower, out, min(1.0, inf + add)), add
-    return _Pmf(lower, out, inf), (tail / 2.0 if truncated else 0.0) + neg
+    return _Pmf(lower, np.maximum(value - error, 0.0), inf), alias
 
 
 # ---------------------------------------------------------------------------------------------
