@@ -110,6 +110,7 @@ from scipy import fft as sp_fft
 from scipy import optimize, signal, special
 
 from lastiterate.errors import (
+    NotApplicable,
     ParameterError,
     check_in_range,
     check_nonnegative,
@@ -132,6 +133,7 @@ __all__ = [
     "gaussian_delta",
     "gaussian_pld",
     "identity_pld",
+    "on_feasible_grid",
     "poisson_subsampled_gaussian_epsilon",
     "poisson_subsampled_gaussian_pld",
     "symmetric_subsampled_gaussian_delta",
@@ -1286,6 +1288,36 @@ class Pld:
 # ---------------------------------------------------------------------------------------------
 
 
+def _coarser_grid(d: float, points: float) -> float:
+    """The grid width to retry with after a grid of width ``d`` needed ``points`` points."""
+    new = d * max(2.0, 2.0 * points / _MAX_GRID_POINTS)
+    if new > 1.0:
+        raise NotApplicable(
+            f"the privacy-loss distribution would need {points:.3g} grid points even at width "
+            f"{d:g}; its support is too wide to bound numerically"
+        )
+    return new
+
+
+def on_feasible_grid(
+    build: Callable[[float], Pld], discretization: float = DEFAULT_DISCRETIZATION
+) -> Pld:
+    """``build(d)`` at the finest width ``d >= discretization`` whose grids fit in memory.
+
+    The grid is chosen from the accuracy the mechanism allows, never left to the user: when a
+    one-step profile or a composition window would need more than ``_MAX_GRID_POINTS`` points
+    (huge Gaussian factors, very long compositions), the width is multiplied until it fits.  A
+    coarser grid is still pessimistic (an upper bound, with a wider bracket).  Raises
+    ``NotApplicable`` when no width up to 1 fits.
+    """
+    d = _check_discretization(discretization)
+    while True:
+        try:
+            return build(d)
+        except _GridTooLarge as exc:
+            d = _coarser_grid(d, exc.points)
+
+
 def _check_discretization(d: float) -> float:
     return check_in_range("discretization", d, 1e-7, 1.0, low_open=False)
 
@@ -1319,9 +1351,7 @@ def _top_index(
     while delta_at(n * d) > target:
         n += 1
     if n > _MAX_GRID_POINTS:
-        raise ParameterError(
-            "discretization", d, f"needs {n:.3g} grid points for this mechanism; use a coarser grid"
-        )
+        raise _GridTooLarge(n)
     return n
 
 
@@ -1914,16 +1944,20 @@ class SubsampledGaussianComposer:
         if hit is not None:
             self._composed.move_to_end(key)
             return hit
-        extra = None if b == 0.0 else self._gaussian(b, d, with_lower)
-        if k == 0:
-            out = identity_pld(discretization=d, with_lower=with_lower) if extra is None else extra
-        else:
-            out = _compose_power(
-                self.one_step(discretization=d, with_lower=with_lower),
+        def build(width: float) -> Pld:
+            extra = None if b == 0.0 else self._gaussian(b, width, with_lower)
+            if k == 0:
+                if extra is None:
+                    return identity_pld(discretization=width, with_lower=with_lower)
+                return extra
+            return _compose_power(
+                self.one_step(discretization=width, with_lower=with_lower),
                 k,
                 extra,
                 self.tail_mass_truncation,
             )
+
+        out = on_feasible_grid(build, d)
         self._composed[key] = out
         while len(self._composed) > self._cache_size:
             self._composed.popitem(last=False)
