@@ -467,7 +467,9 @@ def test_compose_matches_dp_accounting_compose() -> None:
     b = P.symmetric_subsampled_gaussian_pld(0.05, 0.8).self_compose(20)
     ours = a.compose(b)
     ref = a.to_dp_accounting().compose(b.to_dp_accounting())
-    assert ours.epsilon(DELTA) == pytest.approx(ref.get_epsilon_for_delta(DELTA), rel=1e-9)
+    # same convolution; ours adds a bound on the FFT round-off, so it is never below
+    assert ours.epsilon(DELTA) == pytest.approx(ref.get_epsilon_for_delta(DELTA), rel=1e-7)
+    assert ours.epsilon(DELTA) >= ref.get_epsilon_for_delta(DELTA) * (1 - 1e-12)
     assert "⊗" in ours.description
 
 

@@ -555,9 +555,9 @@ eta = mu + gamma_4 (sqrt 2 + mu), about 6u for an accurate twiddle table (Higham
 Stability of Numerical Algorithms*, 2nd ed., 2002, Thm 24.2); 8 leaves a margin for mixed radices."""
 _TILT_RELATIVE_ERROR = 1e-7
 """Tilted passes are added until the FFT error bound is below this fraction of each upper bin ..."""
-_TILT_DELTA_FLOOR = 1e-24
+_TILT_DELTA_FLOOR = 1e-20
 """... wherever the error above that bin could still add more than this to a delta."""
-_MAX_TILTS = 4
+_MAX_TILTS = 5
 
 
 def _fft_level_error(n_fft: int) -> float:
@@ -715,36 +715,49 @@ def _tilted_pass(
     """
     g = _fft_level_error(n_fft)
     n_half = n_fft // 2 + 1
-    log_mod = np.zeros(n_half)
     log_mod_up = np.zeros(n_half)
-    spec = np.ones(n_half, dtype=complex)
     log_scale = 0.0
     logxs = []
+    spectra = []
     for p, k in zip(probs, powers):
-        with np.errstate(divide="ignore"):
-            lw = np.log(p) + lam * np.arange(len(p))
-        log_m = float(special.logsumexp(lw))
-        log_scale += k * log_m
-        logx = lw - log_m
-        logxs.append(logx)
-        x = np.exp(logx)
+        if lam == 0.0:
+            total = float(np.sum(p))
+            x = p / total
+            log_scale += k * math.log(total)
+            with np.errstate(divide="ignore"):
+                logxs.append(np.log(x))
+        else:
+            with np.errstate(divide="ignore"):
+                lw = np.log(p) + lam * np.arange(len(p))
+            log_m = float(special.logsumexp(lw))
+            log_scale += k * log_m
+            logxs.append(lw - log_m)
+            x = np.exp(logxs[-1])
         folds = -(-len(x) // n_fft)
         z = sp_fft.rfft(_fold(x, n_fft), n_fft)
-        a = g + folds * _EPS
         mod = np.abs(z)
-        with np.errstate(divide="ignore"):
-            log_mod += k * np.log(mod)
+        a = g + folds * _EPS
         log_mod_up += k * np.log(mod + a)
-        spec *= _int_power(z, k)
+        spectra.append((z, mod, k))
+    # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
+    live = log_mod_up > -700.0
+    spec = np.zeros(n_half, dtype=complex)
+    spec[live] = 1.0
+    log_mod = np.zeros(int(np.count_nonzero(live)))
+    for z, mod, k in spectra:
+        with np.errstate(divide="ignore"):
+            log_mod += k * np.log(mod[live])
+        spec[live] *= _int_power(z[live], k)
     rounding = (2.0 * math.ceil(math.log2(max(2, max(powers)))) * len(powers) + 2.0) * 3.0 * _EPS
     with np.errstate(over="ignore", invalid="ignore"):
-        up = np.exp(log_mod_up)
-        prop = up * -np.expm1(log_mod - log_mod_up)  # (|w| + a)^k - |w|^k, stable
+        up = np.exp(log_mod_up[live])
+        prop = up * -np.expm1(log_mod - log_mod_up[live])  # (|w| + a)^k - |w|^k, stable
     weights = np.full(n_half, 2.0)
     weights[0] = 1.0
     if n_fft % 2 == 0:
         weights[-1] = 1.0
-    bound = float(np.dot(weights, prop + (rounding + g) * up)) / n_fft
+    bound = float(np.dot(weights[live], prop + (rounding + g) * up)) / n_fft
+    bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
     if offset:
         r = np.roll(r, -(offset % n_fft))
@@ -814,7 +827,7 @@ def _compose_spectral(
     source = np.zeros(out_len, dtype=np.int64)
     passes: list[_Pass] = []
     lam = 0.0
-    previous_was_last = False
+    schedule: list[float] | None = None
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
     with np.errstate(divide="ignore"):
@@ -855,38 +868,28 @@ def _compose_spectral(
         hits = np.nonzero(bad)[0]
         if len(hits) == 0:
             break
-        t_star = int(hits[0])
-        last = False
-        mean, var = _tilted_moments(logps, powers, lam)
-        target = offset + t_star + max(t_star - (mean - offset), 3.0 * math.sqrt(max(var, 0.0)))
-        target = min(target, offset + out_len - 1.0, max_index - 0.5)
-        if aliasing:  # keep the tilted mass inside the window: mode 2 tilted sd below its top
-            cap = offset + out_len - 1.0 - 2.0 * math.sqrt(var)
-            if cap <= target:
-                target, last = cap, True
-        if var <= 0.0:
+        if schedule is None:
+            # tilts on a geometric ladder below the one whose mode reaches the top of the window
+            # (per-bin selection keeps the best pass for each bin, so the ladder need not be exact)
+            top = min(offset + out_len - 1.0 - (0.1 * out_len if aliasing else 0.0), max_index - 0.5)
+            lo_l, hi_l = 0.0, 600.0 / n_fft  # a larger tilt spans more than e^600 over the window
+            if _tilted_moments(logps, powers, hi_l)[0] > top:
+                for _bisect in range(40):
+                    mid = 0.5 * (lo_l + hi_l)
+                    if _tilted_moments(logps, powers, mid)[0] > top:
+                        hi_l = mid
+                    else:
+                        lo_l = mid
+            schedule = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
+            # a tilt whose mode lies below the first inaccurate bin cannot help there
+            first_bad = offset + float(hits[0])
+            useful = [x for x in schedule if _tilted_moments(logps, powers, x)[0] >= first_bad]
+            schedule = useful or schedule[-1:]
+        while schedule and schedule[0] <= lam:
+            schedule.pop(0)
+        if not schedule:
             break
-        # skewed sums (subsampling) have their mean far above the mode: move past the mean
-        target = max(target, min(mean + math.sqrt(var), max_index - 0.5))
-        if mean >= target:
-            break
-        # safeguarded Newton on the increasing K'(lam) = target (any lam is valid; a rough root is
-        # enough): steps that leave the bracket [lo, hi] are replaced by bisection
-        new, lo, hi = lam, lam, math.inf
-        for _newton in range(12):
-            if var <= 0.0 or abs(target - mean) <= 0.5 * math.sqrt(var):
-                break
-            if mean < target:
-                lo = new
-            else:
-                hi = new
-            step = new + min((target - mean) / var, 10.0 / math.sqrt(var))
-            new = step if lo < step < hi else (0.5 * (lo + hi) if math.isfinite(hi) else 2 * lo)
-            mean, var = _tilted_moments(logps, powers, new)
-        if not (math.isfinite(new) and new > lam) or previous_was_last:
-            break
-        previous_was_last = last
-        lam = float(new)
+        lam = schedule.pop(0)
     with np.errstate(over="ignore"):
         error = np.exp(best_log_err) + rel * np.abs(value)
     alias_total = 0.0
