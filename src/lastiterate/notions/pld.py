@@ -1767,26 +1767,13 @@ def poisson_subsampled_gaussian_pld(
 def _gaussian_epsilon(mu: float, delta: float) -> float:
     r"""Exact :math:`\varepsilon(\delta)` of :math:`G_\mu`, rounded up (theorems.md §1.2).
 
-    Bracketing root of the decreasing :math:`\delta(\varepsilon;\mu)` on :math:`[0, \infty)`; the
-    returned value satisfies :math:`\delta(\varepsilon;\mu) \le \delta` exactly (in floating point).
+    The one Gaussian inversion of the package (:func:`lastiterate.notions.gdp.gdp_epsilon`, with
+    its unified tolerances): :math:`\delta(\varepsilon;\mu) \le \delta` holds exactly in
+    floating point for the returned value.
     """
-    if mu == 0.0 or gaussian_delta(0.0, mu) <= delta:
-        return 0.0
-    hi = max(1.0, mu * mu)
-    while gaussian_delta(hi, mu) > delta:
-        hi *= 2.0
-    x = optimize.brentq(
-        lambda e: math.log(max(gaussian_delta(e, mu), 1e-320)) - math.log(delta),
-        0.0,
-        hi,
-        xtol=1e-13,
-        rtol=1e-14,
-    )
-    step = max(1e-13, 4e-16 * x)
-    while gaussian_delta(x, mu) > delta:
-        x += step
-        step *= 2.0
-    return float(x)
+    from lastiterate.notions.gdp import gdp_epsilon
+
+    return gdp_epsilon(delta, mu)
 
 
 def _compose_power(base: Pld, k: int, extra: Pld | None, tail: float) -> Pld:
