@@ -181,11 +181,18 @@ def _compose_two(a: _Pmf, b: _Pmf, tail: float, pessimistic: bool) -> tuple[_Pmf
 
 
 def _logsumexp_rows(z: np.ndarray) -> np.ndarray:
-    """Row-wise log(sum(exp(z))) (plain numpy; -inf entries allowed)."""
+    """Row-wise log(sum(exp(z))) (plain numpy; -inf entries allowed).
+
+    Terms below e^-700 of the row's largest are raised to e^-700 (subnormal exponentials are slow):
+    the result can only grow, by a relative 1e-304 per term, which keeps every Chernoff/CGF bound
+    computed with it valid.  A row of -inf only is -inf.
+    """
     m = np.max(z, axis=-1, keepdims=True)
+    finite = np.isfinite(m[..., 0])
     m = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(z - m), axis=-1)) + m[..., 0]
+        out = np.log(np.sum(np.exp(np.maximum(z - m, -700.0)), axis=-1)) + m[..., 0]
+    return np.where(finite, out, -np.inf)
 
 
 _LAMBDAS = np.logspace(-9.0, 1.0, 81)
@@ -305,12 +312,12 @@ _THETAS = np.logspace(-9.0, 1.0, 41)
 def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Upper bounds on :math:`\log\sum_j x_j e^{\pm\theta j} - \log\sum_j x_j` on ``_THETAS``.
 
-    Masses are summed in at most 2048 blocks and each block's index is rounded to its end that
+    Masses are summed in at most 16384 blocks and each block's index is rounded to its end that
     makes the exponent larger (``stop`` for +theta, ``start`` for -theta): valid upper bounds on
     both log-CGFs at a cost independent of the length.  Returns ``(up, down, log_total)``.
     """
     n = len(logx)
-    width = max(1, -(-n // 2048))
+    width = max(1, -(-n // 16384))
     nb = -(-n // width)
     padded = np.full(nb * width, -np.inf)
     padded[:n] = logx
@@ -343,45 +350,65 @@ def _chernoff_tails(
     powers: Sequence[int],
     above: np.ndarray,
     below: np.ndarray,
-    refine: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total mass.
 
     S is the sum of independent indices, ``powers[i]`` of them distributed as ``exp(logxs[i])``
     (finite measures, normalised): :math:`P(S \ge c) \le e^{\sum k_i K_i(\theta) - \theta c}`,
-    :math:`P(S \le c) \le e^{\sum k_i K_i(-\theta) + \theta c}` for every theta > 0.  The
-    best theta of a log grid is located with block-binned log-CGFs (:func:`_binned_log_cgfs`,
-    cheap upper bounds), then the bound is re-evaluated with the exact log-CGFs at a few thetas
-    around it (``refine``); every evaluated theta gives a valid bound and the minimum is kept.
+    :math:`P(S \le c) \le e^{\sum k_i K_i(-\theta) + \theta c}` for every theta > 0, with the
+    exact log-CGFs.  Every evaluated theta gives a valid bound; the thetas tried are those located
+    with block-binned log-CGFs on a fixed log grid, and a geometric set spanning the Gaussian optima
+    ``|c - mean| / var`` of the thresholds (times 1/2 .. 2).
     """
-    up = np.zeros(len(_THETAS))
-    dn = np.zeros(len(_THETAS))
-    log_total = 0.0
+    mean = var = log_total = 0.0
     for logx, k in zip(logxs, powers):
-        u, d, base = _binned_log_cgfs(logx)
-        up += k * u
-        dn += k * d
+        keep = np.isfinite(logx)
+        j = np.arange(len(logx), dtype=float)[keep]
+        lx = logx[keep]
+        base = float(special.logsumexp(lx))
+        w = np.exp(lx - base)
+        m = float(np.dot(w, j))
+        mean += k * m
+        var += k * float(np.dot(w, (j - m) ** 2))
         log_total += k * base
-    ua = up[:, None] - _THETAS[:, None] * above[None, :]
-    db = dn[:, None] + _THETAS[:, None] * below[None, :]
-    best_up, best_dn = ua.min(axis=0), db.min(axis=0)
-    scale = math.exp(log_total)
-    if not refine:
-        return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
-    picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
-    refined = np.unique((_THETAS[picks][:, None] * np.array([0.5, 0.71, 1.0, 1.41, 2.0])).ravel())
-    eu = np.zeros(len(refined))
-    ed = np.zeros(len(refined))
+    var = max(var, 1e-12)
+    gaps = np.concatenate([above - mean, mean - below])
+    gaps = gaps[gaps > 0]
+    if len(gaps) == 0:
+        ones = np.full(len(above), math.exp(log_total))
+        return ones, ones.copy()
+    # (1) block-binned log-CGFs (cheap upper bounds) on a fixed log grid locate the optimum of
+    # skewed sums; (2) the Gaussian optima cover long compositions, where binning is too coarse
+    bu = np.zeros(len(_THETAS))
+    bd = np.zeros(len(_THETAS))
     for logx, k in zip(logxs, powers):
-        u, d, _ = _exact_log_cgfs(logx, refined)
+        u, d, _ = _binned_log_cgfs(logx)
+        bu += k * u
+        bd += k * d
+    ua = bu[:, None] - _THETAS[:, None] * above[None, :]
+    db = bd[:, None] + _THETAS[:, None] * below[None, :]
+    picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
+    if len(picks) > 2:
+        picks = picks[np.linspace(0, len(picks) - 1, 2).astype(int)]
+    from_bins = (_THETAS[picks][:, None] * np.array([0.5, 0.71, 1.0, 1.41, 2.0])).ravel()
+    lo_t = max(float(gaps.min()) / var / 2.0, 1e-12)
+    hi_t = min(float(gaps.max()) / var * 2.0, 50.0)
+    # skewed sums (small sampling rates) have optima far below the Gaussian ones: reach 1e4 lower
+    thetas = np.unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
+    eu = np.zeros(len(thetas))
+    ed = np.zeros(len(thetas))
+    for logx, k in zip(logxs, powers):
+        u, d, _ = _exact_log_cgfs(logx, thetas)
         eu += k * u
         ed += k * d
-    best_up = np.minimum(best_up, (eu[:, None] - refined[:, None] * above[None, :]).min(axis=0))
-    best_dn = np.minimum(best_dn, (ed[:, None] + refined[:, None] * below[None, :]).min(axis=0))
-    return (
-        np.exp(np.minimum(0.0, best_up)) * scale,
-        np.exp(np.minimum(0.0, best_dn)) * scale,
+    best_up = np.minimum(
+        ua.min(axis=0), (eu[:, None] - thetas[:, None] * above[None, :]).min(axis=0)
     )
+    best_dn = np.minimum(
+        db.min(axis=0), (ed[:, None] + thetas[:, None] * below[None, :]).min(axis=0)
+    )
+    scale = math.exp(log_total)
+    return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
 
 
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
@@ -397,8 +424,8 @@ def _alias_profile(
 
     Bin t (index ``offset + t``) receives mass only from indices ``>= offset + n_fft + t`` (from
     above) or ``<= offset + t - n_fft`` (from below); both tail bounds are monotone in t and are
-    evaluated on 256 blocks at the block end that makes them valid for the whole block, with the
-    cheap binned log-CGFs (this profile only steers the choice between tilted passes).
+    evaluated on 256 blocks at the block end that makes them valid for the whole block (this
+    profile steers the choice between tilted passes).
     """
     edges = np.unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
     starts, stops = edges[:-1], edges[1:] - 1
@@ -407,7 +434,6 @@ def _alias_profile(
         powers,
         (offset + n_fft + starts).astype(float),
         (offset + stops - n_fft).astype(float),
-        refine=False,
     )
     return np.repeat(np.minimum(1.0, up + dn), np.diff(edges))
 
@@ -502,17 +528,15 @@ def _tilted_pass(
 
 
 def _blocks(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(log mass, centre index)`` of at most 2048 consecutive blocks of ``exp(logp)``."""
-    n = len(logp)
-    width = max(1, -(-n // 2048))
-    nb = -(-n // width)
-    padded = np.full(nb * width, -np.inf)
-    padded[:n] = logp
-    with np.errstate(divide="ignore"):
-        logm = _logsumexp_rows(padded.reshape(nb, width))
-    centre = np.minimum(np.arange(nb) * width + (width - 1) / 2.0, n - 1)
-    keep = np.isfinite(logm)
-    return logm[keep], centre[keep]
+    """``(log mass, index)`` of the entries of ``exp(logp)`` that carry mass.
+
+    (Exact: block centres would bias the mean by up to half a block per step, i.e. by k times that
+    over a k-fold composition, which can move a tilt outside the window.)
+    """
+    # entries e^-100 below the largest cannot move a moment at the tilts used (<= 600 over the
+    # window): dropping them only makes the placement of a tilt cheaper
+    keep = logp > np.max(logp) - 100.0
+    return logp[keep], np.arange(len(logp), dtype=float)[keep]
 
 
 def _tilted_moments(
@@ -523,7 +547,7 @@ def _tilted_moments(
     mean = var = 0.0
     for (logm, c), k in zip(blocks, powers):
         lw = logm + lam * c
-        w = np.exp(lw - np.max(lw))
+        w = np.exp(np.maximum(lw - np.max(lw), -700.0))  # no subnormals (placement only)
         w /= w.sum()
         m = float(np.dot(w, c))
         mean += k * m
@@ -610,17 +634,14 @@ def _compose_spectral(
             )
             lo_l, hi_l = 0.0, 600.0 / n_fft  # a larger tilt spans more than e^600 over the window
             if _tilted_moments(logps, powers, hi_l)[0] > top:
-                for _bisect in range(40):
+                for _bisect in range(10):
                     mid = 0.5 * (lo_l + hi_l)
                     if _tilted_moments(logps, powers, mid)[0] > top:
                         hi_l = mid
                     else:
                         lo_l = mid
             schedule = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
-            # a tilt whose mode lies below the first inaccurate bin cannot help there
-            first_bad = offset + float(hits[0])
-            useful = [x for x in schedule if _tilted_moments(logps, powers, x)[0] >= first_bad]
-            schedule = useful or schedule[-1:]
+
         while schedule and schedule[0] <= lam:
             schedule.pop(0)
         if not schedule:
