@@ -312,12 +312,12 @@ _THETAS = np.logspace(-9.0, 1.0, 41)
 def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Upper bounds on :math:`\log\sum_j x_j e^{\pm\theta j} - \log\sum_j x_j` on ``_THETAS``.
 
-    Masses are summed in at most 16384 blocks and each block's index is rounded to its end that
+    Masses are summed in at most 4096 blocks and each block's index is rounded to its end that
     makes the exponent larger (``stop`` for +theta, ``start`` for -theta): valid upper bounds on
     both log-CGFs at a cost independent of the length.  Returns ``(up, down, log_total)``.
     """
     n = len(logx)
-    width = max(1, -(-n // 16384))
+    width = max(1, -(-n // 4096))
     nb = -(-n // width)
     padded = np.full(nb * width, -np.inf)
     padded[:n] = logx
@@ -350,6 +350,7 @@ def _chernoff_tails(
     powers: Sequence[int],
     above: np.ndarray,
     below: np.ndarray,
+    refine: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total mass.
 
@@ -387,6 +388,12 @@ def _chernoff_tails(
         bd += k * d
     ua = bu[:, None] - _THETAS[:, None] * above[None, :]
     db = bd[:, None] + _THETAS[:, None] * below[None, :]
+    if not refine:
+        scale = math.exp(log_total)
+        return (
+            np.exp(np.minimum(0.0, ua.min(axis=0))) * scale,
+            np.exp(np.minimum(0.0, db.min(axis=0))) * scale,
+        )
     picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
     if len(picks) > 2:
         picks = picks[np.linspace(0, len(picks) - 1, 2).astype(int)]
@@ -418,7 +425,12 @@ def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi
 
 
 def _alias_profile(
-    logxs: Sequence[np.ndarray], powers: Sequence[int], offset: int, n_fft: int, out_len: int
+    logxs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    offset: int,
+    n_fft: int,
+    out_len: int,
+    refine: bool = True,
 ) -> np.ndarray:
     r"""Per-bin Chernoff bound on the mass a cyclic convolution wraps into bin t of the window.
 
@@ -434,6 +446,7 @@ def _alias_profile(
         powers,
         (offset + n_fft + starts).astype(float),
         (offset + stops - n_fft).astype(float),
+        refine,
     )
     return np.repeat(np.minimum(1.0, up + dn), np.diff(edges))
 
@@ -596,13 +609,16 @@ def _compose_spectral(
         factor_log = ps.log_scale - lam * idx
         # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
         # pass may wrap in much more, which must steer the choice of pass away from it
-        alias = (
-            _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
-            if aliasing and lam > 0.0
-            else 0.0
-        )
         with np.errstate(divide="ignore"):
             log_err = np.log(np.full(out_len, ps.bound)) + factor_log
+        alias: np.ndarray | float = 0.0
+        if aliasing and lam > 0.0:
+            cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
+            if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
+                alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
+                if np.any(alias[cand] > ps.bound):
+                    alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
+        with np.errstate(divide="ignore"):
             log_sel = np.log(ps.bound + alias) + factor_log
         take = log_sel < sel_log_err
         if lam == 0.0:
