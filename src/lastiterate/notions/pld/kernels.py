@@ -351,6 +351,7 @@ def _chernoff_tails(
     above: np.ndarray,
     below: np.ndarray,
     refine: bool = True,
+    full_grid: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total mass.
 
@@ -402,6 +403,8 @@ def _chernoff_tails(
     hi_t = min(float(gaps.max()) / var * 2.0, 50.0)
     # skewed sums (small sampling rates) have optima far below the Gaussian ones: reach 1e4 lower
     thetas = np.unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
+    if full_grid:  # few thresholds (the lower twin's slack): afford the whole log grid, exactly
+        thetas = np.unique(np.concatenate([thetas, _THETAS]))
     eu = np.zeros(len(thetas))
     ed = np.zeros(len(thetas))
     for logx, k in zip(logxs, powers):
@@ -420,7 +423,11 @@ def _chernoff_tails(
 
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
     """Chernoff bound on the composed mass of the factors ``exp(logxs)`` outside ``[lo, hi]``."""
-    up, dn = _chernoff_tails(logxs, powers, np.array([hi + 1.0]), np.array([lo - 1.0]))
+    above, below = np.array([hi + 1.0]), np.array([lo - 1.0])
+    up, dn = _chernoff_tails(logxs, powers, above, below)
+    if up[0] + dn[0] > 1e-13:  # try the whole log grid, exactly, before settling for a weak bound
+        up2, dn2 = _chernoff_tails(logxs, powers, above, below, full_grid=True)
+        up, dn = np.minimum(up, up2), np.minimum(dn, dn2)
     return float(up[0] + dn[0])
 
 
@@ -576,6 +583,7 @@ def _compose_spectral(
     out_len: int,
     aliasing: bool,
     need_alias: bool = True,
+    window_tail: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window ``offset .. offset + out_len - 1``.
 
@@ -616,7 +624,7 @@ def _compose_spectral(
             cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
             if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
                 alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
-                if np.any(alias[cand] > ps.bound):
+                if np.any(alias[cand] > 100.0 * ps.bound):
                     alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
         with np.errstate(divide="ignore"):
             log_sel = np.log(ps.bound + alias) + factor_log
@@ -674,6 +682,9 @@ def _compose_spectral(
             if len(taken) == 0:
                 continue
             t0, t1 = int(taken[0]), int(taken[-1])
+            if ps.lam == 0.0 and window_tail is not None:
+                alias_total += window_tail  # the window was chosen to hold all but this mass
+                continue
             w = _alias_bound(ps.logxs, powers, offset + t1 - n_fft + 1, offset + n_fft + t0 - 1)
             top = ps.log_scale - ps.lam * (offset + (t0 if ps.lam > 0 else t1))
             alias_total += w * math.exp(min(700.0, top))
@@ -714,7 +725,7 @@ def _self_compose(
     powers = [k] if extra is None else [k, 1]
     out_len = n_fft if truncated else width + n_extra - 1
     value, error, alias = _compose_spectral(
-        factors, powers, n_fft, a, out_len, truncated, need_alias=not pessimistic
+        factors, powers, n_fft, a, out_len, truncated, need_alias=not pessimistic, window_tail=tail
     )
     inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
     lower = k * pmf.lower + a
