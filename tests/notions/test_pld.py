@@ -219,8 +219,9 @@ def test_poisson_add_remove_matches_dp_accounting_accountant() -> None:
         acc.compose(dp_accounting.SelfComposedDpEvent(event, 1000))
         ref = acc.get_epsilon(DELTA)
         ours = P.poisson_subsampled_gaussian_pld(Q_MNIST, z).self_compose(1000).epsilon(DELTA)
-        # same grid and connect-the-dots formula; differences come from tail cuts and FFT round-off
-        assert ours == pytest.approx(ref, rel=1e-6)
+        # same grid and connect-the-dots formula; ours adds a certified bound on the FFT round-off
+        # (a few 1e-6 relative here), dp_accounting's does not: never below, barely above
+        assert ref * (1.0 - 1e-9) <= ours <= ref * (1.0 + 1e-5)
 
 
 def test_poisson_add_remove_reference_interval_and_bracket() -> None:
@@ -466,7 +467,9 @@ def test_compose_matches_dp_accounting_compose() -> None:
     b = P.symmetric_subsampled_gaussian_pld(0.05, 0.8).self_compose(20)
     ours = a.compose(b)
     ref = a.to_dp_accounting().compose(b.to_dp_accounting())
-    assert ours.epsilon(DELTA) == pytest.approx(ref.get_epsilon_for_delta(DELTA), rel=1e-9)
+    # same convolution; ours adds a bound on the FFT round-off, so it is never below
+    assert ours.epsilon(DELTA) == pytest.approx(ref.get_epsilon_for_delta(DELTA), rel=1e-7)
+    assert ours.epsilon(DELTA) >= ref.get_epsilon_for_delta(DELTA) * (1 - 1e-12)
     assert "⊗" in ours.description
 
 
@@ -493,7 +496,8 @@ def test_composer_matches_generic_composition() -> None:
         generic = P.symmetric_subsampled_gaussian_pld(p, a).self_compose(k)
         if b > 0:
             generic = generic.compose(P.gaussian_pld(b))
-        assert comp.epsilon(k, DELTA, b) == pytest.approx(generic.epsilon(DELTA), rel=1e-7)
+        # two valid upper bounds with different FFT error bounds (one product vs two)
+        assert comp.epsilon(k, DELTA, b) == pytest.approx(generic.epsilon(DELTA), rel=1e-5)
     # k = 0 leaves the exact Gaussian
     assert comp.epsilon(0, DELTA, 1.0) == pytest.approx(
         exact_gaussian_epsilon(1.0, DELTA), rel=1e-9
