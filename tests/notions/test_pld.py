@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -518,7 +517,8 @@ def test_compose_symmetric_subsampled_with_gaussian_function() -> None:
     assert P.compose_symmetric_subsampled_with_gaussian(p, a, 0, 0.0, DELTA) == 0.0
 
 
-def test_composer_minimize_is_fast_and_finds_the_best_candidate() -> None:
+def test_composer_minimize_finds_the_best_candidate() -> None:
+    """(Its speed is measured by benchmarks/accountant.py, never by a timed unit test.)"""
     p, a = 0.025, 2 * math.sqrt(2) * (2 / 3)
     comp = P.SubsampledGaussianComposer(p, a)
     ks = sorted({int(k) for k in np.geomspace(1, 1e4, 40)})
@@ -526,10 +526,7 @@ def test_composer_minimize_is_fast_and_finds_the_best_candidate() -> None:
     def b_of(k: int) -> float:
         return 3.0 / math.sqrt(k)
 
-    t0 = time.perf_counter()
     res = comp.minimize(ks, DELTA, b_of)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 6.0  # ~0.4 s measured on 2 vCPUs; generous for loaded CI machines
     # the screening keeps the true optimum: compare with fine evaluations around it
     around = [k for k in ks if 0.5 * res.k <= k <= 2 * res.k]
     brute = {k: comp.epsilon(k, DELTA, b_of(k)) for k in around}
