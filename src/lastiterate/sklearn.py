@@ -263,6 +263,18 @@ class PrivacyReport:
     def to_json(self) -> dict[str, Any]:
         return {**self.report.to_json(), "configuration": self.configuration.to_json(), "notes": list(self.notes)}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the accountant's results hold closures (tradeoff curves) that cannot be pickled: a pickled
+        # estimator stores the executed Run and re-accounts it (deterministically) when loaded
+        return (_privacy_report_from_run, (self.run, float(self.report.query.delta), self.configuration, self.notes))
+
+
+def _privacy_report_from_run(run: Any, delta: float, configuration: Configuration, notes: tuple[str, ...]) -> PrivacyReport:
+    """Rebuild a :class:`PrivacyReport` by accounting ``run`` again (used when unpickling)."""
+    from lastiterate.accountant import account
+
+    return PrivacyReport(report=account(run, delta=delta), run=run, configuration=configuration, notes=notes)
+
 
 def _gradient_clip(family: str, R_eff: float, target_bound: float | None) -> float:
     """The clip norm C: the largest possible per-example gradient norm for the logistic losses
@@ -449,9 +461,9 @@ class _DPGeneralisedLinearModel(BaseEstimator):
         if not isinstance(self.random_state, (np.random.RandomState, np.random.Generator)):
             _seed(self.random_state)  # validates None / int >= 0
 
-    def _validated(self, X: Any, y: Any = None, reset: bool = True) -> Any:
+    def _validated(self, X: Any, y: Any = None, reset: bool = True, fitting: bool = False) -> Any:
         try:
-            if y is None:
+            if not fitting:
                 return validate_data(self, X, dtype=np.float64, reset=reset, ensure_all_finite=True)
             return validate_data(self, X, y, dtype=np.float64, y_numeric=self._family_of_targets == "least-squares",
                                  ensure_all_finite=True)
@@ -584,7 +596,7 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
     def fit(self, X: Any, y: Any) -> DPLogisticRegression:
         """Choose the configuration from (n, d, classes, epsilon, delta, data_norm) and train."""
         self._check_params()
-        X, y = self._validated(X, y)
+        X, y = self._validated(X, y, fitting=True)
         check_classification_targets(y)
         self.classes_, y_idx = np.unique(y, return_inverse=True)
         K = len(self.classes_)
@@ -663,7 +675,7 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         """Choose the configuration from (n, d, epsilon, delta, data_norm, target_bound) and train."""
         self._check_params()
         B = check_positive("target_bound", self.target_bound)
-        X, y = self._validated(X, y)
+        X, y = self._validated(X, y, fitting=True)
         if y.ndim != 1:
             raise ParameterError("y", f"<array of shape {y.shape}>", "must be one-dimensional (one target per row)")
         self.data_norm_ = float(self.data_norm)
