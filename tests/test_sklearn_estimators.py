@@ -24,9 +24,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import lastiterate as li
+import lastiterate.sklearn as sklearn_module
 from lastiterate.errors import ParameterError
 from lastiterate.notions.gdp import gdp_mu
-import lastiterate.sklearn as sklearn_module
 from lastiterate.sklearn import (
     DPLogisticRegression,
     DPRidge,
@@ -38,7 +38,8 @@ from lastiterate.train import GLM, SeededRunWarning
 #: checks a private estimator cannot meet, each with its reason
 RIDGE_XFAIL = {
     "check_regressors_train": (
-        "asks for R^2 > 0.5 from ~200 unscaled rows at the default epsilon=1 with rows clipped to norm 1 and "
+        "asks for R^2 > 0.5 from ~200 unscaled rows at the default epsilon=1 with rows clipped to "
+        "norm 1 and "
         "targets to [-1, 1]: the privacy noise and the clipping forbid it (the fit itself works)"
     ),
 }
@@ -61,13 +62,18 @@ def binary():
     return train_test_split(X / 3, y, test_size=0.3, random_state=0)
 
 
-@pytest.mark.parametrize("est, xfail", [(DPLogisticRegression(), {}), (DPRidge(), RIDGE_XFAIL)],
-                         ids=["logistic", "ridge"])
+@pytest.mark.parametrize(
+    "est, xfail",
+    [(DPLogisticRegression(), {}), (DPRidge(), RIDGE_XFAIL)],
+    ids=["logistic", "ridge"],
+)
 def test_passes_scikit_learn_estimator_checks(est, xfail):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededRunWarning)
         results = check_estimator(est, expected_failed_checks=xfail, on_fail=None, on_skip=None)
-    failed = [(r["check_name"], repr(r["exception"])[:200]) for r in results if r["status"] == "failed"]
+    failed = [
+        (r["check_name"], repr(r["exception"])[:200]) for r in results if r["status"] == "failed"
+    ]
     assert failed == []
     assert {r["check_name"] for r in results if r["status"] == "xfail"} == set(xfail)
     assert est.__sklearn_tags__().non_deterministic  # fresh secret noise on every fit
@@ -92,11 +98,14 @@ def test_reaches_non_private_accuracy_at_huge_epsilon(wine, binary):
 
 
 def test_privacy_degrades_accuracy_monotonically_on_average(binary):
-    # not a guarantee test: a fit at a tiny epsilon must be visibly noisier (the noise is really added)
-    X, X_test, y, y_test = binary
+    # not a guarantee test: a fit at a tiny epsilon must be visibly noisier (noise is really added)
+    X, _, y, _ = binary
     strong = DPLogisticRegression(epsilon=1e6, random_state=1).fit(X, y)
     weak = DPLogisticRegression(epsilon=0.01, random_state=1).fit(X, y)
-    assert weak.privacy_report_.configuration.noise_std > 100 * strong.privacy_report_.configuration.noise_std
+    assert (
+        weak.privacy_report_.configuration.noise_std
+        > 100 * strong.privacy_report_.configuration.noise_std
+    )
     assert np.linalg.norm(weak.coef_ - strong.coef_) > 0.1
 
 
@@ -105,9 +114,14 @@ def test_report_is_the_accountants_for_the_executed_run(wine):
     clf = DPLogisticRegression(epsilon=2.0, random_state=0).fit(X, y)
     rep, cfg = clf.privacy_report_, clf.privacy_report_.configuration
     run = rep.run
-    assert (run.algorithm, run.T, run.sigma, run.n) == (cfg.algorithm, cfg.steps, cfg.noise_std, len(y))
+    assert (run.algorithm, run.T, run.sigma, run.n) == (
+        cfg.algorithm,
+        cfg.steps,
+        cfg.noise_std,
+        len(y),
+    )
     assert run.L == pytest.approx(2 * cfg.clip)
-    # the multinomial certificate: C = sqrt(2) R_eff with R_eff = sqrt(R^2 + 1), lr < 2/M, m = lambda
+    # the multinomial certificate: C = sqrt(2) R_eff, R_eff = sqrt(R^2 + 1), lr < 2/M, m = lambda
     assert cfg.family == "multinomial-logistic" and cfg.certified
     assert cfg.clip == pytest.approx(math.sqrt(2) * math.sqrt(2))
     assert run.m == pytest.approx(cfg.l2) and cfg.lr < 2 / run.M
@@ -118,7 +132,7 @@ def test_report_is_the_accountants_for_the_executed_run(wine):
 
 
 def test_composition_entry_agrees_with_dp_accounting(wine):
-    # the executed full-batch run released every iterate is T Gaussian mechanisms of scale L/(n sigma)
+    # the executed full-batch run, every iterate released: T Gaussian mechanisms, scale L/(n sigma)
     X, _, y, _ = wine
     clf = DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
     run = clf.privacy_report_.run
@@ -128,13 +142,17 @@ def test_composition_entry_agrees_with_dp_accounting(wine):
     acc.compose(dp_accounting.GaussianDpEvent(z), run.T)
     ref = acc.get_epsilon(1e-5)
     assert comp.epsilon == pytest.approx(ref, rel=2e-2)
-    assert comp.epsilon >= clf.privacy_report_.epsilon  # the last-iterate bound is the tighter one here
+    assert (
+        comp.epsilon >= clf.privacy_report_.epsilon
+    )  # the last-iterate bound is the tighter one here
 
 
 @pytest.mark.parametrize("family, k", [("binary-logistic", 1), ("multinomial-logistic", 4)])
 def test_clip_is_the_largest_gradient_norm(family, k):
     # C never binds: per-example gradient norms of clipped rows (with the intercept) stay <= C
-    cfg = choose_configuration(family, n=500, n_features=6, n_outputs=k, epsilon=1.0, delta=1e-5, data_norm=0.8)
+    cfg = choose_configuration(
+        family, n=500, n_features=6, n_outputs=k, epsilon=1.0, delta=1e-5, data_norm=0.8
+    )
     rng = np.random.default_rng(0)
     model = GLM(6, k, family=family, intercept=True)
     with torch.no_grad():
@@ -144,46 +162,79 @@ def test_clip_is_the_largest_gradient_norm(family, k):
     y = torch.as_tensor(rng.integers(0, max(k, 2), 2000))
     norms = model.grad_norms(X, y)
     assert float(norms.max()) <= cfg.clip * (1 + 1e-12)
-    assert float(norms.max()) >= 0.9 * cfg.clip  # and the bound is nearly attained (tight, not arbitrary)
+    assert (
+        float(norms.max()) >= 0.9 * cfg.clip
+    )  # and the bound is nearly attained (tight, not arbitrary)
 
 
 def test_configuration_follows_the_documented_rule(monkeypatch):
-    small = choose_configuration("binary-logistic", n=1000, n_features=9, n_outputs=1, epsilon=1.0, delta=1e-5,
-                                 data_norm=1.0)
+    small = choose_configuration(
+        "binary-logistic", n=1000, n_features=9, n_outputs=1, epsilon=1.0, delta=1e-5, data_norm=1.0
+    )
     assert small.algorithm == "gd" and small.certified
     mu = gdp_mu(1.0, 1e-5)
     assert small.l2 == pytest.approx(math.sqrt(10) / (1000 * mu))
     assert small.lr == pytest.approx(1 / (0.25 * 2 + small.l2))
     assert small.steps == math.ceil(math.log(100) / (small.lr * small.l2))
-    more_data = choose_configuration("binary-logistic", n=10000, n_features=9, n_outputs=1, epsilon=1.0,
-                                     delta=1e-5, data_norm=1.0)
+    more_data = choose_configuration(
+        "binary-logistic",
+        n=10000,
+        n_features=9,
+        n_outputs=1,
+        epsilon=1.0,
+        delta=1e-5,
+        data_norm=1.0,
+    )
     assert more_data.l2 < small.l2 and more_data.noise_std < small.noise_std
     # a problem that does not fit the full-batch work budget: cyclic or uniformly sampled batches
     # (the budget is lowered here so that the sampled-batch calibration stays fast)
     monkeypatch.setattr(sklearn_module, "WORK_BUDGET", 2e6)
-    big = choose_configuration("multinomial-logistic", n=4000, n_features=9, n_outputs=3, epsilon=2.0,
-                               delta=1e-5, data_norm=1.0, max_steps=100)
+    big = choose_configuration(
+        "multinomial-logistic",
+        n=4000,
+        n_features=9,
+        n_outputs=3,
+        epsilon=2.0,
+        delta=1e-5,
+        data_norm=1.0,
+        max_steps=100,
+    )
     assert big.algorithm in ("cgd", "sgd") and big.batch_size < 4000
     assert {c["algorithm"] for c in big.candidates} == {"cgd", "sgd"}
     assert big.steps * big.batch_size * big.n_parameters <= 2e6
     winner = min(big.candidates, key=lambda c: c["noise_in_iterate"])
     assert (winner["algorithm"], winner["sampling"]) == (big.algorithm, big.sampling)
-    run = li.Run(algorithm=big.algorithm, sampling=big.sampling, n=4000, batch_size=big.batch_size, steps=big.steps,
-                 lr=big.lr, noise_std=big.noise_std, clip=big.clip, strong_convexity=big.l2,
-                 smoothness=0.5 * 2 + big.l2)
+    run = li.Run(
+        algorithm=big.algorithm,
+        sampling=big.sampling,
+        n=4000,
+        batch_size=big.batch_size,
+        steps=big.steps,
+        lr=big.lr,
+        noise_std=big.noise_std,
+        clip=big.clip,
+        strong_convexity=big.l2,
+        smoothness=0.5 * 2 + big.l2,
+    )
     assert li.account(run, delta=1e-5).best.epsilon <= 2.0
 
 
 def test_add_remove_trains_poisson_sgd(binary):
     X, X_test, y, y_test = binary
-    clf = DPLogisticRegression(epsilon=2.0, adjacency="add-remove", random_state=0, max_steps=100).fit(X, y)
+    clf = DPLogisticRegression(
+        epsilon=2.0, adjacency="add-remove", random_state=0, max_steps=100
+    ).fit(X, y)
     run = clf.privacy_report_.run
     assert (run.algorithm, run.sampling, run.adjacency) == ("sgd", "poisson", "add-remove")
     assert clf.privacy_report_.epsilon <= 2.0
     # dp_accounting: Poisson-subsampled Gaussian, noise multiplier sigma b / C, composed T times
     acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
-    acc.compose(dp_accounting.PoissonSampledDpEvent(run.p, dp_accounting.GaussianDpEvent(run.sigma * run.b / run.L)),
-                run.T)
+    acc.compose(
+        dp_accounting.PoissonSampledDpEvent(
+            run.p, dp_accounting.GaussianDpEvent(run.sigma * run.b / run.L)
+        ),
+        run.T,
+    )
     assert acc.get_epsilon(1e-5) <= 2.0 * 1.02
     assert clf.score(X_test, y_test) > 0.5
 
@@ -215,10 +266,12 @@ def test_binary_api_shapes_and_labels(binary):
 
 def test_pipeline_with_private_scaler_and_pickle():
     X, y = load_iris(return_X_y=True)  # petal / sepal lengths in cm: public range [0, 10]
-    pipe = Pipeline([
-        ("scale", DPStandardScaler(bounds=(0, 10), epsilon=0.5, random_state=0)),
-        ("clf", DPLogisticRegression(epsilon=1e6, data_norm=3.0, random_state=0)),
-    ])
+    pipe = Pipeline(
+        [
+            ("scale", DPStandardScaler(bounds=(0, 10), epsilon=0.5, random_state=0)),
+            ("clf", DPLogisticRegression(epsilon=1e6, data_norm=3.0, random_state=0)),
+        ]
+    )
     pipe.fit(X, y)
     assert pipe.score(X, y) > 0.8
     clf = pickle.loads(pickle.dumps(pipe))[-1]
@@ -229,8 +282,15 @@ def test_pipeline_with_private_scaler_and_pickle():
 def test_params_clone_and_seed_warning(binary):
     X, _, y, _ = binary
     clf = DPLogisticRegression(epsilon=3.0)
-    assert clf.get_params() == {"epsilon": 3.0, "delta": 1e-5, "data_norm": 1.0, "adjacency": "replace",
-                                "fit_intercept": True, "random_state": None, "max_steps": 3000}
+    assert clf.get_params() == {
+        "epsilon": 3.0,
+        "delta": 1e-5,
+        "data_norm": 1.0,
+        "adjacency": "replace",
+        "fit_intercept": True,
+        "random_state": None,
+        "max_steps": 3000,
+    }
     assert clone(clf.set_params(epsilon=2.0)).epsilon == 2.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", SeededRunWarning)
@@ -247,14 +307,24 @@ def test_no_intercept_is_honoured(binary):
     X, _, y, _ = binary
     clf = DPLogisticRegression(epsilon=5.0, fit_intercept=False, random_state=0).fit(X, y)
     assert np.all(clf.intercept_ == 0)
-    assert clf.privacy_report_.configuration.clip == pytest.approx(1.0)  # R_eff = R without the intercept
+    assert clf.privacy_report_.configuration.clip == pytest.approx(
+        1.0
+    )  # R_eff = R without the intercept
 
 
-@pytest.mark.parametrize("kw, name", [
-    ({"epsilon": 0}, "epsilon"), ({"epsilon": float("nan")}, "epsilon"), ({"delta": 1.0}, "delta"),
-    ({"data_norm": -1}, "data_norm"), ({"adjacency": "swap"}, "adjacency"), ({"fit_intercept": "yes"}, "fit_intercept"),
-    ({"random_state": -3}, "random_state"), ({"max_steps": 0}, "max_steps"),
-])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"epsilon": 0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"delta": 1.0}, "delta"),
+        ({"data_norm": -1}, "data_norm"),
+        ({"adjacency": "swap"}, "adjacency"),
+        ({"fit_intercept": "yes"}, "fit_intercept"),
+        ({"random_state": -3}, "random_state"),
+        ({"max_steps": 0}, "max_steps"),
+    ],
+)
 def test_bad_parameters_raise_parameter_error(binary, kw, name):
     X, _, y, _ = binary
     with pytest.raises(ParameterError) as info:

@@ -26,7 +26,13 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, OneToOneFeatureMixin, RegressorMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    OneToOneFeatureMixin,
+    RegressorMixin,
+    TransformerMixin,
+)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -261,19 +267,30 @@ class PrivacyReport:
         return self.report.format() + "\n" + "\n".join(f"Note: {n}" for n in self.notes)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.report.to_json(), "configuration": self.configuration.to_json(), "notes": list(self.notes)}
+        return {
+            **self.report.to_json(),
+            "configuration": self.configuration.to_json(),
+            "notes": list(self.notes),
+        }
 
     def __reduce__(self) -> tuple[Any, ...]:
         # the accountant's results hold closures (tradeoff curves) that cannot be pickled: a pickled
         # estimator stores the executed Run and re-accounts it (deterministically) when loaded
-        return (_privacy_report_from_run, (self.run, float(self.report.query.delta), self.configuration, self.notes))
+        return (
+            _privacy_report_from_run,
+            (self.run, float(self.report.query.delta), self.configuration, self.notes),
+        )
 
 
-def _privacy_report_from_run(run: Any, delta: float, configuration: Configuration, notes: tuple[str, ...]) -> PrivacyReport:
+def _privacy_report_from_run(
+    run: Any, delta: float, configuration: Configuration, notes: tuple[str, ...]
+) -> PrivacyReport:
     """Rebuild a :class:`PrivacyReport` by accounting ``run`` again (used when unpickling)."""
     from lastiterate.accountant import account
 
-    return PrivacyReport(report=account(run, delta=delta), run=run, configuration=configuration, notes=notes)
+    return PrivacyReport(
+        report=account(run, delta=delta), run=run, configuration=configuration, notes=notes
+    )
 
 
 def _gradient_clip(family: str, R_eff: float, target_bound: float | None) -> float:
@@ -359,7 +376,9 @@ def choose_configuration(
     dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     R = check_positive("data_norm", data_norm)
     if adjacency not in ESTIMATOR_ADJACENCIES:
-        raise ParameterError("adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES))
+        raise ParameterError(
+            "adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
+        )
     max_steps = int(max_steps)
     p = (n_features + (1 if fit_intercept else 0)) * n_outputs
     R_eff = math.sqrt(R * R + 1.0) if fit_intercept else R
@@ -383,9 +402,12 @@ def choose_configuration(
         lam = hi
     lr = lr_for(lam)
     T = max(1, min(max_steps, math.ceil(_CONVERGENCE_LOG / (lr * lam))))
-    rule = (f"lambda = {LAMBDA_SCALE:g} sqrt(p)/(n mu) clamped to [ln(100)/(lr max_steps), {LAMBDA_MAX:g}]; "
-            "lr = 1/M; T = ceil(ln(100)/(lr lambda)); algorithm: full batch within the work budget, else the "
-            "cyclic or uniform batch with the smallest calibrated noise in the iterate")
+    rule = (
+        f"lambda = {LAMBDA_SCALE:g} sqrt(p)/(n mu) clamped to "
+        f"[ln(100)/(lr max_steps), {LAMBDA_MAX:g}]; lr = 1/M; T = ceil(ln(100)/(lr lambda)); "
+        "algorithm: full batch within the work budget, else the "
+        "cyclic or uniform batch with the smallest calibrated noise in the iterate"
+    )
 
     candidates: list[tuple[Any, Any, int | None]] = []
     if adjacency == "add-remove":
@@ -397,18 +419,43 @@ def choose_configuration(
         candidates += [("cgd", None, b_fit), ("sgd", "uniform", b_fit)]
 
     scored: list[tuple[float, dict[str, Any], Any, Any]] = []
-    loose = len(candidates) > 1  # compare candidates at 2% precision, then calibrate the winner tightly
+    loose = (
+        len(candidates) > 1
+    )  # compare candidates at 2% precision, then calibrate the winner tightly
     for alg, sampling, bsz in candidates:
-        cert = glm_certificate(family, feature_norm=R, l2=lam, clip=C, lr=lr, intercept=fit_intercept,
-                               sampling=sampling, n=n, batch_size=bsz)
-        run = Run(algorithm=alg, sampling=sampling, n=n, batch_size=bsz, steps=T, lr=lr, noise_std=1.0,
-                  clip=C, adjacency=adjacency, **cert.run_geometry())  # type: ignore[arg-type]
+        cert = glm_certificate(
+            family,
+            feature_norm=R,
+            l2=lam,
+            clip=C,
+            lr=lr,
+            intercept=fit_intercept,
+            sampling=sampling,
+            n=n,
+            batch_size=bsz,
+        )
+        run = Run(
+            algorithm=alg,
+            sampling=sampling,
+            n=n,
+            batch_size=bsz,
+            steps=T,
+            lr=lr,
+            noise_std=1.0,
+            clip=C,
+            adjacency=adjacency,  # type: ignore[arg-type]  # checked above
+            **cert.run_geometry(),
+        )
         cal = calibrate_noise(run, epsilon=eps, delta=dlt, rtol=2e-2 if loose else 2e-4)
         proxy = _noise_in_iterate(cal.noise_std, lr, lam)
         best = cal.report.best
         info: dict[str, Any] = {
-            "algorithm": alg, "sampling": sampling, "batch_size": bsz, "noise_std": cal.noise_std,
-            "bound": None if best is None else best.bound, "noise_in_iterate": proxy,
+            "algorithm": alg,
+            "sampling": sampling,
+            "batch_size": bsz,
+            "noise_std": cal.noise_std,
+            "bound": None if best is None else best.bound,
+            "noise_in_iterate": proxy,
             "certified": cert.certified,
         }
         scored.append((proxy, info, cert, run))
@@ -417,19 +464,43 @@ def choose_configuration(
         tight = calibrate_noise(run.replace(noise_std=info["noise_std"]), epsilon=eps, delta=dlt)
         info = {**info, "noise_std": tight.noise_std}
     return Configuration(
-        family=family, algorithm=info["algorithm"], sampling=info["sampling"], batch_size=info["batch_size"],
-        lr=lr, steps=T, l2=lam, clip=C, noise_std=info["noise_std"], feature_norm=R, intercept=bool(fit_intercept),
-        adjacency=adjacency, n=n, n_parameters=p, certified=cert.certified, certificate_reason=cert.reason,
-        rule=rule, candidates=tuple(s[1] for s in scored),
+        family=family,
+        algorithm=info["algorithm"],
+        sampling=info["sampling"],
+        batch_size=info["batch_size"],
+        lr=lr,
+        steps=T,
+        l2=lam,
+        clip=C,
+        noise_std=info["noise_std"],
+        feature_norm=R,
+        intercept=bool(fit_intercept),
+        adjacency=adjacency,
+        n=n,
+        n_parameters=p,
+        certified=cert.certified,
+        certificate_reason=cert.reason,
+        rule=rule,
+        candidates=tuple(s[1] for s in scored),
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _cached_configuration(*args: Any) -> Configuration:
     family, n, d, k, eps, delta, R, intercept, adjacency, target_bound, max_steps = args
-    return choose_configuration(family, n=n, n_features=d, n_outputs=k, epsilon=eps, delta=delta, data_norm=R,
-                                fit_intercept=intercept, adjacency=adjacency, target_bound=target_bound,
-                                max_steps=max_steps)
+    return choose_configuration(
+        family,
+        n=n,
+        n_features=d,
+        n_outputs=k,
+        epsilon=eps,
+        delta=delta,
+        data_norm=R,
+        fit_intercept=intercept,
+        adjacency=adjacency,
+        target_bound=target_bound,
+        max_steps=max_steps,
+    )
 
 
 def _seed(random_state: Any) -> int | None:
@@ -439,17 +510,25 @@ def _seed(random_state: Any) -> int | None:
         return None
     if isinstance(random_state, Integral) and not isinstance(random_state, bool):
         if int(random_state) < 0:
-            raise ParameterError("random_state", random_state, "must be None (fresh OS entropy), an integer >= 0 or a numpy generator")
+            raise ParameterError(
+                "random_state",
+                random_state,
+                "must be None (fresh OS entropy), an integer >= 0 or a numpy generator",
+            )
         return int(random_state)
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**31 - 1))
-    raise ParameterError("random_state", random_state, "must be None (fresh OS entropy), an integer >= 0 or a numpy generator")
+    raise ParameterError(
+        "random_state",
+        random_state,
+        "must be None (fresh OS entropy), an integer >= 0 or a numpy generator",
+    )
 
 
 class _DPGeneralisedLinearModel(BaseEstimator):
-    """Shared fitting of :class:`DPLogisticRegression` and :class:`DPRidge` (see their docstrings)."""
+    """Shared fitting of :class:`DPLogisticRegression` and :class:`DPRidge` (see their docs)."""
 
     _family_of_targets: str = ""
 
@@ -458,11 +537,16 @@ class _DPGeneralisedLinearModel(BaseEstimator):
         check_in_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
         check_positive("data_norm", self.data_norm)
         if self.adjacency not in ESTIMATOR_ADJACENCIES:
-            raise ParameterError("adjacency", self.adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES))
+            raise ParameterError(
+                "adjacency", self.adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
+            )
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ParameterError("fit_intercept", self.fit_intercept, "must be True or False")
-        if (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, Integral)
-                or not 1 <= int(self.max_steps) <= 10**6):
+        if (
+            isinstance(self.max_steps, bool)
+            or not isinstance(self.max_steps, Integral)
+            or not 1 <= int(self.max_steps) <= 10**6
+        ):
             raise ParameterError("max_steps", self.max_steps, "must be an integer in [1, 1e6]")
         if not isinstance(self.random_state, (np.random.RandomState, np.random.Generator)):
             _seed(self.random_state)  # validates None / int >= 0
@@ -471,8 +555,14 @@ class _DPGeneralisedLinearModel(BaseEstimator):
         try:
             if not fitting:
                 return validate_data(self, X, dtype=np.float64, reset=reset, ensure_all_finite=True)
-            return validate_data(self, X, y, dtype=np.float64, y_numeric=self._family_of_targets == "least-squares",
-                                 ensure_all_finite=True)
+            return validate_data(
+                self,
+                X,
+                y,
+                dtype=np.float64,
+                y_numeric=self._family_of_targets == "least-squares",
+                ensure_all_finite=True,
+            )
         except ParameterError:
             raise
         except ValueError as exc:
@@ -483,25 +573,47 @@ class _DPGeneralisedLinearModel(BaseEstimator):
         norms = np.linalg.norm(X, axis=1, keepdims=True)
         return X * np.minimum(1.0, self.data_norm_ / np.maximum(norms, 1e-300))
 
-    def _train(self, X: np.ndarray, y: np.ndarray, family: str, n_outputs: int, target_bound: float | None) -> None:
+    def _train(
+        self, X: np.ndarray, y: np.ndarray, family: str, n_outputs: int, target_bound: float | None
+    ) -> None:
         import torch
 
         from lastiterate.train import GLM, NoisyCGD, NoisyGD, NoisySGD
 
         n, d = X.shape
         config = _cached_configuration(
-            family, int(n), int(d), int(n_outputs), float(self.epsilon), float(self.delta), float(self.data_norm),
-            bool(self.fit_intercept), str(self.adjacency), target_bound, int(self.max_steps),
+            family,
+            int(n),
+            int(d),
+            int(n_outputs),
+            float(self.epsilon),
+            float(self.delta),
+            float(self.data_norm),
+            bool(self.fit_intercept),
+            str(self.adjacency),
+            target_bound,
+            int(self.max_steps),
         )
-        model = GLM(d, n_outputs, family=family, intercept=bool(self.fit_intercept), dtype=torch.float64)
-        common = {"lr": config.lr, "clip": config.clip, "noise_std": config.noise_std, "l2": config.l2,
-                  "feature_norm": config.feature_norm, "seed": _seed(self.random_state), "adjacency": config.adjacency}
+        model = GLM(
+            d, n_outputs, family=family, intercept=bool(self.fit_intercept), dtype=torch.float64
+        )
+        common = {
+            "lr": config.lr,
+            "clip": config.clip,
+            "noise_std": config.noise_std,
+            "l2": config.l2,
+            "feature_norm": config.feature_norm,
+            "seed": _seed(self.random_state),
+            "adjacency": config.adjacency,
+        }
         if config.algorithm == "gd":
             method: Any = NoisyGD(model, **common)
         elif config.algorithm == "cgd":
             method = NoisyCGD(model, batch_size=config.batch_size, **common)
         else:
-            method = NoisySGD(model, batch_size=config.batch_size, sampling=config.sampling, **common)
+            method = NoisySGD(
+                model, batch_size=config.batch_size, sampling=config.sampling, **common
+            )
         result = method.fit(X, y, steps=config.steps, delta=float(self.delta))
         best = result.report.best
         if best is None or not best.epsilon <= float(self.epsilon) * (1 + 1e-9):
@@ -513,19 +625,30 @@ class _DPGeneralisedLinearModel(BaseEstimator):
         b = model.bias.detach().numpy().copy() if model.bias is not None else np.zeros(W.shape[0])
         self._W, self._b = W, b
         notes = [
-            f"rows of X are clipped to norm <= data_norm = {config.feature_norm:g} before training and prediction "
-            "(a per-row map, covered by the guarantee)",
+            (
+                f"rows of X are clipped to norm <= data_norm = {config.feature_norm:g} before "
+                "training and prediction (a per-row map, covered by the guarantee)"
+            ),
             PUBLIC_QUANTITIES,
-            "only the fitted coefficients are covered: training loss, intermediate iterates and the number of "
-            "clipped rows are not released",
-            "secret randomness (fresh OS entropy)" if self.random_state is None else
-            "random_state was given: the guarantee holds only while the seed stays secret and is never reused",
+            (
+                "only the fitted coefficients are covered: training loss, intermediate iterates "
+                "and the number of clipped rows are not released"
+            ),
+            (
+                "secret randomness (fresh OS entropy)"
+                if self.random_state is None
+                else "random_state was given: the guarantee holds only while the seed stays "
+                "secret and is never reused"
+            ),
             TUNING_WARNING,
         ]
         if target_bound is not None:
-            notes.insert(1, f"targets are clipped to [-{target_bound:g}, {target_bound:g}] (a per-row map)")
-        self.privacy_report_ = PrivacyReport(report=result.report, run=result.run, configuration=config,
-                                             notes=tuple(notes))
+            notes.insert(
+                1, f"targets are clipped to [-{target_bound:g}, {target_bound:g}] (a per-row map)"
+            )
+        self.privacy_report_ = PrivacyReport(
+            report=result.report, run=result.run, configuration=config, notes=tuple(notes)
+        )
         self.n_iter_ = int(result.steps)
 
     def _linear(self, X: Any) -> np.ndarray:
@@ -535,30 +658,34 @@ class _DPGeneralisedLinearModel(BaseEstimator):
 
 
 _RULE_DOC = """
-    How ``fit`` chooses (see :func:`choose_configuration` and docs/sklearn.md): only n, d, the label
-    set, ``data_norm``, ``epsilon``, ``delta`` and ``adjacency`` are used -- n, d and the label set are
-    treated as PUBLIC and are not protected.  Rows are clipped to ``||x|| <= data_norm`` (also in
-    ``predict``).  The GLM certificate (strong convexity lambda from the L2 term, smoothness M,
-    ``lr = 1/M < 2/M``) makes the last-iterate theorems apply; lambda follows
-    ``sqrt(p)/(n mu)``, the run lasts until the contraction has converged, and the algorithm (full
-    batch, cyclic or sampled) with the smallest calibrated noise in the iterate is trained.  The
-    noise is calibrated by :func:`lastiterate.calibrate_noise` over every bound of the accountant,
-    composition included, and the executed run is accounted again: ``privacy_report_.best`` is
-    the accountant's guarantee for releasing the fitted coefficients.
+    How ``fit`` chooses (see :func:`choose_configuration` and docs/sklearn.md): only n, d, the
+    label set, ``data_norm``, ``epsilon``, ``delta`` and ``adjacency`` are used -- n, d and the
+    label set are treated as PUBLIC and are not protected.  Rows are clipped to ``||x|| <=
+    data_norm`` (also in ``predict``).  The GLM certificate (strong convexity lambda from the L2
+    term, smoothness M, ``lr = 1/M < 2/M``) makes the last-iterate theorems apply; lambda
+    follows ``sqrt(p)/(n mu)``, the run lasts until the contraction has converged, and the
+    algorithm (full batch, cyclic or sampled) with the smallest calibrated noise in the iterate
+    is trained.  The noise is calibrated by :func:`lastiterate.calibrate_noise` over every bound
+    of the accountant, composition included, and the executed run is accounted again:
+    ``privacy_report_.best`` is the accountant's guarantee for releasing the fitted
+    coefficients.
 
-    Tuning spends privacy too: choosing ``epsilon``, ``data_norm`` or any setting by comparing fits
-    (cross-validation, grid search) on the private data is itself a use of the data that this
-    guarantee does NOT cover; pay for every fit whose outcome influences the release.
+    Tuning spends privacy too: choosing ``epsilon``, ``data_norm`` or any setting by comparing
+    fits (cross-validation, grid search) on the private data is itself a use of the data that
+    this guarantee does NOT cover; pay for every fit whose outcome influences the release.
 """
 
 
 class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
-    """Differentially private logistic regression (binary and multinomial, with intercept).
+    (
+        """Differentially private logistic regression (binary and multinomial, with intercept).
 
     Only the fitted model (``coef_``, ``intercept_``) is covered by the guarantee, which is
     ``(epsilon, delta)``-DP under ``adjacency`` (``"replace"``: datasets of the same size differing
     in one row; ``"add-remove"``: one row more or less, trained with Poisson-sampled NoisySGD).
-""" + _RULE_DOC + """
+"""
+        + _RULE_DOC
+        + """
     Parameters
     ----------
     epsilon, delta : the target guarantee (default 1.0, 1e-5).
@@ -566,7 +693,8 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         with :class:`DPStandardScaler`; a plain StandardScaler leaks).
     adjacency : {"replace", "add-remove"}, default "replace".
     fit_intercept : bool, default True.
-    random_state : None (default: fresh secret OS entropy) or an int / numpy generator (reproducible;
+    random_state : None (default: fresh secret OS entropy) or an int / numpy generator
+        (reproducible;
         a seeded fit warns: the guarantee then holds only while the seed stays secret).
     max_steps : int, default 3000. Upper limit on the noisy steps (the rule raises lambda to fit).
 
@@ -579,13 +707,23 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
     Example
     -------
     >>> from lastiterate.sklearn import DPLogisticRegression
-    >>> clf = DPLogisticRegression(epsilon=1.0, delta=1e-5, data_norm=1.0).fit(X, y)  # doctest: +SKIP
-    >>> clf.score(X_test, y_test), clf.privacy_report_.best                          # doctest: +SKIP
+    >>> clf = DPLogisticRegression(epsilon=1.0, delta=1e-5, data_norm=1.0)  # doctest: +SKIP
+    >>> clf.fit(X, y).score(X_test, y_test)                                 # doctest: +SKIP
+    >>> clf.privacy_report_.best                                            # doctest: +SKIP
     """
+    )
 
-    def __init__(self, *, epsilon: float = 1.0, delta: float = 1e-5, data_norm: float = 1.0,
-                 adjacency: str = "replace", fit_intercept: bool = True, random_state: Any = None,
-                 max_steps: int = 3000) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        data_norm: float = 1.0,
+        adjacency: str = "replace",
+        fit_intercept: bool = True,
+        random_state: Any = None,
+        max_steps: int = 3000,
+    ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.data_norm = data_norm
@@ -616,7 +754,8 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Logits of the clipped rows: shape (n,) for two classes (positive: ``classes_[1]``), else (n, K)."""
+        """Logits of the clipped rows: shape (n,) for two classes (positive: ``classes_[1]``),
+        else (n, K)."""
         z = self._linear(X)
         return z[:, 0] if z.shape[1] == 1 else z
 
@@ -640,13 +779,16 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
 
 
 class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
-    """Differentially private ridge regression (least squares with an L2 penalty).
+    (
+        """Differentially private ridge regression (least squares with an L2 penalty).
 
     Rows are clipped to ``data_norm`` and targets to ``[-target_bound, target_bound]`` (both per-row
     maps inside the guarantee; scale the targets to a public range first).  The per-example
     gradient ``(u - y) x`` is clipped to ``C = target_bound * R_eff``, a Huber-type loss for which
     the geometry certificate holds for any C.
-""" + _RULE_DOC + """
+"""
+        + _RULE_DOC
+        + """
     Parameters
     ----------
     epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps :
@@ -657,12 +799,22 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
     ----------
     coef_ (n_features,), intercept_ (float), n_features_in_, n_iter_, privacy_report_.
     """
+    )
 
     _family_of_targets = "least-squares"
 
-    def __init__(self, *, epsilon: float = 1.0, delta: float = 1e-5, data_norm: float = 1.0,
-                 target_bound: float = 1.0, adjacency: str = "replace", fit_intercept: bool = True,
-                 random_state: Any = None, max_steps: int = 3000) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        data_norm: float = 1.0,
+        target_bound: float = 1.0,
+        adjacency: str = "replace",
+        fit_intercept: bool = True,
+        random_state: Any = None,
+        max_steps: int = 3000,
+    ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.data_norm = data_norm
@@ -678,14 +830,18 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         return tags
 
     def fit(self, X: Any, y: Any) -> DPRidge:
-        """Choose the configuration from (n, d, epsilon, delta, data_norm, target_bound) and train."""
+        """Choose the configuration from (n, d, epsilon, delta, data_norm, target_bound), train."""
         self._check_params()
         B = check_positive("target_bound", self.target_bound)
         X, y = self._validated(X, y, fitting=True)
         if y.ndim != 1:
-            raise ParameterError("y", f"<array of shape {y.shape}>", "must be one-dimensional (one target per row)")
+            raise ParameterError(
+                "y", f"<array of shape {y.shape}>", "must be one-dimensional (one target per row)"
+            )
         self.data_norm_ = float(self.data_norm)
-        self._train(self._clipped_rows(X), np.clip(y.astype(np.float64), -B, B), "least-squares", 1, B)
+        self._train(
+            self._clipped_rows(X), np.clip(y.astype(np.float64), -B, B), "least-squares", 1, B
+        )
         self.coef_ = self._W[0]
         self.intercept_ = float(self._b[0])
         return self
@@ -694,4 +850,10 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         return self._linear(X)[:, 0]
 
 
-__all__ += ["Configuration", "DPLogisticRegression", "DPRidge", "PrivacyReport", "choose_configuration"]
+__all__ += [
+    "Configuration",
+    "DPLogisticRegression",
+    "DPRidge",
+    "PrivacyReport",
+    "choose_configuration",
+]
