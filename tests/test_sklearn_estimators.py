@@ -343,3 +343,17 @@ def test_bad_data_raises_parameter_error(binary):
     with pytest.raises(ParameterError) as info:
         DPRidge(target_bound=0).fit(X, y.astype(float))
     assert info.value.name == "target_bound"
+
+
+@pytest.mark.parametrize("kw, name", [
+    ({"n": 0}, "n"), ({"n_features": 1.5}, "n_features"), ({"epsilon": -1}, "epsilon"),
+    ({"family": "poisson"}, "model"), ({"max_steps": 0}, "max_steps"),
+    ({"family": "least-squares", "target_bound": None}, "target_bound"),
+])
+def test_choose_configuration_refuses_bad_input(kw, name):
+    args = {"family": "binary-logistic", "n": 100, "n_features": 3, "n_outputs": 1, "epsilon": 1.0,
+            "delta": 1e-5, "data_norm": 1.0, **kw}
+    family = args.pop("family")
+    with pytest.raises(ParameterError) as info:
+        choose_configuration(family, **args)
+    assert info.value.name == name

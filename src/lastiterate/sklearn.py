@@ -36,7 +36,7 @@ from sklearn.base import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from lastiterate.errors import ParameterError, check_in_range, check_positive
+from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
 from lastiterate.notions.gdp import gdp_epsilon, gdp_mu
 from lastiterate.train.preprocessing import ADJACENCIES, parse_range, private_moments
 
@@ -180,7 +180,7 @@ LAMBDA_SCALE = 1.0
 LAMBDA_MAX = 1.0
 
 #: floating-point work budget of one fit: steps * batch * parameters <= WORK_BUDGET
-WORK_BUDGET = 4e9
+WORK_BUDGET = 1e10
 
 #: never fewer than this many examples in a cyclic / sampled batch
 MIN_BATCH = 32
@@ -370,7 +370,7 @@ def choose_configuration(
     """
     from lastiterate.accountant import calibrate_noise
     from lastiterate.run import Run
-    from lastiterate.train.geometry import glm_certificate
+    from lastiterate.train.geometry import FAMILIES, glm_certificate
 
     eps = check_positive("epsilon", epsilon)
     dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
@@ -379,7 +379,14 @@ def choose_configuration(
         raise ParameterError(
             "adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
         )
-    max_steps = int(max_steps)
+    if family not in FAMILIES:
+        raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
+    n = check_positive_int("n", n)
+    n_features = check_positive_int("n_features", n_features)
+    n_outputs = check_positive_int("n_outputs", n_outputs)
+    max_steps = check_positive_int("max_steps", max_steps)
+    if family == "least-squares":
+        target_bound = check_positive("target_bound", target_bound)
     p = (n_features + (1 if fit_intercept else 0)) * n_outputs
     R_eff = math.sqrt(R * R + 1.0) if fit_intercept else R
     C = _gradient_clip(family, R_eff, target_bound)
