@@ -290,6 +290,7 @@ def test_params_clone_and_seed_warning(binary):
         "fit_intercept": True,
         "random_state": None,
         "max_steps": 3000,
+        "classes": None,
     }
     assert clone(clf.set_params(epsilon=2.0)).epsilon == 2.0
     with warnings.catch_warnings():
@@ -357,3 +358,14 @@ def test_choose_configuration_refuses_bad_input(kw, name):
     with pytest.raises(ParameterError) as info:
         choose_configuration(family, **args)
     assert info.value.name == name
+
+
+def test_declared_classes_fix_the_label_set(binary):
+    X, X_test, y, _ = binary
+    clf = DPLogisticRegression(epsilon=1e6, classes=[0, 1, 2], random_state=0).fit(X, y)
+    assert list(clf.classes_) == [0, 1, 2] and clf.coef_.shape == (3, X.shape[1])
+    assert clf.privacy_report_.configuration.family == "multinomial-logistic"
+    assert set(clf.predict(X_test)) <= {0, 1, 2}
+    with pytest.raises(ParameterError) as info:
+        DPLogisticRegression(classes=[0, 2]).fit(X, y)
+    assert info.value.name == "y"

@@ -684,41 +684,6 @@ _RULE_DOC = """
 
 
 class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
-    (
-        """Differentially private logistic regression (binary and multinomial, with intercept).
-
-    Only the fitted model (``coef_``, ``intercept_``) is covered by the guarantee, which is
-    ``(epsilon, delta)``-DP under ``adjacency`` (``"replace"``: datasets of the same size differing
-    in one row; ``"add-remove"``: one row more or less, trained with Poisson-sampled NoisySGD).
-"""
-        + _RULE_DOC
-        + """
-    Parameters
-    ----------
-    epsilon, delta : the target guarantee (default 1.0, 1e-5).
-    data_norm : float, default 1.0. Rows are clipped to this L2 norm (scale features first, e.g.
-        with :class:`DPStandardScaler`; a plain StandardScaler leaks).
-    adjacency : {"replace", "add-remove"}, default "replace".
-    fit_intercept : bool, default True.
-    random_state : None (default: fresh secret OS entropy) or an int / numpy generator
-        (reproducible;
-        a seeded fit warns: the guarantee then holds only while the seed stays secret).
-    max_steps : int, default 3000. Upper limit on the noisy steps (the rule raises lambda to fit).
-
-    Attributes
-    ----------
-    classes_, coef_ (n_classes or 1, n_features), intercept_, n_features_in_, n_iter_,
-    privacy_report_ : :class:`PrivacyReport` (``.best``: bound, epsilon, delta, mu; ``.run``;
-    ``.configuration``; ``.report``: every bound).
-
-    Example
-    -------
-    >>> from lastiterate.sklearn import DPLogisticRegression
-    >>> clf = DPLogisticRegression(epsilon=1.0, delta=1e-5, data_norm=1.0)  # doctest: +SKIP
-    >>> clf.fit(X, y).score(X_test, y_test)                                 # doctest: +SKIP
-    >>> clf.privacy_report_.best                                            # doctest: +SKIP
-    """
-    )
 
     def __init__(
         self,
@@ -730,6 +695,7 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         fit_intercept: bool = True,
         random_state: Any = None,
         max_steps: int = 3000,
+        classes: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -738,18 +704,34 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         self.fit_intercept = fit_intercept
         self.random_state = random_state
         self.max_steps = max_steps
+        self.classes = classes
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.non_deterministic = True  # fresh secret noise on every fit unless seeded
         return tags
 
+    def _label_set(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The classes and the label indices: the DECLARED ``classes`` when given (then the label
+        set is public by declaration), otherwise the labels present in y (treated as public)."""
+        if self.classes is None:
+            return np.unique(y, return_inverse=True)
+        declared = np.unique(np.asarray(self.classes))
+        if declared.ndim != 1 or len(declared) < 2:
+            raise ParameterError("classes", self.classes, "must list at least 2 distinct labels")
+        unknown = np.setdiff1d(np.unique(y), declared)
+        if len(unknown):
+            raise ParameterError(
+                "y", f"<labels {unknown[:3].tolist()}>", "must be among the declared classes"
+            )
+        return declared, np.searchsorted(declared, y)
+
     def fit(self, X: Any, y: Any) -> DPLogisticRegression:
         """Choose the configuration from (n, d, classes, epsilon, delta, data_norm) and train."""
         self._check_params()
         X, y = self._validated(X, y, fitting=True)
         check_classification_targets(y)
-        self.classes_, y_idx = np.unique(y, return_inverse=True)
+        self.classes_, y_idx = self._label_set(y)
         K = len(self.classes_)
         if K < 2:
             raise ParameterError("y", f"<{K} class>", "needs samples of at least 2 classes")
@@ -785,28 +767,47 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         return self.classes_[idx]
 
 
-class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
-    (
-        """Differentially private ridge regression (least squares with an L2 penalty).
+DPLogisticRegression.__doc__ = (
+        """Differentially private logistic regression (binary and multinomial, with intercept).
 
-    Rows are clipped to ``data_norm`` and targets to ``[-target_bound, target_bound]`` (both per-row
-    maps inside the guarantee; scale the targets to a public range first).  The per-example
-    gradient ``(u - y) x`` is clipped to ``C = target_bound * R_eff``, a Huber-type loss for which
-    the geometry certificate holds for any C.
+    Only the fitted model (``coef_``, ``intercept_``) is covered by the guarantee, which is
+    ``(epsilon, delta)``-DP under ``adjacency`` (``"replace"``: datasets of the same size differing
+    in one row; ``"add-remove"``: one row more or less, trained with Poisson-sampled NoisySGD).
 """
         + _RULE_DOC
         + """
     Parameters
     ----------
-    epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps :
-        as for :class:`DPLogisticRegression`.
-    target_bound : float, default 1.0. Public bound on |y|; targets are clipped to it.
+    epsilon, delta : the target guarantee (default 1.0, 1e-5).
+    data_norm : float, default 1.0. Rows are clipped to this L2 norm (scale features first, e.g.
+        with :class:`DPStandardScaler`; a plain StandardScaler leaks).
+    adjacency : {"replace", "add-remove"}, default "replace".
+    fit_intercept : bool, default True.
+    random_state : None (default: fresh secret OS entropy) or an int / numpy generator
+        (reproducible;
+        a seeded fit warns: the guarantee then holds only while the seed stays secret).
+    max_steps : int, default 3000. Upper limit on the noisy steps (the rule raises lambda to fit).
+    classes : None or array-like, default None. The public label set; None takes the labels
+        present in y (then the label set is treated as public and not protected).
 
     Attributes
     ----------
-    coef_ (n_features,), intercept_ (float), n_features_in_, n_iter_, privacy_report_.
+    classes_, coef_ (n_classes or 1, n_features), intercept_, n_features_in_, n_iter_,
+    privacy_report_ : :class:`PrivacyReport` (``.best``: bound, epsilon, delta, mu; ``.run``;
+    ``.configuration``; ``.report``: every bound).
+
+    Example
+    -------
+    >>> from lastiterate.sklearn import DPLogisticRegression
+    >>> clf = DPLogisticRegression(epsilon=1.0, delta=1e-5, data_norm=1.0)  # doctest: +SKIP
+    >>> clf.fit(X, y).score(X_test, y_test)                                 # doctest: +SKIP
+    >>> clf.privacy_report_.best                                            # doctest: +SKIP
     """
     )
+
+
+
+class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
 
     _family_of_targets = "least-squares"
 
@@ -855,6 +856,30 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
 
     def predict(self, X: Any) -> np.ndarray:
         return self._linear(X)[:, 0]
+
+
+DPRidge.__doc__ = (
+        """Differentially private ridge regression (least squares with an L2 penalty).
+
+    Rows are clipped to ``data_norm`` and targets to ``[-target_bound, target_bound]`` (both per-row
+    maps inside the guarantee; scale the targets to a public range first).  The per-example
+    gradient ``(u - y) x`` is clipped to ``C = target_bound * R_eff``, a Huber-type loss for which
+    the geometry certificate holds for any C.
+"""
+        + _RULE_DOC
+        + """
+    Parameters
+    ----------
+    epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps :
+        as for :class:`DPLogisticRegression`.
+    target_bound : float, default 1.0. Public bound on |y|; targets are clipped to it.
+
+    Attributes
+    ----------
+    coef_ (n_features,), intercept_ (float), n_features_in_, n_iter_, privacy_report_.
+    """
+    )
+
 
 
 __all__ += [
