@@ -141,7 +141,7 @@ def test_composition_entry_agrees_with_dp_accounting(wine):
     acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
     acc.compose(dp_accounting.GaussianDpEvent(z), run.T)
     ref = acc.get_epsilon(1e-5)
-    assert comp.epsilon == pytest.approx(ref, rel=2e-2)
+    assert comp.epsilon == pytest.approx(ref, rel=1e-3)
     assert (
         comp.epsilon >= clf.privacy_report_.epsilon
     )  # the last-iterate bound is the tighter one here
@@ -235,7 +235,11 @@ def test_add_remove_trains_poisson_sgd(binary):
         ),
         run.T,
     )
-    assert acc.get_epsilon(1e-5) <= 2.0 * 1.02
+    ref = acc.get_epsilon(1e-5)
+    # composition is the bound here, and the accountant's best is not below the (near-exact,
+    # pessimistic) PLD of dp_accounting: nothing is under-reported
+    assert clf.privacy_report_.report.result("pld-composition").epsilon == pytest.approx(ref, rel=1e-3)
+    assert clf.privacy_report_.epsilon >= ref * (1 - 1e-3)
     assert clf.score(X_test, y_test) > 0.5
 
 
