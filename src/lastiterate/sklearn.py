@@ -19,15 +19,24 @@ composes it with any training report.
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import asdict, dataclass
 from numbers import Integral
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    OneToOneFeatureMixin,
+    RegressorMixin,
+    TransformerMixin,
+)
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from lastiterate.errors import ParameterError, check_in_range, check_positive
+from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
 from lastiterate.notions.gdp import gdp_epsilon, gdp_mu
 from lastiterate.train.preprocessing import ADJACENCIES, parse_range, private_moments
 
@@ -152,3 +161,743 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if not (m >= 0 and math.isfinite(m)):
             raise ParameterError("model_mu", model_mu, "must be >= 0 and finite")
         return math.hypot(m, self.mu_)
+
+
+# ====================================================================================== estimators
+#
+# DPLogisticRegression and DPRidge: generalised linear models trained with the library's own
+# noisy gradient methods (lastiterate.train) and accounted by lastiterate.account.  The training
+# configuration is CHOSEN from public quantities only -- see choose_configuration.
+
+#: natural log of the factor by which the distance to the regularised optimum must shrink
+#: (T = ceil(ln(100) / (lr * lambda)) steps: (1 - lr lambda)^T <= 1/100)
+_CONVERGENCE_LOG = math.log(100.0)
+
+#: lambda = LAMBDA_SCALE * sqrt(p) / (n * mu): the regularisation rule (see choose_configuration)
+LAMBDA_SCALE = 1.0
+
+#: the largest regularisation the rule picks (rows have norm <= R, so lambda ~ M is already heavy)
+LAMBDA_MAX = 1.0
+
+#: floating-point work budget of one fit: steps * batch * parameters <= WORK_BUDGET
+WORK_BUDGET = 1e10
+
+#: never fewer than this many examples in a cyclic / sampled batch
+MIN_BATCH = 32
+
+ESTIMATOR_ADJACENCIES = ("replace", "add-remove")
+
+PUBLIC_QUANTITIES = (
+    "n (the number of training rows), d (the number of features) and the label set (the classes "
+    "present in y) are treated as PUBLIC: the configuration is chosen from them, data_norm, epsilon "
+    "and delta only, and they are not protected by the guarantee"
+)
+
+TUNING_WARNING = (
+    "choosing epsilon, data_norm or any other hyperparameter by comparing fits on the private data "
+    "spends privacy too: every fit whose result influences what is released must be paid for"
+)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """The training configuration chosen by :func:`choose_configuration` (all public)."""
+
+    family: str
+    algorithm: str
+    sampling: str | None
+    batch_size: int | None
+    lr: float
+    steps: int
+    l2: float
+    clip: float
+    noise_std: float
+    feature_norm: float
+    intercept: bool
+    adjacency: str
+    n: int
+    n_parameters: int
+    certified: bool
+    certificate_reason: str
+    rule: str
+    candidates: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["candidates"] = [dict(c) for c in self.candidates]
+        return out
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """What a fitted private estimator guarantees: the accountant's report of the executed run.
+
+    ``best`` (bound, epsilon, delta, mu, theorem) is the tightest valid bound for releasing the
+    fitted coefficients; ``report`` is the full :class:`lastiterate.accountant.Report` (every bound
+    and why the others do not apply), ``run`` the :class:`lastiterate.run.Run` the trainer executed,
+    ``configuration`` the chosen settings and ``notes`` what is and is not covered.
+    """
+
+    report: Any
+    run: Any
+    configuration: Configuration
+    notes: tuple[str, ...]
+
+    @property
+    def best(self) -> Any:
+        return self.report.best
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.report.best.epsilon)
+
+    @property
+    def delta(self) -> float:
+        return float(self.report.best.delta)
+
+    @property
+    def mu(self) -> float | None:
+        return self.report.best.mu
+
+    @property
+    def bound(self) -> str:
+        return str(self.report.best.bound)
+
+    def format(self) -> str:
+        return self.report.format() + "\n" + "\n".join(f"Note: {n}" for n in self.notes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.report.to_json(),
+            "configuration": self.configuration.to_json(),
+            "notes": list(self.notes),
+        }
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the accountant's results hold closures (tradeoff curves) that cannot be pickled: a pickled
+        # estimator stores the executed Run and re-accounts it (deterministically) when loaded
+        return (
+            _privacy_report_from_run,
+            (self.run, float(self.report.query.delta), self.configuration, self.notes),
+        )
+
+
+def _privacy_report_from_run(
+    run: Any, delta: float, configuration: Configuration, notes: tuple[str, ...]
+) -> PrivacyReport:
+    """Rebuild a :class:`PrivacyReport` by accounting ``run`` again (used when unpickling)."""
+    from lastiterate.accountant import account
+
+    return PrivacyReport(
+        report=account(run, delta=delta), run=run, configuration=configuration, notes=notes
+    )
+
+
+def _gradient_clip(family: str, R_eff: float, target_bound: float | None) -> float:
+    """The clip norm C: the largest possible per-example gradient norm for the logistic losses
+    (binary: R_eff, multinomial: sqrt(2) R_eff -- the clip is then never active, so no clipping bias
+    and the multinomial certificate holds); for least squares the residual is clamped at
+    ``target_bound`` per unit feature norm (a Huber loss, certified for any C)."""
+    if family == "binary-logistic":
+        return R_eff
+    if family == "multinomial-logistic":
+        return math.sqrt(2.0) * R_eff
+    return float(target_bound) * R_eff  # type: ignore[arg-type]
+
+
+def _noise_in_iterate(sigma: float, lr: float, l2: float) -> float:
+    """Stationary std of the noise in each coordinate of the iterate of x -> (1 - lr l2) x - lr Z,
+    Z ~ N(0, sigma^2): sigma lr / sqrt(1 - (1 - lr l2)^2) (the utility proxy the rule minimises)."""
+    a = 1.0 - lr * l2
+    return sigma * lr / math.sqrt(max(1.0 - a * a, 1e-300))
+
+
+def choose_configuration(
+    family: str,
+    *,
+    n: int,
+    n_features: int,
+    n_outputs: int,
+    epsilon: float,
+    delta: float,
+    data_norm: float,
+    fit_intercept: bool = True,
+    adjacency: str = "replace",
+    target_bound: float | None = None,
+    max_steps: int = 3000,
+) -> Configuration:
+    """Choose algorithm, batch size, step size, steps, L2 strength, clip and noise for a GLM fit.
+
+    Only PUBLIC quantities enter: the family (from the number of classes), n, d, the number of
+    outputs, ``data_norm`` R, ``fit_intercept``, epsilon, delta, the adjacency and, for least
+    squares, ``target_bound``.  The data themselves are never looked at.
+
+    The rule (derived from the GLM certificate and the last-iterate bounds):
+
+    1. **Geometry** (:func:`lastiterate.train.geometry.glm_certificate`).  Rows are clipped to
+       ``||x|| <= R``; with an intercept ``R_eff = sqrt(R^2 + 1)``.  The clip C equals the largest
+       possible gradient norm (binary: R_eff; multinomial: sqrt(2) R_eff, so the certificate's
+       ``R <= C / sqrt(2)`` holds), so clipping never biases the logistic fits.  The data loss is
+       ``beta = curvature * R_eff^2``-smooth; the L2 term makes it ``lambda``-strongly convex.
+    2. **Regularisation** ``lambda = LAMBDA_SCALE * sqrt(p) / (n mu)`` with p parameters and
+       ``mu = gdp_mu(epsilon, delta)``, clamped to ``[lambda_min, LAMBDA_MAX]``.  At convergence the
+       calibrated noise leaves a per-coordinate error of order ``L / (n mu lambda)`` in the iterate
+       (the shifted-interpolation / hidden-state bounds at full batch), while the regularised
+       optimum has norm ``O(G / lambda)`` until it saturates: lambda proportional to
+       ``sqrt(p)/(n mu)`` keeps the total noise norm a fixed fraction of the signal scale; the
+       constant was set on synthetic data and on wine / iris (docs/sklearn.md), never on the
+       benchmark's data.  ``lambda_min = ln(100) / (lr * max_steps)`` keeps the run within
+       ``max_steps``.
+    3. **Step size** ``lr = 1 / M`` (``M = beta + lambda``; the certificate needs ``lr < 2/M``).
+       **Steps** ``T = ceil(ln(100) / (lr lambda))``: the contraction ``(1 - lr lambda)^T <= 1/100``
+       brings the iterate to the noisy optimum, and the last-iterate bounds have plateaued.
+       When that needs more than ``max_steps`` (large n or epsilon: the regularisation bias, not
+       the noise, limits accuracy), ``lr = 2 / (M + m)`` -- the step of fastest contraction
+       ``c = (M - m)/(M + m) = 1 - lr lambda``, still ``< 2/M`` -- halves the steps needed, and only
+       then is lambda raised to ``ln(100) / (lr max_steps)``.  (On synthetic data 2/(M+m) reached
+       the non-private accuracy at epsilon = 1e6 where 1/M fell 1.3 points short, but was slightly
+       worse than 1/M at epsilon 1-4, hence only when the budget binds.)
+    4. **Algorithm** (replace-one).  Full-batch NoisyGD when ``n T p`` fits the work budget
+       ``WORK_BUDGET``: it has the smallest per-step sensitivity ``L/n``, and at equal (lr,
+       lambda, T) its calibrated noise was the smallest of all candidates in every setting we
+       tried (docs/sklearn.md).  Otherwise cyclic NoisyCGD and uniformly sampled NoisySGD with the
+       largest batch that fits the budget are both calibrated and the one with the smallest
+       stationary noise in the iterate ``sigma lr / sqrt(1 - (1 - lr lambda)^2)`` wins.  The noise
+       is calibrated by :func:`lastiterate.calibrate_noise` over EVERY bound the accountant has,
+       composition included.
+    5. **Add/remove adjacency** is supported by the library only for Poisson batches normalised
+       by the fixed expected size b (:func:`lastiterate.run.check_adjacency`): NoisySGD, Poisson,
+       b = max(MIN_BATCH, n / 10) clamped to n, the same lambda, lr and T; the Poisson certificate
+       (``M = (n/b) beta + lambda``) rarely holds at that lr, so composition -- exactly what DP-SGD
+       is accounted with -- is usually the bound.
+
+    The noise is always the calibrated one: the returned configuration meets (epsilon, delta)
+    under the accountant, and the estimator accounts the run it executes again after training.
+    """
+    from lastiterate.accountant import calibrate_noise
+    from lastiterate.run import Run
+    from lastiterate.train.geometry import FAMILIES, glm_certificate
+
+    eps = check_positive("epsilon", epsilon)
+    dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    R = check_positive("data_norm", data_norm)
+    if adjacency not in ESTIMATOR_ADJACENCIES:
+        raise ParameterError(
+            "adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
+        )
+    if family not in FAMILIES:
+        raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
+    n = check_positive_int("n", n)
+    n_features = check_positive_int("n_features", n_features)
+    n_outputs = check_positive_int("n_outputs", n_outputs)
+    max_steps = check_positive_int("max_steps", max_steps)
+    if family == "least-squares":
+        target_bound = check_positive("target_bound", target_bound)
+    p = (n_features + (1 if fit_intercept else 0)) * n_outputs
+    R_eff = math.sqrt(R * R + 1.0) if fit_intercept else R
+    C = _gradient_clip(family, R_eff, target_bound)
+    mu = gdp_mu(eps, dlt)
+    if not mu > 0:
+        raise ParameterError("epsilon", epsilon, f"is too small to spend anything at delta={dlt:g}")
+    base = glm_certificate(family, feature_norm=R, l2=1.0, clip=C, intercept=fit_intercept)
+    beta = float(base.data_smoothness)  # type: ignore[arg-type]
+
+    def lr_for(lam: float, fast: bool) -> float:
+        # 1/M, or 2/(M + m) (contraction (M - m)/(M + m), the fastest) when the step budget binds
+        return 2.0 / (beta + 2.0 * lam) if fast else 1.0 / (beta + lam)
+
+    def steps_for(lam: float, fast: bool) -> float:
+        return _CONVERGENCE_LOG / (lr_for(lam, fast) * lam)
+
+    lam = LAMBDA_SCALE * math.sqrt(p) / (n * mu)
+    lam = min(max(lam, 1e-12), LAMBDA_MAX)
+    fast = steps_for(lam, False) > max_steps
+    if fast and steps_for(lam, True) > max_steps:  # raise lambda until T <= max_steps
+        lo, hi = lam, LAMBDA_MAX
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if steps_for(mid, True) > max_steps else (lo, mid)
+        lam = hi
+    lr = lr_for(lam, fast)
+    T = max(1, min(max_steps, math.ceil(_CONVERGENCE_LOG / (lr * lam))))
+    rule = (
+        f"lambda = {LAMBDA_SCALE:g} sqrt(p)/(n mu) clamped to "
+        f"[ln(100)/(lr max_steps), {LAMBDA_MAX:g}]; lr = 1/M (2/(M+m) when max_steps binds); "
+        "T = ceil(ln(100)/(lr lambda)); "
+        "algorithm: full batch within the work budget, else the "
+        "cyclic or uniform batch with the smallest calibrated noise in the iterate"
+    )
+
+    candidates: list[tuple[Any, Any, int | None]] = []
+    if adjacency == "add-remove":
+        candidates.append(("sgd", "poisson", min(n, max(MIN_BATCH, n // 10))))
+    elif n * T * p <= WORK_BUDGET:
+        candidates.append(("gd", None, None))
+    else:  # the largest batch that fits the work budget, cyclic or uniformly sampled
+        b_fit = min(n, max(MIN_BATCH, int(WORK_BUDGET // (T * p))))
+        candidates += [("cgd", None, b_fit), ("sgd", "uniform", b_fit)]
+
+    scored: list[tuple[float, dict[str, Any], Any, Any]] = []
+    loose = (
+        len(candidates) > 1
+    )  # compare candidates at 2% precision, then calibrate the winner tightly
+    for alg, sampling, bsz in candidates:
+        cert = glm_certificate(
+            family,
+            feature_norm=R,
+            l2=lam,
+            clip=C,
+            lr=lr,
+            intercept=fit_intercept,
+            sampling=sampling,
+            n=n,
+            batch_size=bsz,
+        )
+        run = Run(
+            algorithm=alg,
+            sampling=sampling,
+            n=n,
+            batch_size=bsz,
+            steps=T,
+            lr=lr,
+            noise_std=1.0,
+            clip=C,
+            adjacency=adjacency,  # type: ignore[arg-type]  # checked above
+            **cert.run_geometry(),
+        )
+        cal = calibrate_noise(run, epsilon=eps, delta=dlt, rtol=2e-2 if loose else 2e-4)
+        proxy = _noise_in_iterate(cal.noise_std, lr, lam)
+        best = cal.report.best
+        info: dict[str, Any] = {
+            "algorithm": alg,
+            "sampling": sampling,
+            "batch_size": bsz,
+            "noise_std": cal.noise_std,
+            "bound": None if best is None else best.bound,
+            "noise_in_iterate": proxy,
+            "certified": cert.certified,
+        }
+        scored.append((proxy, info, cert, run))
+    proxy, info, cert, run = min(scored, key=lambda s: s[0])
+    if loose:
+        tight = calibrate_noise(run.replace(noise_std=info["noise_std"]), epsilon=eps, delta=dlt)
+        info = {**info, "noise_std": tight.noise_std}
+    return Configuration(
+        family=family,
+        algorithm=info["algorithm"],
+        sampling=info["sampling"],
+        batch_size=info["batch_size"],
+        lr=lr,
+        steps=T,
+        l2=lam,
+        clip=C,
+        noise_std=info["noise_std"],
+        feature_norm=R,
+        intercept=bool(fit_intercept),
+        adjacency=adjacency,
+        n=n,
+        n_parameters=p,
+        certified=cert.certified,
+        certificate_reason=cert.reason,
+        rule=rule,
+        candidates=tuple(s[1] for s in scored),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_configuration(*args: Any) -> Configuration:
+    family, n, d, k, eps, delta, R, intercept, adjacency, target_bound, max_steps = args
+    return choose_configuration(
+        family,
+        n=n,
+        n_features=d,
+        n_outputs=k,
+        epsilon=eps,
+        delta=delta,
+        data_norm=R,
+        fit_intercept=intercept,
+        adjacency=adjacency,
+        target_bound=target_bound,
+        max_steps=max_steps,
+    )
+
+
+def _seed(random_state: Any) -> int | None:
+    """None: fresh secret OS entropy (the trainer's default).  An int, a ``RandomState`` or a
+    ``Generator``: a reproducible seed (the trainer warns: the guarantee then needs it secret)."""
+    if random_state is None:
+        return None
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        if int(random_state) < 0:
+            raise ParameterError(
+                "random_state",
+                random_state,
+                "must be None (fresh OS entropy), an integer >= 0 or a numpy generator",
+            )
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**31 - 1))
+    raise ParameterError(
+        "random_state",
+        random_state,
+        "must be None (fresh OS entropy), an integer >= 0 or a numpy generator",
+    )
+
+
+class _DPGeneralisedLinearModel(BaseEstimator):
+    """Shared fitting of :class:`DPLogisticRegression` and :class:`DPRidge` (see their docs)."""
+
+    _family_of_targets: str = ""
+
+    def _check_params(self) -> None:
+        check_positive("epsilon", self.epsilon)
+        check_in_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+        check_positive("data_norm", self.data_norm)
+        if self.adjacency not in ESTIMATOR_ADJACENCIES:
+            raise ParameterError(
+                "adjacency", self.adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
+            )
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ParameterError("fit_intercept", self.fit_intercept, "must be True or False")
+        if (
+            isinstance(self.max_steps, bool)
+            or not isinstance(self.max_steps, Integral)
+            or not 1 <= int(self.max_steps) <= 10**6
+        ):
+            raise ParameterError("max_steps", self.max_steps, "must be an integer in [1, 1e6]")
+        if not isinstance(self.random_state, (np.random.RandomState, np.random.Generator)):
+            _seed(self.random_state)  # validates None / int >= 0
+
+    def _validated(self, X: Any, y: Any = None, reset: bool = True, fitting: bool = False) -> Any:
+        try:
+            if not fitting:
+                return validate_data(self, X, dtype=np.float64, reset=reset, ensure_all_finite=True)
+            return validate_data(
+                self,
+                X,
+                y,
+                dtype=np.float64,
+                y_numeric=self._family_of_targets == "least-squares",
+                ensure_all_finite=True,
+            )
+        except ParameterError:
+            raise
+        except ValueError as exc:
+            raise ParameterError("X", "<array>", str(exc)) from None
+
+    def _clipped_rows(self, X: np.ndarray) -> np.ndarray:
+        """Every row scaled to norm <= data_norm (the per-row map the guarantee covers)."""
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        return X * np.minimum(1.0, self.data_norm_ / np.maximum(norms, 1e-300))
+
+    def _train(
+        self, X: np.ndarray, y: np.ndarray, family: str, n_outputs: int, target_bound: float | None
+    ) -> None:
+        import torch
+
+        from lastiterate.train import GLM, NoisyCGD, NoisyGD, NoisySGD
+
+        n, d = X.shape
+        config = _cached_configuration(
+            family,
+            int(n),
+            int(d),
+            int(n_outputs),
+            float(self.epsilon),
+            float(self.delta),
+            float(self.data_norm),
+            bool(self.fit_intercept),
+            str(self.adjacency),
+            target_bound,
+            int(self.max_steps),
+        )
+        model = GLM(
+            d, n_outputs, family=family, intercept=bool(self.fit_intercept), dtype=torch.float64
+        )
+        common = {
+            "lr": config.lr,
+            "clip": config.clip,
+            "noise_std": config.noise_std,
+            "l2": config.l2,
+            "feature_norm": config.feature_norm,
+            "seed": _seed(self.random_state),
+            "adjacency": config.adjacency,
+        }
+        if config.algorithm == "gd":
+            method: Any = NoisyGD(model, **common)
+        elif config.algorithm == "cgd":
+            method = NoisyCGD(model, batch_size=config.batch_size, **common)
+        else:
+            method = NoisySGD(
+                model, batch_size=config.batch_size, sampling=config.sampling, **common
+            )
+        result = method.fit(X, y, steps=config.steps, delta=float(self.delta))
+        best = result.report.best
+        if best is None or not best.epsilon <= float(self.epsilon) * (1 + 1e-9):
+            raise RuntimeError(  # never release a model whose accounted epsilon exceeds the target
+                f"internal error: the executed run is accounted at epsilon="
+                f"{None if best is None else best.epsilon} > target {self.epsilon}"
+            )
+        W = model.weight.detach().numpy().copy()
+        b = model.bias.detach().numpy().copy() if model.bias is not None else np.zeros(W.shape[0])
+        self._W, self._b = W, b
+        notes = [
+            (
+                f"rows of X are clipped to norm <= data_norm = {config.feature_norm:g} before "
+                "training and prediction (a per-row map, covered by the guarantee)"
+            ),
+            PUBLIC_QUANTITIES,
+            (
+                "only the fitted coefficients are covered: training loss, intermediate iterates "
+                "and the number of clipped rows are not released"
+            ),
+            (
+                "secret randomness (fresh OS entropy)"
+                if self.random_state is None
+                else "random_state was given: the guarantee holds only while the seed stays "
+                "secret and is never reused"
+            ),
+            TUNING_WARNING,
+        ]
+        if target_bound is not None:
+            notes.insert(
+                1, f"targets are clipped to [-{target_bound:g}, {target_bound:g}] (a per-row map)"
+            )
+        self.privacy_report_ = PrivacyReport(
+            report=result.report, run=result.run, configuration=config, notes=tuple(notes)
+        )
+        self.n_iter_ = int(result.steps)
+
+    def _linear(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        X = self._validated(X, reset=False)
+        return self._clipped_rows(X) @ self._W.T + self._b
+
+
+_RULE_DOC = """
+    How ``fit`` chooses (see :func:`choose_configuration` and docs/sklearn.md): only n, d, the
+    label set, ``data_norm``, ``epsilon``, ``delta`` and ``adjacency`` are used -- n, d and the
+    label set are treated as PUBLIC and are not protected.  Rows are clipped to ``||x|| <=
+    data_norm`` (also in ``predict``).  The GLM certificate (strong convexity lambda from the L2
+    term, smoothness M, ``lr = 1/M < 2/M``) makes the last-iterate theorems apply; lambda
+    follows ``sqrt(p)/(n mu)``, the run lasts until the contraction has converged, and the
+    algorithm (full batch, cyclic or sampled) with the smallest calibrated noise in the iterate
+    is trained.  The noise is calibrated by :func:`lastiterate.calibrate_noise` over every bound
+    of the accountant, composition included, and the executed run is accounted again:
+    ``privacy_report_.best`` is the accountant's guarantee for releasing the fitted
+    coefficients.
+
+    Tuning spends privacy too: choosing ``epsilon``, ``data_norm`` or any setting by comparing
+    fits (cross-validation, grid search) on the private data is itself a use of the data that
+    this guarantee does NOT cover; pay for every fit whose outcome influences the release.
+"""
+
+
+class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        data_norm: float = 1.0,
+        adjacency: str = "replace",
+        fit_intercept: bool = True,
+        random_state: Any = None,
+        max_steps: int = 3000,
+        classes: Any = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.adjacency = adjacency
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.max_steps = max_steps
+        self.classes = classes
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True  # fresh secret noise on every fit unless seeded
+        return tags
+
+    def _label_set(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The classes and the label indices: the DECLARED ``classes`` when given (then the label
+        set is public by declaration), otherwise the labels present in y (treated as public)."""
+        if self.classes is None:
+            return np.unique(y, return_inverse=True)
+        declared = np.unique(np.asarray(self.classes))
+        if declared.ndim != 1 or len(declared) < 2:
+            raise ParameterError("classes", self.classes, "must list at least 2 distinct labels")
+        unknown = np.setdiff1d(np.unique(y), declared)
+        if len(unknown):
+            raise ParameterError(
+                "y", f"<labels {unknown[:3].tolist()}>", "must be among the declared classes"
+            )
+        return declared, np.searchsorted(declared, y)
+
+    def fit(self, X: Any, y: Any) -> DPLogisticRegression:
+        """Choose the configuration from (n, d, classes, epsilon, delta, data_norm) and train."""
+        self._check_params()
+        X, y = self._validated(X, y, fitting=True)
+        check_classification_targets(y)
+        self.classes_, y_idx = self._label_set(y)
+        K = len(self.classes_)
+        if K < 2:
+            raise ParameterError("y", f"<{K} class>", "needs samples of at least 2 classes")
+        self.data_norm_ = float(self.data_norm)
+        family = "binary-logistic" if K == 2 else "multinomial-logistic"
+        self._train(self._clipped_rows(X), y_idx.astype(np.int64), family, 1 if K == 2 else K, None)
+        self.coef_ = self._W
+        self.intercept_ = self._b
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Logits of the clipped rows: shape (n,) for two classes (positive: ``classes_[1]``),
+        else (n, K)."""
+        z = self._linear(X)
+        return z[:, 0] if z.shape[1] == 1 else z
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        z = self.decision_function(X)
+        if z.ndim == 1:
+            p1 = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, overflow-free
+            return np.column_stack([1.0 - p1, p1])
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        z = self.decision_function(X)
+        idx = (z > 0).astype(np.int64) if z.ndim == 1 else z.argmax(axis=1)
+        return self.classes_[idx]
+
+
+DPLogisticRegression.__doc__ = (
+        """Differentially private logistic regression (binary and multinomial, with intercept).
+
+    Only the fitted model (``coef_``, ``intercept_``) is covered by the guarantee, which is
+    ``(epsilon, delta)``-DP under ``adjacency`` (``"replace"``: datasets of the same size differing
+    in one row; ``"add-remove"``: one row more or less, trained with Poisson-sampled NoisySGD).
+"""
+        + _RULE_DOC
+        + """
+    Parameters
+    ----------
+    epsilon, delta : the target guarantee (default 1.0, 1e-5).
+    data_norm : float, default 1.0. Rows are clipped to this L2 norm (scale features first, e.g.
+        with :class:`DPStandardScaler`; a plain StandardScaler leaks).
+    adjacency : {"replace", "add-remove"}, default "replace".
+    fit_intercept : bool, default True.
+    random_state : None (default: fresh secret OS entropy) or an int / numpy generator
+        (reproducible;
+        a seeded fit warns: the guarantee then holds only while the seed stays secret).
+    max_steps : int, default 3000. Upper limit on the noisy steps (the rule raises lambda to fit).
+    classes : None or array-like, default None. The public label set; None takes the labels
+        present in y (then the label set is treated as public and not protected).
+
+    Attributes
+    ----------
+    classes_, coef_ (n_classes or 1, n_features), intercept_, n_features_in_, n_iter_,
+    privacy_report_ : :class:`PrivacyReport` (``.best``: bound, epsilon, delta, mu; ``.run``;
+    ``.configuration``; ``.report``: every bound).
+
+    Example
+    -------
+    >>> from lastiterate.sklearn import DPLogisticRegression
+    >>> clf = DPLogisticRegression(epsilon=1.0, delta=1e-5, data_norm=1.0)  # doctest: +SKIP
+    >>> clf.fit(X, y).score(X_test, y_test)                                 # doctest: +SKIP
+    >>> clf.privacy_report_.best                                            # doctest: +SKIP
+    """
+    )
+
+
+
+class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
+
+    _family_of_targets = "least-squares"
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        data_norm: float = 1.0,
+        target_bound: float = 1.0,
+        adjacency: str = "replace",
+        fit_intercept: bool = True,
+        random_state: Any = None,
+        max_steps: int = 3000,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.target_bound = target_bound
+        self.adjacency = adjacency
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.max_steps = max_steps
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True
+        return tags
+
+    def fit(self, X: Any, y: Any) -> DPRidge:
+        """Choose the configuration from (n, d, epsilon, delta, data_norm, target_bound), train."""
+        self._check_params()
+        B = check_positive("target_bound", self.target_bound)
+        X, y = self._validated(X, y, fitting=True)
+        if y.ndim != 1:
+            raise ParameterError(
+                "y", f"<array of shape {y.shape}>", "must be one-dimensional (one target per row)"
+            )
+        self.data_norm_ = float(self.data_norm)
+        self._train(
+            self._clipped_rows(X), np.clip(y.astype(np.float64), -B, B), "least-squares", 1, B
+        )
+        self.coef_ = self._W[0]
+        self.intercept_ = float(self._b[0])
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self._linear(X)[:, 0]
+
+
+DPRidge.__doc__ = (
+        """Differentially private ridge regression (least squares with an L2 penalty).
+
+    Rows are clipped to ``data_norm`` and targets to ``[-target_bound, target_bound]`` (both per-row
+    maps inside the guarantee; scale the targets to a public range first).  The per-example
+    gradient ``(u - y) x`` is clipped to ``C = target_bound * R_eff``, a Huber-type loss for which
+    the geometry certificate holds for any C.
+"""
+        + _RULE_DOC
+        + """
+    Parameters
+    ----------
+    epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps :
+        as for :class:`DPLogisticRegression`.
+    target_bound : float, default 1.0. Public bound on |y|; targets are clipped to it.
+
+    Attributes
+    ----------
+    coef_ (n_features,), intercept_ (float), n_features_in_, n_iter_, privacy_report_.
+    """
+    )
+
+
+
+__all__ += [
+    "Configuration",
+    "DPLogisticRegression",
+    "DPRidge",
+    "PrivacyReport",
+    "choose_configuration",
+]
