@@ -160,6 +160,7 @@ def test_linear_unconstrained(
     check_claims(run, spec_from_run(run, loss="linear"), delta)
 
 
+@pytest.mark.slow  # minutes with the certified PLD engine; CI checks this in tests/soundness
 @SETTINGS
 @given(
     algorithm=st.sampled_from(["gd", "cgd", "sgd"]),
@@ -272,6 +273,7 @@ def test_sgd_linear(
     check_claims(run, spec, delta)
 
 
+@pytest.mark.slow  # minutes with the certified PLD engine; CI checks this in tests/soundness
 @SETTINGS
 @given(
     n=st.integers(3, 30),

@@ -494,6 +494,7 @@ def test_rdp_curve_is_valid_at_report_orders() -> None:
     assert min(v + math.log(1 / DELTA) / (a - 1) for a, v in res.rdp) >= res.epsilon - 1e-12
 
 
+@pytest.mark.slow  # ~45 s with the certified PLD engine
 def test_sgd_needs_bounded_gradients_not_only_a_sensitivity() -> None:
     """S_alpha bounds the fixed-size-batch pair only for gradients in a ball of radius L/2; with
     only sup ||g - g'|| <= L declared (no clip) pabi and smooth-bounded-domain refuse for sgd."""

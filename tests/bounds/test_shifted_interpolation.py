@@ -572,6 +572,7 @@ def test_sgd_bounded_value_is_the_stated_composition() -> None:
     assert res.epsilon <= d["epsilon_limit"]
 
 
+@pytest.mark.slow  # ~45 s (certified PLD engine); CI: tests/test_registry_contract.py
 def test_sgd_monotone_plateau_and_single_step() -> None:
     from lastiterate.notions.pld import symmetric_subsampled_gaussian_pld
 
