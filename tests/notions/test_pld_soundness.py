@@ -124,7 +124,7 @@ def test_on_feasible_grid_refuses_with_a_reason_when_nothing_fits() -> None:
 
 def test_composition_result_carries_a_certified_bracket_in_json() -> None:
     from lastiterate.bounds.composition import pld_composition
-    from lastiterate.bounds._base import Query
+    from lastiterate.bounds.base import Query
     from lastiterate.run import Run
 
     run = Run(algorithm="sgd", sampling="uniform", n=100, batch_size=10, steps=200, lr=1.0,
@@ -139,7 +139,7 @@ def test_composition_result_carries_a_certified_bracket_in_json() -> None:
 
 def test_rate_one_composition_is_the_closed_form_gaussian() -> None:
     from lastiterate.bounds.composition import gdp_composition_sgd, pld_composition
-    from lastiterate.bounds._base import Query
+    from lastiterate.bounds.base import Query
     from lastiterate.run import Run
 
     run = Run(algorithm="sgd", sampling="uniform", n=5, batch_size=5, steps=10**6, lr=1.0,

@@ -43,7 +43,8 @@ CASES = cases(SEED, COUNT, DEEP)
 #: delta, where issue 8 section 1 reports the composition engine under-reporting.  With q = 1 the
 #: last iterate of the linear instance is exactly Gaussian, so delta_true is exact there.
 TARGETED = [
-    # (name, run kwargs, delta, xfail reason or None)
+    # (name, run kwargs, delta, what the engine claimed before the issue-8 fix, or None); every
+    # case must pass now: the certified engine reports at least the exact value
     (
         "issue8-q1-T1e6-sigma50-delta1e-10",
         {
@@ -234,15 +235,10 @@ DEEP_ONLY = {"issue8-q0.99-T1e6-sigma5.8-delta1e-6"}
 
 def _targeted_params() -> list[object]:
     out = []
-    for name, kw, delta, reason in TARGETED:
+    for name, kw, delta, _history in TARGETED:  # _history: the pre-fix claim (documentation)
         if name in DEEP_ONLY and not DEEP:
             continue
-        marks = (
-            [pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)] if reason else []
-        )
-        out.append(
-            pytest.param(Case(name, dict(kw), delta, instances_for(dict(kw))), marks=marks, id=name)
-        )
+        out.append(pytest.param(Case(name, dict(kw), delta, instances_for(dict(kw))), id=name))
     return out
 
 
