@@ -390,6 +390,9 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
         positive += [v for v in best + [c[1] for c in comp] if math.isfinite(v) and v > 0]
     if positive and max(positive) / min(positive) > 50:
         ax.set_yscale("log")
+    xs_all = [float(r[x_name]) for r in rows if r["status"] == "ok"]
+    if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) > 50:
+        ax.set_xscale("log")
     ax.set_xlabel(x_name)
     ax.set_ylabel("epsilon")
     ax.set_title(title or "epsilon of the released last iterate (solid) vs composition, every iterate released (dashed)",
