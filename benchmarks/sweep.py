@@ -1,4 +1,4 @@
-"""Benchmark of ``account_grid``: a 50 x 20 grid (epochs x noise) of a sampled run (issue 11 section 2).
+"""Benchmark of ``account_grid``: a 50 x 20 epochs x noise grid of a sampled run (issue 11, 2).
 
 Run:  python benchmarks/sweep.py [--quick] [--plot sweep.png] [--out benchmarks/results/sweep.md]
 
@@ -27,8 +27,18 @@ from lastiterate.accountant import account
 from lastiterate.run import Run
 from lastiterate.sweep import account_grid, plot_grid
 
-BASE: dict[str, Any] = dict(algorithm="sgd", sampling="uniform", n=60000, batch_size=1500, epochs=1, lr=0.05,
-                            noise_std=0.01, clip=5.0, strong_convexity=0.002, smoothness=32.5)
+BASE: dict[str, Any] = {
+    "algorithm": "sgd",
+    "sampling": "uniform",
+    "n": 60000,
+    "batch_size": 1500,
+    "epochs": 1,
+    "lr": 0.05,
+    "noise_std": 0.01,
+    "clip": 5.0,
+    "strong_convexity": 0.002,
+    "smoothness": 32.5,
+}
 DELTA = 1e-5
 TARGET_S = 10.0
 
@@ -50,22 +60,38 @@ def naive_loop(vary: dict[str, list[float]]) -> tuple[float, list[float]]:
     """A plain loop of ``account`` over the grid in grid order (epochs slowest): the baseline."""
     base = Run(**BASE)
     t0 = time.perf_counter()
-    eps = [account(base.replace(epochs=e, noise_std=s), delta=DELTA).best.epsilon  # type: ignore[union-attr]
-           for e in vary["epochs"] for s in vary["noise_std"]]
+    eps = [
+        account(base.replace(epochs=e, noise_std=s), delta=DELTA).best.epsilon  # type: ignore
+        for e in vary["epochs"]
+        for s in vary["noise_std"]
+    ]
     return time.perf_counter() - t0, eps
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a 10 x 4 grid instead of 50 x 20")
-    ap.add_argument("--plot", type=Path, help="write the grid's plot (epsilon vs epochs per noise level) here")
+    ap.add_argument(
+        "--plot", type=Path, help="write the grid's plot (epsilon vs epochs per noise level) here"
+    )
     ap.add_argument("--out", type=Path, help="also write the Markdown to this file")
     args = ap.parse_args()
     n_epochs, n_noise = (10, 4) if args.quick else (50, 20)
 
-    lines = ["# lastiterate sweep benchmark", "",
-             f"machine: {os.cpu_count()} cores (shared), Python {platform.python_version()}, {platform.machine()}", "",
-             "Run: sgd, uniform batches, n=60000, b=1500, lr=0.05, clip C=5 (L=10), m=0.002, M=32.5, delta=1e-5.", ""]
+    lines = [
+        "# lastiterate sweep benchmark",
+        "",
+        (
+            f"machine: {os.cpu_count()} cores (shared), Python {platform.python_version()}, "
+            f"{platform.machine()}"
+        ),
+        "",
+        (
+            "Run: sgd, uniform batches, n=60000, b=1500, lr=0.05, clip C=5 (L=10), m=0.002, "
+            "M=32.5, delta=1e-5."
+        ),
+        "",
+    ]
 
     # cold start: the first point pays imports and the first per-step PLDs
     t0 = time.perf_counter()
@@ -77,28 +103,51 @@ def main() -> None:
     ok = sum(r["status"] == "ok" for r in rows)
     verdict = "met" if secs < TARGET_S else "NOT met"
     lines += [
-        f"## {n_epochs} x {n_noise} grid (epochs 1..{n_epochs} x {n_noise} noise levels in [0.005, 0.05])", "",
-        "| points | with a bound | wall-clock (s) | per point (ms) | target | first account call, cold (s) |",
+        (
+            f"## {n_epochs} x {n_noise} grid (epochs 1..{n_epochs} x {n_noise} noise levels "
+            "in [0.005, 0.05])"
+        ),
+        "",
+        (
+            "| points | with a bound | wall-clock (s) | per point (ms) | target "
+            "| first account call, cold (s) |"
+        ),
         "|---|---|---|---|---|---|",
-        f"| {len(rows)} | {ok} | {secs:.1f} | {1000 * secs / len(rows):.0f} | < {TARGET_S:g} s: {verdict} | {cold:.2f} |",
+        (
+            f"| {len(rows)} | {ok} | {secs:.1f} | {1000 * secs / len(rows):.0f} "
+            f"| < {TARGET_S:g} s: {verdict} | {cold:.2f} |"
+        ),
         "",
     ]
     bounds: dict[str, int] = {}
     for r in rows:
         if r["status"] == "ok":
             bounds[r["best_bound"]] = bounds.get(r["best_bound"], 0) + 1
-    lines += ["best bound over the grid: " + ", ".join(f"{b} ({k} points)" for b, k in sorted(bounds.items())), ""]
+    lines += [
+        "best bound over the grid: "
+        + ", ".join(f"{b} ({k} points)" for b, k in sorted(bounds.items())),
+        "",
+    ]
 
-    # what the reuse buys: the same sub-grid by account_grid and by a plain loop, values checked equal
-    sub = {"epochs": vary["epochs"][: min(10, n_epochs)], "noise_std": vary["noise_std"][:: max(1, n_noise // 4)][:4]}
+    # what the reuse buys: one sub-grid by account_grid and by a plain loop (values checked equal)
+    sub = {
+        "epochs": vary["epochs"][: min(10, n_epochs)],
+        "noise_std": vary["noise_std"][:: max(1, n_noise // 4)][:4],
+    }
     t_loop, eps_loop = naive_loop(sub)
     t_grid, sub_rows = timed_grid(sub)
     same = [r["epsilon"] for r in sub_rows] == eps_loop
     lines += [
-        f"## account_grid against a loop of account ({len(eps_loop)}-point sub-grid, run after the grid: caches warm)", "",
-        "| method | seconds | identical epsilons |", "|---|---|---|",
+        (
+            f"## account_grid against a loop of account ({len(eps_loop)}-point sub-grid, "
+            "run after the grid: caches warm)"
+        ),
+        "",
+        "| method | seconds | identical epsilons |",
+        "|---|---|---|",
         f"| loop of account, grid order | {t_loop:.2f} | - |",
-        f"| account_grid | {t_grid:.2f} | {'yes' if same else 'NO'} |", "",
+        f"| account_grid | {t_grid:.2f} | {'yes' if same else 'NO'} |",
+        "",
     ]
     if args.plot is not None:
         plot_grid(rows, args.plot)

@@ -45,7 +45,14 @@ from typing import Any
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.run import Run, Setting
 
-__all__ = ["MAX_GRID_POINTS", "VARY_FIELDS", "account_grid", "grid_columns", "plot_grid", "to_records"]
+__all__ = [
+    "MAX_GRID_POINTS",
+    "VARY_FIELDS",
+    "account_grid",
+    "grid_columns",
+    "plot_grid",
+    "to_records",
+]
 
 #: The largest number of grid points :func:`account_grid` accepts (a sampled run costs up to a few
 #: tenths of a second per distinct point: 10 000 points is already an hour of accounting).
@@ -55,20 +62,34 @@ MAX_GRID_POINTS = 10_000
 VARY_FIELDS: tuple[str, ...] = Run.field_names()
 
 #: Mutually exclusive inputs: varying one clears the other in the base run (as :meth:`Run.replace`).
-_EXCLUSIVE = {"steps": "epochs", "epochs": "steps", "noise_std": "noise_multiplier", "noise_multiplier": "noise_std"}
+_EXCLUSIVE = {
+    "steps": "epochs",
+    "epochs": "steps",
+    "noise_std": "noise_multiplier",
+    "noise_multiplier": "noise_std",
+}
 
 #: Result columns of every row, after the varied fields (the derived columns follow them).
 RESULT_COLUMNS: tuple[str, ...] = (
-    "status", "best_bound", "theorem", "epsilon", "delta", "mu",
-    "composition_bound", "composition_epsilon", "composition_delta",
+    "status",
+    "best_bound",
+    "theorem",
+    "epsilon",
+    "delta",
+    "mu",
+    "composition_bound",
+    "composition_epsilon",
+    "composition_delta",
 )
 #: Columns after the derived quantities.
 TRAILING_COLUMNS: tuple[str, ...] = ("reason", "failures")
 
-#: Derived quantities (:class:`~lastiterate.run.Setting` fields) reported when they change over the grid.
+#: Derived quantities (:class:`~lastiterate.run.Setting` fields), reported when they change.
 _DERIVED = tuple(
-    f.name for f in fields(Setting)
-    if f.name not in ("contraction_note", "lr_schedule", "algorithm", "sampling", "adjacency", "convex")
+    f.name
+    for f in fields(Setting)
+    if f.name
+    not in ("contraction_note", "lr_schedule", "algorithm", "sampling", "adjacency", "convex")
 )
 
 Progress = Callable[[str], None]
@@ -76,13 +97,15 @@ Progress = Callable[[str], None]
 
 # ---------------------------------------------------------------------- the grid
 def _check_vary(vary: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
-    """``vary`` validated: known Run fields, non-empty value lists, no exclusive pair, under the cap."""
+    """``vary`` validated: Run fields, non-empty value lists, no exclusive pair, under the cap."""
     if not isinstance(vary, Mapping) or not vary:
         raise ParameterError("vary", vary, "must be a non-empty mapping {run field: [values, ...]}")
     out: dict[str, tuple[Any, ...]] = {}
     for name, values in vary.items():
         if name not in VARY_FIELDS:
-            raise ParameterError("vary", name, "must name a Run field: one of " + ", ".join(VARY_FIELDS))
+            raise ParameterError(
+                "vary", name, "must name a Run field: one of " + ", ".join(VARY_FIELDS)
+            )
         if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
             raise ParameterError(f"vary[{name!r}]", values, "must be a non-empty list of values")
         items = tuple(values)
@@ -91,11 +114,16 @@ def _check_vary(vary: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
         out[name] = items
     for a, b in _EXCLUSIVE.items():
         if a in out and b in out:
-            raise ParameterError("vary", f"{a} and {b}", f"vary at most one of {a} and {b} (they are exclusive inputs)")
+            raise ParameterError(
+                "vary",
+                f"{a} and {b}",
+                f"vary at most one of {a} and {b} (they are exclusive inputs)",
+            )
     size = math.prod(len(v) for v in out.values())
     if size > MAX_GRID_POINTS:
         raise ParameterError(
-            "vary", " x ".join(f"{k}[{len(v)}]" for k, v in out.items()),
+            "vary",
+            " x ".join(f"{k}[{len(v)}]" for k, v in out.items()),
             f"gives {size} grid points: at most {MAX_GRID_POINTS} (MAX_GRID_POINTS) are accepted",
         )
     return out
@@ -109,12 +137,14 @@ def _base_inputs(run: Run | Mapping[str, Any]) -> dict[str, Any]:
         raise ParameterError("run", run, "must be a Run or a mapping of Run inputs")
     unknown = [k for k in run if k not in VARY_FIELDS]
     if unknown:
-        raise ParameterError("run", unknown[0], "is not a Run input: use one of " + ", ".join(VARY_FIELDS))
+        raise ParameterError(
+            "run", unknown[0], "is not a Run input: use one of " + ", ".join(VARY_FIELDS)
+        )
     return dict(run)
 
 
 def _point_inputs(base: dict[str, Any], point: Mapping[str, Any]) -> dict[str, Any]:
-    """The inputs of one grid point: the base with the varied values (an exclusive partner cleared)."""
+    """The inputs of one grid point: the base with the varied values (exclusive partner cleared)."""
     inputs = dict(base)
     for name in point:
         other = _EXCLUSIVE.get(name)
@@ -125,7 +155,7 @@ def _point_inputs(base: dict[str, Any], point: Mapping[str, Any]) -> dict[str, A
 
 
 def _run_key(run: Run) -> str:
-    """A hashable identity of a run's inputs (``repr`` is exact for floats; a schedule may be a list)."""
+    """A hashable identity of a run's inputs (``repr`` is exact for floats; lr may be a list)."""
     return repr(run)
 
 
@@ -141,9 +171,17 @@ def _result_row(report: Any) -> dict[str, Any]:
     failures = [f.bound for f in report.failures]
     if best is None:
         return {
-            "status": "no-bound", "best_bound": None, "theorem": None, "epsilon": None, "delta": None, "mu": None,
-            "composition_bound": None, "composition_epsilon": None, "composition_delta": None,
-            "reason": report.no_bound_reason(), "failures": failures,
+            "status": "no-bound",
+            "best_bound": None,
+            "theorem": None,
+            "epsilon": None,
+            "delta": None,
+            "mu": None,
+            "composition_bound": None,
+            "composition_epsilon": None,
+            "composition_delta": None,
+            "reason": report.no_bound_reason(),
+            "failures": failures,
         }
     return {
         "status": "ok",
@@ -171,7 +209,7 @@ def _format_point(point: Mapping[str, Any]) -> str:
 
 
 def _changing_derived(runs: Sequence[Run | None], varied: Sequence[str]) -> list[str]:
-    """Derived quantities (Setting fields) with more than one value over the valid points, not varied."""
+    """Derived quantities (Setting fields), not varied, with several values on valid points."""
     valid = [r for r in runs if r is not None]
     out = []
     for name in _DERIVED:
@@ -279,7 +317,9 @@ def account_grid(
             progress(f"{done}/{len(points)} {message}")
 
     evaluated: dict[str, dict[str, Any]] = {}
-    by_key = {k: [i for i, r in enumerate(runs) if r is not None and _run_key(r) == k] for k in distinct}
+    by_key = {
+        k: [i for i, r in enumerate(runs) if r is not None and _run_key(r) == k] for k in distinct
+    }
     try:
         for i in invalid:
             tick(f"{_format_point(points[i])}: invalid")
@@ -292,7 +332,10 @@ def account_grid(
                 evaluated[key] = _result_row(report)
             for i in by_key[key]:
                 value = evaluated[key]["epsilon" if epsilon is None else "delta"]
-                tick(f"{_format_point(points[i])} -> " + ("no bound" if value is None else f"{value:.4g}"))
+                tick(
+                    f"{_format_point(points[i])} -> "
+                    + ("no bound" if value is None else f"{value:.4g}")
+                )
     finally:
         if bar is not None:
             bar.close()
@@ -309,7 +352,9 @@ def account_grid(
         row["reason"] = res["reason"]
         row["failures"] = list(res["failures"])
         records.append(row)
-    return _table(records, names + list(RESULT_COLUMNS) + derived + list(TRAILING_COLUMNS), as_frame)
+    return _table(
+        records, names + list(RESULT_COLUMNS) + derived + list(TRAILING_COLUMNS), as_frame
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -334,7 +379,10 @@ def to_records(table: Any) -> list[dict[str, Any]]:
         return table
     records = table.to_dict(orient="records")
     # pandas stores a missing number as NaN: give back None, as the records table has it
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in records]
+    return [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        for row in records
+    ]
 
 
 def grid_columns(table: Any) -> list[str]:
@@ -364,7 +412,9 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
     try:
         import matplotlib
     except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError("plotting needs matplotlib: pip install 'lastiterate[plot]'") from exc
+        raise ModuleNotFoundError(
+            "plotting needs matplotlib: pip install 'lastiterate[plot]'"
+        ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -378,15 +428,29 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
         ok = sorted((r for r in members if r["status"] == "ok"), key=lambda r: float(r[x_name]))
         if not ok:
             continue
-        label = ", ".join(f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(series_names, key))
+        label = ", ".join(
+            f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(series_names, key)
+        )
         color = colors[k % len(colors)]
         xs = [float(r[x_name]) for r in ok]
         best = [float(r["epsilon"]) for r in ok]
-        ax.plot(xs, best, "-o", ms=3, color=color, label=(label + ": " if label else "") + "best bound")
-        comp = [(x, float(r["composition_epsilon"])) for x, r in zip(xs, ok) if r["composition_epsilon"] is not None]
+        ax.plot(
+            xs, best, "-o", ms=3, color=color, label=(label + ": " if label else "") + "best bound"
+        )
+        comp = [
+            (x, float(r["composition_epsilon"]))
+            for x, r in zip(xs, ok)
+            if r["composition_epsilon"] is not None
+        ]
         if comp:
-            ax.plot([c[0] for c in comp], [c[1] for c in comp], "--", color=color, lw=1,
-                    label=(label + ": " if label else "") + "composition")
+            ax.plot(
+                [c[0] for c in comp],
+                [c[1] for c in comp],
+                "--",
+                color=color,
+                lw=1,
+                label=(label + ": " if label else "") + "composition",
+            )
         positive += [v for v in best + [c[1] for c in comp] if math.isfinite(v) and v > 0]
     if positive and max(positive) / min(positive) > 50:
         ax.set_yscale("log")
@@ -395,8 +459,12 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
         ax.set_xscale("log")
     ax.set_xlabel(x_name)
     ax.set_ylabel("epsilon")
-    ax.set_title(title or "epsilon of the released last iterate (solid) vs composition, every iterate released (dashed)",
-                 fontsize=9)
+    ax.set_title(
+        title
+        or "epsilon of the released last iterate (solid) vs composition, "
+        "every iterate released (dashed)",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

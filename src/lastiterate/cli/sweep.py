@@ -22,9 +22,19 @@ from lastiterate.run import Run
 
 #: fields ``--vary`` accepts (the numeric Run inputs), with their value type
 VARY_TYPES: dict[str, type] = {
-    "epochs": float, "steps": int, "noise_std": float, "noise_multiplier": float, "batch_size": int,
-    "lr": float, "n": int, "clip": float, "sensitivity": float, "strong_convexity": float,
-    "smoothness": float, "contraction": float, "diameter": float,
+    "epochs": float,
+    "steps": int,
+    "noise_std": float,
+    "noise_multiplier": float,
+    "batch_size": int,
+    "lr": float,
+    "n": int,
+    "clip": float,
+    "sensitivity": float,
+    "strong_convexity": float,
+    "smoothness": float,
+    "contraction": float,
+    "diameter": float,
 }
 
 
@@ -32,23 +42,34 @@ def add_parser(sub: Any) -> None:
     from lastiterate.sweep import MAX_GRID_POINTS
 
     p = sub.add_parser(
-        "sweep", help="account a grid of runs (e.g. epochs x noise) in one call",
-        description="Account every point of a grid around the described run: --vary FIELD=V1,V2,... (repeatable; "
-                    "the grid is the product, the first --vary changes slowest). Each row is exactly what "
-                    "'lastiterate account' reports for that run: the best bound and the composition bound "
-                    "(every iterate released). Points the run refuses are rows with the reason. "
-                    f"At most {MAX_GRID_POINTS} points. Exit status: 0, or 2 on invalid input.",
+        "sweep",
+        help="account a grid of runs (e.g. epochs x noise) in one call",
+        description="Account every point of a grid around the described run: "
+        "--vary FIELD=V1,V2,... (repeatable; "
+        "the grid is the product, the first --vary changes slowest). Each row is exactly what "
+        "'lastiterate account' reports for that run: the best bound and the composition bound "
+        "(every iterate released). Points the run refuses are rows with the reason. "
+        f"At most {MAX_GRID_POINTS} points. Exit status: 0, or 2 on invalid input.",
     )
     add_run_flags(p, noise=True)
     p.add_argument(
-        "--vary", action="append", metavar="FIELD=V1,V2,...", default=None,
+        "--vary",
+        action="append",
+        metavar="FIELD=V1,V2,...",
+        default=None,
         help="a run field and its values, e.g. epochs=1,2,5,10 or noise-std=0.5,1,2; fields: "
-             + ", ".join(f.replace("_", "-") for f in VARY_TYPES)
-             + " (a varied field overrides its flag)",
+        + ", ".join(f.replace("_", "-") for f in VARY_TYPES)
+        + " (a varied field overrides its flag)",
     )
-    p.add_argument("--csv", type=Path, metavar="FILE", help="write the table as CSV to FILE ('-': stdout)")
-    p.add_argument("--plot", type=Path, metavar="FILE.png",
-                   help="plot epsilon vs epochs (or steps), one line per value of the other varied fields")
+    p.add_argument(
+        "--csv", type=Path, metavar="FILE", help="write the table as CSV to FILE ('-': stdout)"
+    )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="plot epsilon vs epochs (or steps), one line per value of the other varied fields",
+    )
     p.set_defaults(func=cmd_sweep)
 
 
@@ -70,13 +91,15 @@ def _number(field: str, text: str) -> float | int:
 
 
 def parse_vary(items: list[str] | None) -> dict[str, list[Any]]:
-    """``["epochs=1,2", "noise-std=0.5,1"]`` -> ``{"epochs": [1.0, 2.0], "noise_std": [0.5, 1.0]}``."""
+    """``["epochs=1,2", "noise-std=0.5"]`` -> ``{"epochs": [1.0, 2.0], "noise_std": [0.5]}``."""
     if not items:
         raise UsageError("--vary is required: e.g. --vary epochs=1,2,5,10 --vary noise-std=0.5,1,2")
     vary: dict[str, list[Any]] = {}
     for item in items:
         if "=" not in item:
-            raise UsageError(f"vary {item!r} is invalid: must be FIELD=V1,V2,... (e.g. epochs=1,2,5,10)")
+            raise UsageError(
+                f"vary {item!r} is invalid: must be FIELD=V1,V2,... (e.g. epochs=1,2,5,10)"
+            )
         name, _, values = item.partition("=")
         field = name.strip().replace("-", "_")
         if field not in VARY_TYPES:
@@ -88,7 +111,9 @@ def parse_vary(items: list[str] | None) -> dict[str, list[Any]]:
             raise UsageError(f"vary field {name.strip()!r} is invalid: given twice")
         texts = [t.strip() for t in values.split(",")]
         if not values.strip() or any(not t for t in texts):
-            raise UsageError(f"vary {item!r} is invalid: must list comma-separated numbers after '='")
+            raise UsageError(
+                f"vary {item!r} is invalid: must list comma-separated numbers after '='"
+            )
         vary[field] = [_number(field, t) for t in texts]
     return vary
 
@@ -118,12 +143,21 @@ def _cell(value: Any) -> str:
 
 def format_table(rows: list[dict[str, Any]], columns: list[str], header: str) -> str:
     """The text table: one line per grid point, then the reasons of the invalid points."""
-    shown = [c for c in columns if c not in ("theorem", "reason", "failures", "delta", "composition_delta")]
+    shown = [
+        c
+        for c in columns
+        if c not in ("theorem", "reason", "failures", "delta", "composition_delta")
+    ]
     if any(r["failures"] for r in rows):
         shown.append("failures")
     cells = [[_cell(r[c]) for c in shown] for r in rows]
     widths = [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(shown)]
-    lines = [header, "", "  ".join(c.rjust(w) for c, w in zip(shown, widths)), "-" * (sum(widths) + 2 * (len(widths) - 1))]
+    lines = [
+        header,
+        "",
+        "  ".join(c.rjust(w) for c, w in zip(shown, widths)),
+        "-" * (sum(widths) + 2 * (len(widths) - 1)),
+    ]
     lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
     refused = [r for r in rows if r["status"] != "ok"]
     if refused:
@@ -143,8 +177,14 @@ def _csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for r in rows:
-        writer.writerow(["" if r[c] is None else (";".join(map(str, r[c])) if isinstance(r[c], list) else r[c])
-                         for c in columns])
+        writer.writerow(
+            [
+                ""
+                if r[c] is None
+                else (";".join(map(str, r[c])) if isinstance(r[c], list) else r[c])
+                for c in columns
+            ]
+        )
     return buf.getvalue()
 
 
@@ -156,13 +196,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.json and args.csv is not None:
         raise UsageError("argument --csv: not allowed with argument --json")
     if args.plot is not None and not ({"epochs", "steps"} & set(vary)):
-        raise UsageError("plot is invalid without --vary epochs=... or --vary steps=... (the x axis)")
+        raise UsageError(
+            "plot is invalid without --vary epochs=... or --vary steps=... (the x axis)"
+        )
     base = _base_inputs(args, vary)
     quiet = args.json or (args.csv is not None and str(args.csv) == "-")
-    bar = ProgressBar("accounting grid", quiet=quiet, total=math.prod(len(v) for v in vary.values()))
+    bar = ProgressBar(
+        "accounting grid", quiet=quiet, total=math.prod(len(v) for v in vary.values())
+    )
     try:
-        table = account_grid(base, vary, delta=args.delta, epsilon=args.epsilon, bounds=args.bound,
-                             progress=bar.step, show_progress=False, as_frame=False)
+        table = account_grid(
+            base,
+            vary,
+            delta=args.delta,
+            epsilon=args.epsilon,
+            bounds=args.bound,
+            progress=bar.step,
+            show_progress=False,
+            as_frame=False,
+        )
     finally:
         bar.close()
     rows, columns = to_records(table), grid_columns(table)
@@ -177,19 +229,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args.csv.write_text(text, encoding="utf-8")
     delta = None if args.epsilon is not None else (args.delta if args.delta is not None else 1e-5)
     if args.json:
-        print_json({
-            "vary": vary,
-            "delta": delta,
-            "epsilon": args.epsilon,
-            "columns": columns,
-            "rows": rows,
-        })
+        print_json(
+            {
+                "vary": vary,
+                "delta": delta,
+                "epsilon": args.epsilon,
+                "columns": columns,
+                "rows": rows,
+            }
+        )
         return EXIT_OK
     ok = sum(r["status"] == "ok" for r in rows)
     query = f"delta = {delta:g}" if delta is not None else f"epsilon = {args.epsilon:g}"
-    header = (f"Sweep of {len(rows)} runs ({' x '.join(f'{k.replace(chr(95), chr(45))}[{len(v)}]' for k, v in vary.items())}), "
-              f"{query}: {ok} with a guarantee for the final model. epsilon = best bound (final model only), "
-              "composition = every iterate released.")
+    shape = " x ".join(f"{k.replace('_', '-')}[{len(v)}]" for k, v in vary.items())
+    header = (
+        f"Sweep of {len(rows)} runs ({shape}), "
+        f"{query}: {ok} with a guarantee for the final model. "
+        "epsilon = best bound (final model only), "
+        "composition = every iterate released."
+    )
     print(format_table(rows, columns, header))
     if args.csv is not None:
         print(f"\nCSV written to {args.csv}")
