@@ -277,6 +277,17 @@ def test_cli_text_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Points without a guarantee:" in out and "noise_std=0.0 is invalid" in out
 
 
+def test_cli_text_table_at_fixed_epsilon_shows_delta(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        capsys, "sweep", *CGD_FLAGS, "--vary", "epochs=8", "--noise-std", "0.01", "--epsilon", "3"
+    )
+    assert code == 0 and "epsilon = 3:" in out
+    header = out.splitlines()[2].split()
+    assert "delta" in header and "composition_delta" in header and "epsilon" not in header
+    rep = li.account(li.Run(epochs=8, noise_std=0.01, **CGD), epsilon=3.0)
+    assert f"{rep.best.delta:.4g}" in out
+
+
 def test_cli_json_equals_account(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(
         capsys,

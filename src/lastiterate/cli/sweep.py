@@ -141,13 +141,14 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def format_table(rows: list[dict[str, Any]], columns: list[str], header: str) -> str:
-    """The text table: one line per grid point, then the reasons of the invalid points."""
-    shown = [
-        c
-        for c in columns
-        if c not in ("theorem", "reason", "failures", "delta", "composition_delta")
-    ]
+def format_table(
+    rows: list[dict[str, Any]], columns: list[str], header: str, *, by_delta: bool = True
+) -> str:
+    """The text table: one line per grid point, then the reasons of the invalid points.
+
+    ``by_delta``: the query fixed delta (epsilon columns shown), else epsilon (delta columns)."""
+    fixed = ("delta", "composition_delta") if by_delta else ("epsilon", "composition_epsilon")
+    shown = [c for c in columns if c not in ("theorem", "reason", "failures", *fixed)]
     if any(r["failures"] for r in rows):
         shown.append("failures")
     cells = [[_cell(r[c]) for c in shown] for r in rows]
@@ -248,7 +249,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "epsilon = best bound (final model only), "
         "composition = every iterate released."
     )
-    print(format_table(rows, columns, header))
+    print(format_table(rows, columns, header, by_delta=delta is not None))
     if args.csv is not None:
         print(f"\nCSV written to {args.csv}")
     if args.plot is not None:
