@@ -422,36 +422,56 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
     for row in rows:
         groups.setdefault(tuple(row[n] for n in series_names), []).append(row)
     fig, ax = plt.subplots(figsize=(7.0, 4.8))
-    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    keys = list(groups)
+    # many numeric series of one field (e.g. 20 noise levels): a colour scale instead of a legend
+    scale = (
+        len(series_names) == 1
+        and len(keys) > 6
+        and all(isinstance(k[0], (int, float)) and float(k[0]) > 0 for k in keys)
+    )
+    cmap = plt.get_cmap("viridis")
+    if scale:
+        from matplotlib.colors import LogNorm, Normalize
+
+        values = [float(k[0]) for k in keys]
+        norm: Any = (
+            LogNorm(min(values), max(values))
+            if max(values) / min(values) > 10
+            else Normalize(min(values), max(values))
+        )
     positive: list[float] = []
-    for k, (key, members) in enumerate(groups.items()):
-        ok = sorted((r for r in members if r["status"] == "ok"), key=lambda r: float(r[x_name]))
+    for k, key in enumerate(keys):
+        ok = sorted((r for r in groups[key] if r["status"] == "ok"), key=lambda r: float(r[x_name]))
         if not ok:
             continue
         label = ", ".join(
-            f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(series_names, key)
+            f"{n}={v:.4g}" if isinstance(v, float) else f"{n}={v}"
+            for n, v in zip(series_names, key)
         )
-        color = colors[k % len(colors)]
+        color = cmap(norm(float(key[0]))) if scale else cmap(k / max(1, len(keys) - 1) * 0.9)
         xs = [float(r[x_name]) for r in ok]
         best = [float(r["epsilon"]) for r in ok]
-        ax.plot(
-            xs, best, "-o", ms=3, color=color, label=(label + ": " if label else "") + "best bound"
-        )
+        ax.plot(xs, best, "-o", ms=2.5, lw=1.6, color=color, label=None if scale else label)
         comp = [
             (x, float(r["composition_epsilon"]))
             for x, r in zip(xs, ok)
             if r["composition_epsilon"] is not None
         ]
         if comp:
-            ax.plot(
-                [c[0] for c in comp],
-                [c[1] for c in comp],
-                "--",
-                color=color,
-                lw=1,
-                label=(label + ": " if label else "") + "composition",
-            )
+            ax.plot([c[0] for c in comp], [c[1] for c in comp], "--", color=color, lw=1.0)
         positive += [v for v in best + [c[1] for c in comp] if math.isfinite(v) and v > 0]
+    from matplotlib.lines import Line2D
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="0.2", ls="-", marker="o", ms=2.5, label="best bound (final model)"),
+        Line2D([], [], color="0.2", ls="--", label="composition (every iterate)"),
+    ]
+    ax.legend(handles=handles, fontsize=7, ncol=1 if len(handles) <= 8 else 2)
+    if scale:
+        from matplotlib.cm import ScalarMappable
+
+        fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=series_names[0])
     if positive and max(positive) / min(positive) > 50:
         ax.set_yscale("log")
     xs_all = [float(r[x_name]) for r in rows if r["status"] == "ok"]
@@ -466,7 +486,6 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
         fontsize=9,
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
