@@ -342,6 +342,26 @@ def test_cli_csv_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and out.splitlines()[0].startswith("epochs,status,best_bound")
 
 
+def test_cli_vary_from_a_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "grid.toml"
+    config.write_text('noise-std = 0.01\nvary = ["epochs=1,8"]\n')
+    code, out, _ = run_cli(capsys, "sweep", *CGD_FLAGS, "--config", str(config), "--json")
+    assert code == 0 and [r["epochs"] for r in loads(out)["rows"]] == [1.0, 8.0]
+    config.write_text('noise-std = 0.01\nvary = "epochs=2"\n')
+    code, out, _ = run_cli(capsys, "sweep", *CGD_FLAGS, "--config", str(config), "--json")
+    assert code == 0 and [r["epochs"] for r in loads(out)["rows"]] == [2.0]
+    code, out, err = run_cli(capsys, "sweep", *CGD_FLAGS, "--vary", "epochs=1", "steps=2")
+    assert code == 2 and "steps and epochs" in err
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    base = li.Run(epochs=1, noise_std=0.01, **CGD)
+    account_grid(base, {"epochs": [1, 2]})  # stderr is not a terminal here: no bar
+    assert capsys.readouterr().err == ""
+    account_grid(base, {"epochs": [1, 2]}, show_progress=True)
+    assert "accounting grid" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "param"),
     [

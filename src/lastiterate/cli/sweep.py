@@ -45,7 +45,7 @@ def add_parser(sub: Any) -> None:
         "sweep",
         help="account a grid of runs (e.g. epochs x noise) in one call",
         description="Account every point of a grid around the described run: "
-        "--vary FIELD=V1,V2,... (repeatable; "
+        "--vary FIELD=V1,V2,... (repeatable, or several after one flag; "
         "the grid is the product, the first --vary changes slowest). Each row is exactly what "
         "'lastiterate account' reports for that run: the best bound and the composition bound "
         "(every iterate released). Points the run refuses are rows with the reason. "
@@ -54,7 +54,8 @@ def add_parser(sub: Any) -> None:
     add_run_flags(p, noise=True)
     p.add_argument(
         "--vary",
-        action="append",
+        action="extend",
+        nargs="+",
         metavar="FIELD=V1,V2,...",
         default=None,
         help="a run field and its values, e.g. epochs=1,2,5,10 or noise-std=0.5,1,2; fields: "
