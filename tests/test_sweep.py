@@ -277,10 +277,24 @@ def test_cli_text_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Points without a guarantee:" in out and "noise_std=0.0 is invalid" in out
 
 
-def test_cli_text_table_at_fixed_epsilon_shows_delta(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_text_table_at_fixed_epsilon_shows_delta(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    png = tmp_path / "delta.png"
     code, out, _ = run_cli(
-        capsys, "sweep", *CGD_FLAGS, "--vary", "epochs=8", "--noise-std", "0.01", "--epsilon", "3"
+        capsys,
+        "sweep",
+        *CGD_FLAGS,
+        "--vary",
+        "epochs=8,16",
+        "--noise-std",
+        "0.01",
+        "--epsilon",
+        "3",
+        "--plot",
+        str(png),
     )
+    assert png.read_bytes()[:4] == b"\x89PNG"
     assert code == 0 and "epsilon = 3:" in out
     header = out.splitlines()[2].split()
     assert "delta" in header and "composition_delta" in header and "epsilon" not in header

@@ -396,8 +396,10 @@ def grid_columns(table: Any) -> list[str]:
 def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path:
     """Plot epsilon against epochs (or steps) from an :func:`account_grid` table, one line per
     value of the other varied fields (e.g. one per noise level): the best bound solid, the
-    composition bound (every iterate released) dashed in the same colour.  Invalid points and
-    points without a bound are left out.  matplotlib is imported here (install the ``plot`` extra).
+    composition bound (every iterate released) dashed in the same colour.  A table accounted at a
+    fixed epsilon (``account_grid(..., epsilon=E)``) plots delta instead.  Invalid points, points
+    without a bound and infinite values are left out.  matplotlib is imported here (install the
+    ``plot`` extra).
 
     Raises ParameterError when the table varies neither epochs nor steps (no x axis).
     """
@@ -409,6 +411,11 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
     if x_name is None:
         raise ParameterError("plot", "", "needs a grid that varies epochs or steps (the x axis)")
     series_names = [n for n in varied if n != x_name]
+    ok_rows = [r for r in rows if r["status"] == "ok"]
+    fixed_epsilon = (
+        len({r["epsilon"] for r in ok_rows}) == 1 and len({r["delta"] for r in ok_rows}) > 1
+    )
+    y_name = "delta" if fixed_epsilon else "epsilon"
     try:
         import matplotlib
     except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
@@ -449,13 +456,15 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
             for n, v in zip(series_names, key)
         )
         color = cmap(norm(float(key[0]))) if scale else cmap(k / max(1, len(keys) - 1) * 0.9)
+        ok = [r for r in ok if math.isfinite(float(r[y_name]))]
         xs = [float(r[x_name]) for r in ok]
-        best = [float(r["epsilon"]) for r in ok]
+        best = [float(r[y_name]) for r in ok]
         ax.plot(xs, best, "-o", ms=2.5, lw=1.6, color=color, label=None if scale else label)
         comp = [
-            (x, float(r["composition_epsilon"]))
+            (x, float(r["composition_" + y_name]))
             for x, r in zip(xs, ok)
-            if r["composition_epsilon"] is not None
+            if r["composition_" + y_name] is not None
+            and math.isfinite(float(r["composition_" + y_name]))
         ]
         if comp:
             ax.plot([c[0] for c in comp], [c[1] for c in comp], "--", color=color, lw=1.0)
@@ -478,7 +487,9 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
     if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) > 50:
         ax.set_xscale("log")
     ax.set_xlabel(x_name)
-    ax.set_ylabel("epsilon")
+    ax.set_ylabel(
+        y_name if y_name == "epsilon" else f"delta at epsilon = {ok_rows[0]['epsilon']:g}"
+    )
     ax.set_title(
         title
         or "epsilon of the released last iterate (solid) vs composition, "
