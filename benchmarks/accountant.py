@@ -46,24 +46,137 @@ def timed(func: Callable[[], Any], repeats: int) -> tuple[float, Any]:
 
 SETTINGS: list[tuple[str, dict[str, Any], float, str]] = [
     # name, run, target epsilon for calibration, target class
-    ("gd strongly convex (Thm 4.2)", dict(algorithm="gd", n=1000, steps=1000, lr=0.1, noise_std=0.01, sensitivity=1.0, strong_convexity=1.0, smoothness=5.0), 2.0, "closed form"),
-    ("gd convex + diameter (Thm 4.3, B.1)", dict(algorithm="gd", n=1000, steps=1000, lr=0.1, noise_std=0.01, sensitivity=1.0, convex=True, smoothness=5.0, diameter=1.0), 2.0, "closed form"),
-    ("cgd strongly convex (Thm 4.5)", dict(algorithm="cgd", n=60000, batch_size=1500, epochs=200, lr=0.05, noise_std=0.01, sensitivity=10.0, strong_convexity=0.002, smoothness=32.5), 8.0, "closed form"),
-    ("cgd convex + diameter (Thm 4.6)", dict(algorithm="cgd", n=60000, batch_size=1500, epochs=50, lr=0.05, noise_std=0.01, sensitivity=10.0, convex=True, smoothness=32.5, diameter=1.0), 8.0, "closed form"),
-    ("sgd uniform convex + diameter (Thm 4.10, B.2)", dict(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, clip=5.0, convex=True, smoothness=32.5, diameter=1.0, sampling="uniform"), 8.0, "sgd last-iterate"),
-    ("sgd uniform strongly convex (Thm 4.9)", dict(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, clip=5.0, strong_convexity=0.002, smoothness=32.5, sampling="uniform"), 8.0, "sgd last-iterate"),
-    ("sgd poisson, no geometry (composition)", dict(algorithm="sgd", n=60000, batch_size=256, steps=14000, lr=0.1, noise_multiplier=1.1, clip=1.0, sampling="poisson", adjacency="add-remove"), 3.0, "composition"),
+    (
+        "gd strongly convex (Thm 4.2)",
+        {
+            "algorithm": "gd",
+            "n": 1000,
+            "steps": 1000,
+            "lr": 0.1,
+            "noise_std": 0.01,
+            "sensitivity": 1.0,
+            "strong_convexity": 1.0,
+            "smoothness": 5.0,
+        },
+        2.0,
+        "closed form",
+    ),
+    (
+        "gd convex + diameter (Thm 4.3, B.1)",
+        {
+            "algorithm": "gd",
+            "n": 1000,
+            "steps": 1000,
+            "lr": 0.1,
+            "noise_std": 0.01,
+            "sensitivity": 1.0,
+            "convex": True,
+            "smoothness": 5.0,
+            "diameter": 1.0,
+        },
+        2.0,
+        "closed form",
+    ),
+    (
+        "cgd strongly convex (Thm 4.5)",
+        {
+            "algorithm": "cgd",
+            "n": 60000,
+            "batch_size": 1500,
+            "epochs": 200,
+            "lr": 0.05,
+            "noise_std": 0.01,
+            "sensitivity": 10.0,
+            "strong_convexity": 0.002,
+            "smoothness": 32.5,
+        },
+        8.0,
+        "closed form",
+    ),
+    (
+        "cgd convex + diameter (Thm 4.6)",
+        {
+            "algorithm": "cgd",
+            "n": 60000,
+            "batch_size": 1500,
+            "epochs": 50,
+            "lr": 0.05,
+            "noise_std": 0.01,
+            "sensitivity": 10.0,
+            "convex": True,
+            "smoothness": 32.5,
+            "diameter": 1.0,
+        },
+        8.0,
+        "closed form",
+    ),
+    (
+        "sgd uniform convex + diameter (Thm 4.10, B.2)",
+        {
+            "algorithm": "sgd",
+            "n": 60000,
+            "batch_size": 1500,
+            "steps": 2000,
+            "lr": 0.05,
+            "noise_std": 0.01,
+            "clip": 5.0,
+            "convex": True,
+            "smoothness": 32.5,
+            "diameter": 1.0,
+            "sampling": "uniform",
+        },
+        8.0,
+        "sgd last-iterate",
+    ),
+    (
+        "sgd uniform strongly convex (Thm 4.9)",
+        {
+            "algorithm": "sgd",
+            "n": 60000,
+            "batch_size": 1500,
+            "steps": 2000,
+            "lr": 0.05,
+            "noise_std": 0.01,
+            "clip": 5.0,
+            "strong_convexity": 0.002,
+            "smoothness": 32.5,
+            "sampling": "uniform",
+        },
+        8.0,
+        "sgd last-iterate",
+    ),
+    (
+        "sgd poisson, no geometry (composition)",
+        {
+            "algorithm": "sgd",
+            "n": 60000,
+            "batch_size": 256,
+            "steps": 14000,
+            "lr": 0.1,
+            "noise_multiplier": 1.1,
+            "clip": 1.0,
+            "sampling": "poisson",
+            "adjacency": "add-remove",
+        },
+        3.0,
+        "composition",
+    ),
 ]
 
 TARGETS = {"closed form": 0.020, "sgd last-iterate": 2.0, "composition": 2.0}
 
 
 def speed_table(repeats: int, calibrate: bool) -> str:
-    rows = ["| setting | best bound | epsilon | account (s) | target | calibrate noise (s) | calibrate epochs (s) |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        (
+            "| setting | best bound | epsilon | account (s) | target | "
+            "calibrate noise (s) | calibrate epochs (s) |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, kw, target_eps, klass in SETTINGS:
         run = Run(**kw)
-        secs, report = timed(lambda: account(run, delta=DELTA), repeats)
+        secs, report = timed(lambda run=run: account(run, delta=DELTA), repeats)
         best = report.best
         cal_n = cal_e = "-"
         if calibrate:
@@ -123,7 +236,9 @@ def _dp_accounting_same_run(run: Run) -> float:
         acc.compose(dp_accounting.GaussianDpEvent(z), run.uses)
         return acc.get_epsilon(DELTA)
     acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
-    event = dp_accounting.SampledWithoutReplacementDpEvent(run.n, run.b, dp_accounting.GaussianDpEvent(z))
+    event = dp_accounting.SampledWithoutReplacementDpEvent(
+        run.n, run.b, dp_accounting.GaussianDpEvent(z)
+    )
     acc.compose(event, run.T)
     return acc.get_epsilon(DELTA)
 
@@ -137,22 +252,40 @@ def tightness_table() -> str:
     sampling scheme and adjacency the run does not have, so they are NOT guarantees for it.
     """
     rows = [
-        "| run | epochs | ours (best bound) | ours: composition | dp_accounting, same run | "
-        "Opacus RDP (as Poisson add/remove) | Opacus PRV (as Poisson) | dp_accounting PLD (as Poisson) |",
+        (
+            "| run | epochs | ours (best bound) | ours: composition | dp_accounting, same "
+            "run | Opacus RDP (as Poisson add/remove) | Opacus PRV (as Poisson) | "
+            "dp_accounting PLD (as Poisson) |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for algo, extra in (("cgd", {}), ("sgd", {"sampling": "uniform"})):
         for epochs in (50, 100, 200):
-            run = Run(algorithm=algo, n=60000, batch_size=1500, epochs=epochs, lr=0.05, noise_std=0.01,
-                      sensitivity=10.0, strong_convexity=0.002, smoothness=32.5, **extra)
+            run = Run(
+                algorithm=algo,
+                n=60000,
+                batch_size=1500,
+                epochs=epochs,
+                lr=0.05,
+                noise_std=0.01,
+                sensitivity=10.0,
+                strong_convexity=0.002,
+                smoothness=32.5,
+                **extra,
+            )
             rep = account(run, delta=DELTA)
             best = rep.best
-            comp = min(r.epsilon for r in rep.results if r.bound.endswith("composition") and r.kind == "bound")
+            comp = min(
+                r.epsilon
+                for r in rep.results
+                if r.bound.endswith("composition") and r.kind == "bound"
+            )
             same = _dp_accounting_same_run(run)
             peers = _peer_epsilons(0.025, 3.0, run.T)
             rows.append(
-                f"| {algo} lambda=0.002 | {epochs} | {best.epsilon:.3f} ({best.bound}) | {comp:.3f} | {same:.3f} | "
-                f"{peers['opacus_rdp']:.3f} | {peers['opacus_prv']:.3f} | {peers['dp_accounting_pld']:.3f} |"
+                f"| {algo} lambda=0.002 | {epochs} | {best.epsilon:.3f} ({best.bound}) | "
+                f"{comp:.3f} | {same:.3f} | {peers['opacus_rdp']:.3f} | {peers['opacus_prv']:.3f} "
+                f"| {peers['dp_accounting_pld']:.3f} |"
             )
     return "\n".join(rows)
 
@@ -160,7 +293,9 @@ def tightness_table() -> str:
 STARTUP_SCRIPT = """
 import dp_accounting
 acc = dp_accounting.pld.PLDAccountant()
-acc.compose(dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14000)
+acc.compose(
+    dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14000
+)
 print(acc.get_epsilon(1e-5))
 """
 
@@ -170,9 +305,31 @@ def startup_table(repeats: int) -> str:
         fh.write(STARTUP_SCRIPT)
         script = fh.name
     ours_cmd = [
-        sys.executable, "-m", "lastiterate.cli", "account", "--algorithm", "sgd", "--n", "60000",
-        "--batch-size", "256", "--steps", "14000", "--lr", "0.1", "--noise-multiplier", "1.1", "--clip", "1",
-        "--sampling", "poisson", "--adjacency", "add-remove", "--bound", "pld-composition", "--json",
+        sys.executable,
+        "-m",
+        "lastiterate.cli",
+        "account",
+        "--algorithm",
+        "sgd",
+        "--n",
+        "60000",
+        "--batch-size",
+        "256",
+        "--steps",
+        "14000",
+        "--lr",
+        "0.1",
+        "--noise-multiplier",
+        "1.1",
+        "--clip",
+        "1",
+        "--sampling",
+        "poisson",
+        "--adjacency",
+        "add-remove",
+        "--bound",
+        "pld-composition",
+        "--json",
     ]
     full_cmd = ours_cmd[:-3] + ["--json"]
     cmds = {
@@ -194,15 +351,23 @@ def startup_table(repeats: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, no calibration timings")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer repeats, no calibration timings"
+    )
     args = parser.parse_args()
     repeats = 1 if args.quick else 3
-    print(f"# lastiterate accountant benchmark\n\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}\n")
+    print(
+        f"# lastiterate accountant benchmark\n\nmachine: {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}\n"
+    )
     print("## Seconds per call (in process, median)\n")
     print(speed_table(repeats, calibrate=not args.quick))
     print("\n## Tightness: paper 000 MNIST logistic-regression runs (delta = 1e-5)\n")
     print(tightness_table())
-    print("\n## Start-up: whole process, plain DP-SGD composition (q = 256/60000, z = 1.1, T = 14000)\n")
+    print(
+        "\n## Start-up: whole process, plain DP-SGD composition (q = "
+        "256/60000, z = 1.1, T = 14000)\n"
+    )
     print(startup_table(max(repeats, 7)))
 
 

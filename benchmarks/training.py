@@ -4,9 +4,10 @@ Models: multinomial logistic regression on 784 synthetic features (10 classes, w
 a small MLP (784-128-10, ReLU).  Batch size 256, float32, per-example clipping to C = 1, Gaussian
 noise, SGD update.  Every step includes everything a training step does:
 
-* lastiterate: ``NoisySGD(sampling="poisson").step`` -- draws the Poisson batch (p = b/n), per-example
-  gradients (closed form for the GLM; per-layer for the MLP, and for comparison ``torch.func``
-  vmap(grad) and Opacus' GradSampleModule inside our trainer), clipping, noise, update;
+* lastiterate: ``NoisySGD(sampling="poisson").step`` -- draws the Poisson batch (p = b/n),
+  per-example gradients (closed form for the GLM; per-layer for the MLP, and for
+  comparison ``torch.func`` vmap(grad) and Opacus' GradSampleModule inside our trainer),
+  clipping, noise, update;
 * Opacus 1.6: ``GradSampleModule`` (hooks) + ``DPOptimizer`` on a fixed batch of 256 (the data
   loader's cost is NOT counted, to Opacus' advantage), and Opacus' ghost clipping
   (``PrivacyEngine.make_private(grad_sample_mode="ghost")``) where it runs.
@@ -66,16 +67,22 @@ def _best_rate(step, steps, repeats=5, warmup=3, seconds=0.5):
 
 
 def ours(model_kind, method, X, y, steps, policy=False, secure=False):
-    """``policy=True``: run with the thread count ``NoisyMethod.fit`` would choose (default_threads);
-    ``secure=True``: the CSPRNG noise and batches of secure mode."""
+    """``policy=True``: run with the thread count ``NoisyMethod.fit`` would choose
+    (default_threads); ``secure=True``: the CSPRNG noise and batches of secure mode."""
     from lastiterate.train.models import GLM, ModuleModel, mlp
     from lastiterate.train.trainer import NoisySGD, default_threads
 
     if model_kind == "glm":
         model = GLM(D, K, "multinomial-logistic", intercept=True, dtype=torch.float32)
     else:
-        model = ModuleModel(mlp(D, K, (HIDDEN,), "relu", seed=0, dtype=torch.float32), "cross-entropy", method=method)
-    meth = NoisySGD(model, batch_size=B, sampling="poisson", lr=0.1, noise_std=1.0 / B, clip=1.0, secure=secure)
+        model = ModuleModel(
+            mlp(D, K, (HIDDEN,), "relu", seed=0, dtype=torch.float32),
+            "cross-entropy",
+            method=method,
+        )
+    meth = NoisySGD(
+        model, batch_size=B, sampling="poisson", lr=0.1, noise_std=1.0 / B, clip=1.0, secure=secure
+    )
     run, _, sampler = meth.plan(N, steps=10**6)
     sigma = run.sigma
     old = torch.get_num_threads()
@@ -102,19 +109,38 @@ def secure_table(X, y, steps):
     """Default against secure randomness, 1 thread: whole steps and the noise draw alone."""
     n_glm, n_mlp = D * K + K, D * HIDDEN + HIDDEN + HIDDEN * K + K
     rows = [
-        ("logreg 784x10", "noisy step (Poisson batch + noise)", lambda sec: ours("glm", None, X, y, steps, secure=sec)),
-        ("MLP 784-128-10", "noisy step (Poisson batch + noise)", lambda sec: ours("mlp", "linear", X, y, steps, secure=sec)),
-        (f"logreg 784x10 ({n_glm:,} parameters)", "noise draw alone", lambda sec: noise_draws(n_glm, sec, steps)),
-        (f"MLP 784-128-10 ({n_mlp:,} parameters)", "noise draw alone", lambda sec: noise_draws(n_mlp, sec, steps)),
+        (
+            "logreg 784x10",
+            "noisy step (Poisson batch + noise)",
+            lambda sec: ours("glm", None, X, y, steps, secure=sec),
+        ),
+        (
+            "MLP 784-128-10",
+            "noisy step (Poisson batch + noise)",
+            lambda sec: ours("mlp", "linear", X, y, steps, secure=sec),
+        ),
+        (
+            f"logreg 784x10 ({n_glm:,} parameters)",
+            "noise draw alone",
+            lambda sec: noise_draws(n_glm, sec, steps),
+        ),
+        (
+            f"MLP 784-128-10 ({n_mlp:,} parameters)",
+            "noise draw alone",
+            lambda sec: noise_draws(n_mlp, sec, steps),
+        ),
     ]
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     lines = [
         SECURE_MARK,
         "",
-        ("1 torch thread; per second (best of 5 repeats). Default: numpy PCG64 batches and torch MT19937 noise keyed "
-         "with 128 secret bits. Secure: keyed SHAKE-256 for every random bit and each Gaussian the sum of 4 Box-Muller "
-         "samples / 2 (Holohan and Braghin, ESORICS 2021)."),
+        (
+            "1 torch thread; per second (best of 5 repeats). Default: numpy PCG64 batches and "
+            "torch MT19937 noise keyed with 128 secret bits. Secure: keyed SHAKE-256 for "
+            "every random bit and each Gaussian the sum of 4 Box-Muller samples / 2 (Holohan "
+            "and Braghin, ESORICS 2021)."
+        ),
         "",
         "| model | what | default /s | secure /s | secure cost |",
         "|---|---|---:|---:|---:|",
@@ -143,7 +169,12 @@ def opacus_hooks(model_kind, X, y, steps):
     from opacus.optimizers import DPOptimizer
 
     model = GradSampleModule(_opacus_model(model_kind))
-    opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=B)
+    opt = DPOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        expected_batch_size=B,
+    )
     xb, yb = X[:B], y[:B]
     lossf = nn.CrossEntropyLoss()
 
@@ -163,8 +194,13 @@ def opacus_ghost(model_kind, X, y, steps):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     engine = PrivacyEngine(accountant="rdp")
     model, opt, crit, _ = engine.make_private(
-        module=model, optimizer=opt, data_loader=DataLoader(TensorDataset(X, y), batch_size=B),
-        criterion=nn.CrossEntropyLoss(), noise_multiplier=1.0, max_grad_norm=1.0, grad_sample_mode="ghost",
+        module=model,
+        optimizer=opt,
+        data_loader=DataLoader(TensorDataset(X, y), batch_size=B),
+        criterion=nn.CrossEntropyLoss(),
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        grad_sample_mode="ghost",
     )
     xb, yb = X[:B], y[:B]
 
@@ -178,10 +214,18 @@ def opacus_ghost(model_kind, X, y, steps):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts to measure (default 1,2)")
+    ap.add_argument(
+        "--threads",
+        default="1,2",
+        help="comma-separated torch thread counts to measure (default 1,2)",
+    )
     ap.add_argument("--steps", type=int, default=400, help="at most this many steps per repeat")
-    ap.add_argument("--tables", default="main,secure",
-                    help="main (against Opacus), secure (secure-mode cost); --tables secure keeps the main table")
+    ap.add_argument(
+        "--tables",
+        default="main,secure",
+        help="main (against Opacus), secure (secure-mode cost); --tables "
+        "secure keeps the main table",
+    )
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "training.md")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
@@ -199,14 +243,42 @@ def main() -> None:
         return
     impls = [
         ("logreg 784x10", "lastiterate, closed form", lambda: ours("glm", None, X, y, s)),
-        ("logreg 784x10", "lastiterate, closed form, fit()'s thread policy", lambda: ours("glm", None, X, y, s, True)),
-        ("logreg 784x10", "Opacus GradSampleModule + DPOptimizer", lambda: opacus_hooks("glm", X, y, s)),
+        (
+            "logreg 784x10",
+            "lastiterate, closed form, fit()'s thread policy",
+            lambda: ours("glm", None, X, y, s, True),
+        ),
+        (
+            "logreg 784x10",
+            "Opacus GradSampleModule + DPOptimizer",
+            lambda: opacus_hooks("glm", X, y, s),
+        ),
         ("logreg 784x10", "Opacus ghost clipping", lambda: opacus_ghost("glm", X, y, s)),
-        ("MLP 784-128-10", "lastiterate, per-layer (default)", lambda: ours("mlp", "linear", X, y, s)),
-        ("MLP 784-128-10", "lastiterate, per-layer, fit()'s thread policy", lambda: ours("mlp", "linear", X, y, s, True)),
-        ("MLP 784-128-10", "lastiterate, torch.func vmap(grad)", lambda: ours("mlp", "vmap", X, y, s)),
-        ("MLP 784-128-10", "lastiterate, Opacus GradSampleModule inside", lambda: ours("mlp", "opacus", X, y, s)),
-        ("MLP 784-128-10", "Opacus GradSampleModule + DPOptimizer", lambda: opacus_hooks("mlp", X, y, s)),
+        (
+            "MLP 784-128-10",
+            "lastiterate, per-layer (default)",
+            lambda: ours("mlp", "linear", X, y, s),
+        ),
+        (
+            "MLP 784-128-10",
+            "lastiterate, per-layer, fit()'s thread policy",
+            lambda: ours("mlp", "linear", X, y, s, True),
+        ),
+        (
+            "MLP 784-128-10",
+            "lastiterate, torch.func vmap(grad)",
+            lambda: ours("mlp", "vmap", X, y, s),
+        ),
+        (
+            "MLP 784-128-10",
+            "lastiterate, Opacus GradSampleModule inside",
+            lambda: ours("mlp", "opacus", X, y, s),
+        ),
+        (
+            "MLP 784-128-10",
+            "Opacus GradSampleModule + DPOptimizer",
+            lambda: opacus_hooks("mlp", X, y, s),
+        ),
         ("MLP 784-128-10", "Opacus ghost clipping", lambda: opacus_ghost("mlp", X, y, s)),
     ]
     rates: dict[tuple[str, str, int], float | None] = {}
@@ -223,14 +295,22 @@ def main() -> None:
     import opacus
 
     ref = "Opacus GradSampleModule + DPOptimizer"
-    head = "| model | implementation | " + " | ".join(f"steps/s ({t} thr.) | vs Opacus" for t in threads) + " |"
+    head = (
+        "| model | implementation | "
+        + " | ".join(f"steps/s ({t} thr.) | vs Opacus" for t in threads)
+        + " |"
+    )
     lines = [
-        f"# Noisy steps per second (batch {B}, float32, clip 1, Poisson rate {B}/{N} for ours, {N} synthetic examples)",
+        (
+            f"# Noisy steps per second (batch {B}, float32, clip 1, Poisson rate {B}/{N} for "
+            f"ours, {N} synthetic examples)"
+        ),
         "",
         (
             f"torch {torch.__version__}, opacus {opacus.__version__}, {platform.machine()}, "
-            f"{__import__('os').cpu_count()} CPUs (shared machine); best of 5 repeats; one process. "
-            "'vs Opacus' = ratio to Opacus GradSampleModule + DPOptimizer on the same model and thread count."
+            f"{__import__('os').cpu_count()} CPUs (shared machine); best of 5 repeats; one "
+            "process. 'vs Opacus' = ratio to Opacus GradSampleModule + DPOptimizer on the "
+            "same model and thread count."
         ),
         "",
         head,
@@ -244,15 +324,19 @@ def main() -> None:
             cells.append("-" if r is None else f"{r:,.0f}")
             cells.append("-" if r is None or not base else f"{r / base:.1f}x")
         note = notes.get((m, impl), "")
-        lines.append(f"| {m} | {impl}{' (' + note + ')' if note else ''} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {m} | {impl}{' (' + note + ')' if note else ''} | " + " | ".join(cells) + " |"
+        )
     load = __import__("os").getloadavg()
     lines += [
         "",
         (
-            f"Load average during the run (other jobs on the machine): {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}. "
-            "With 2 threads every parallel kernel waits for a core, so that column mostly measures the contention; "
-            "`NoisyMethod.fit` therefore trains small problems (parameters x batch < 5e7: every GLM, small MLPs) "
-            "single-threaded by default: the rows \"fit()'s thread policy\" are the trainer as it actually runs."
+            "Load average during the run (other jobs on the machine): "
+            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}. "
+            "With 2 threads every parallel kernel waits for a core, so that column mostly measures "
+            "the contention; `NoisyMethod.fit` therefore trains small problems "
+            "(parameters x batch < 5e7: every GLM, small MLPs) single-threaded by default: "
+            'the rows "fit()\'s thread policy" are the trainer as it actually runs.'
         ),
     ]
     table = "\n".join(lines) + "\n" + ("\n" + secure if secure else "")

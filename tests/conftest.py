@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-# A theorem that raises inside ``account`` is listed as a failure for users; the suite re-raises it, so
-# a green suite shows no such failure on its corpus.
+# A theorem that raises inside ``account`` is listed as a failure for users; the suite re-raises it,
+# so a green suite shows no such failure on its corpus.
 os.environ.setdefault("LASTITERATE_STRICT_BOUNDS", "1")
-# An internal error in the CLI is one line (exit 70) for users; the suite sees the traceback instead.
+# An internal error in the CLI is one line (exit 70) for users; the suite sees the
+# traceback instead.
 os.environ.setdefault("LASTITERATE_DEBUG", "1")
 
 REFERENCE_VALUES = Path(__file__).resolve().parent / "data" / "reference_values.json"

@@ -15,14 +15,25 @@ LAST_ITERATE_IDS = ("shifted-interpolation", "langevin-lsi", "pabi", "smooth-bou
 
 
 def plain_gd(**kw: object) -> Run:
-    base = dict(algorithm="gd", n=1000, steps=100, lr=0.1, noise_std=0.01, sensitivity=1.0)
+    base = {
+        "algorithm": "gd",
+        "n": 1000,
+        "steps": 100,
+        "lr": 0.1,
+        "noise_std": 0.01,
+        "sensitivity": 1.0,
+    }
     base.update(kw)
     return Run(**base)  # type: ignore[arg-type]
 
 
 def test_no_geometry_falls_back_to_composition_with_reasons() -> None:
     report = account(plain_gd(), delta=1e-5)
-    assert report.best is not None and report.best.bound in ("gdp-composition", "pld-composition", "rdp-composition")
+    assert report.best is not None and report.best.bound in (
+        "gdp-composition",
+        "pld-composition",
+        "rdp-composition",
+    )
     refused = {r.bound: r.reason for r in report.not_applicable}
     for bid in LAST_ITERATE_IDS:
         if bid in refused:
@@ -47,7 +58,16 @@ def test_gd_composition_is_exact_gdp() -> None:
 
 
 def test_best_is_never_an_estimate() -> None:
-    run = Run(algorithm="sgd", n=60000, batch_size=1500, steps=2000, lr=0.05, noise_std=0.01, sensitivity=10.0, sampling="uniform")
+    run = Run(
+        algorithm="sgd",
+        n=60000,
+        batch_size=1500,
+        steps=2000,
+        lr=0.05,
+        noise_std=0.01,
+        sensitivity=10.0,
+        sampling="uniform",
+    )
     report = account(run, delta=1e-5)
     assert report.result("clt", kind="estimate") is not None
     assert report.best is not None and report.best.kind == "bound"
@@ -67,7 +87,17 @@ def test_poisson_dpsgd_matches_dp_accounting_pld() -> None:
     import dp_accounting
 
     q, z, steps = 256 / 60000, 1.1, 1000
-    run = Run(algorithm="sgd", n=60000, batch_size=256, steps=steps, lr=0.1, noise_multiplier=z, clip=1.0, sampling="poisson", adjacency="add-remove")
+    run = Run(
+        algorithm="sgd",
+        n=60000,
+        batch_size=256,
+        steps=steps,
+        lr=0.1,
+        noise_multiplier=z,
+        clip=1.0,
+        sampling="poisson",
+        adjacency="add-remove",
+    )
     ours = account(run, delta=1e-5, bounds=["pld-composition"]).result("pld-composition")
     acc = dp_accounting.pld.PLDAccountant()
     acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), steps)
@@ -82,7 +112,17 @@ def test_poisson_rdp_matches_dp_accounting_rdp() -> None:
     import dp_accounting
 
     q, z, steps = 256 / 60000, 1.1, 14000
-    run = Run(algorithm="sgd", n=60000, batch_size=256, steps=steps, lr=0.1, noise_multiplier=z, clip=1.0, sampling="poisson", adjacency="add-remove")
+    run = Run(
+        algorithm="sgd",
+        n=60000,
+        batch_size=256,
+        steps=steps,
+        lr=0.1,
+        noise_multiplier=z,
+        clip=1.0,
+        sampling="poisson",
+        adjacency="add-remove",
+    )
     ours = account(run, delta=1e-5, bounds=["rdp-composition"]).result("rdp-composition")
     acc = dp_accounting.rdp.RdpAccountant()
     acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), steps)
@@ -119,8 +159,9 @@ def test_calibrate_unreachable_target_is_a_clear_error() -> None:
 
 
 def test_calibrate_epochs_unlimited_for_convergent_bound() -> None:
-    """Thm 4.3: convex, smooth, diameter D: mu* = (1/sigma) sqrt(3LD/(eta n) + (L/n)^2 ceil(Dn/(L eta)))
-    = (1/0.2) sqrt(0.03 + 0.01) = 1 for this run, independent of T; eps(1e-5; mu=1) = 4.37718 < 8."""
+    """Thm 4.3: convex, smooth, diameter D: mu* = (1/sigma) sqrt(3LD/(eta n) + (L/n)^2
+    ceil(Dn/(L eta))) = (1/0.2) sqrt(0.03 + 0.01) = 1 for this run, independent of T; eps(1e-5;
+    mu=1) = 4.37718 < 8."""
     run = plain_gd(steps=1, noise_std=0.2, convex=True, smoothness=5.0, diameter=1.0)
     cal = calibrate_epochs(run, epsilon=8.0, delta=1e-5)
     assert cal.epochs is None
@@ -133,9 +174,19 @@ def test_calibrate_epochs_unlimited_for_convergent_bound() -> None:
 
 
 def test_calibrate_noise_under_a_last_iterate_bound_is_tight_and_safe() -> None:
-    """Headline cgd run (Thm 4.5): the calibrated sigma meets eps = 4 and 0.1% less noise does not."""
-    run = Run(algorithm="cgd", n=60000, batch_size=1500, epochs=200, lr=0.05, noise_std=0.01, clip=5.0,
-              strong_convexity=0.002, smoothness=32.5)
+    """Headline cgd run (Thm 4.5): the calibrated sigma meets eps = 4 and 0.1%
+    less noise does not."""
+    run = Run(
+        algorithm="cgd",
+        n=60000,
+        batch_size=1500,
+        epochs=200,
+        lr=0.05,
+        noise_std=0.01,
+        clip=5.0,
+        strong_convexity=0.002,
+        smoothness=32.5,
+    )
     cal = calibrate_noise(run, epsilon=4.0, delta=1e-5)
     best = cal.report.best
     assert best is not None and best.bound == "shifted-interpolation" and best.epsilon <= 4.0
@@ -155,8 +206,17 @@ def test_lr_outside_a_theorem_range_is_an_exclusion_with_reason_not_an_error() -
 
 
 def test_numerical_composition_states_its_error() -> None:
-    run = Run(algorithm="sgd", n=60000, batch_size=256, steps=1000, lr=0.1, noise_multiplier=1.1, clip=1.0,
-              sampling="poisson", adjacency="add-remove")
+    run = Run(
+        algorithm="sgd",
+        n=60000,
+        batch_size=256,
+        steps=1000,
+        lr=0.1,
+        noise_multiplier=1.1,
+        clip=1.0,
+        sampling="poisson",
+        adjacency="add-remove",
+    )
     res = account(run, delta=1e-5, bounds=["pld-composition"]).result("pld-composition")
     assert res is not None
     assert res.details["discretization"] == pytest.approx(1e-4)

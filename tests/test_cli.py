@@ -50,13 +50,89 @@ def test_convert_rdp_linear(capsys: pytest.CaptureFixture[str]) -> None:
         (["convert", "--mu", "1", "--delta", "2"], "delta"),
         (["convert", "--mu", "abc", "--delta", "1e-5"], "mu"),
         (["convert", "--rdp-linear", "-0.1", "--delta", "1e-5"], "rdp-linear"),
-        (["account", "--algorithm", "gd", "--n", "100", "--steps", "10", "--lr", "0.1", "--noise-std", "-1", "--sensitivity", "1"], "noise_std"),
-        (["account", "--algorithm", "sgd", "--n", "100", "--batch-size", "10", "--steps", "10", "--lr", "0.1", "--noise-std", "1", "--clip", "1"], "sampling"),
-        (["account", "--algorithm", "cgd", "--n", "100", "--batch-size", "1000", "--steps", "10", "--lr", "0.1", "--noise-std", "1", "--clip", "1"], "batch_size"),
-        (["account", "--algorithm", "gd", "--n", "100", "--steps", "10", "--lr", "0.1", "--noise-std", "1", "--sensitivity", "1", "--delta", "0"], "delta"),
+        (
+            [
+                "account",
+                "--algorithm",
+                "gd",
+                "--n",
+                "100",
+                "--steps",
+                "10",
+                "--lr",
+                "0.1",
+                "--noise-std",
+                "-1",
+                "--sensitivity",
+                "1",
+            ],
+            "noise_std",
+        ),
+        (
+            [
+                "account",
+                "--algorithm",
+                "sgd",
+                "--n",
+                "100",
+                "--batch-size",
+                "10",
+                "--steps",
+                "10",
+                "--lr",
+                "0.1",
+                "--noise-std",
+                "1",
+                "--clip",
+                "1",
+            ],
+            "sampling",
+        ),
+        (
+            [
+                "account",
+                "--algorithm",
+                "cgd",
+                "--n",
+                "100",
+                "--batch-size",
+                "1000",
+                "--steps",
+                "10",
+                "--lr",
+                "0.1",
+                "--noise-std",
+                "1",
+                "--clip",
+                "1",
+            ],
+            "batch_size",
+        ),
+        (
+            [
+                "account",
+                "--algorithm",
+                "gd",
+                "--n",
+                "100",
+                "--steps",
+                "10",
+                "--lr",
+                "0.1",
+                "--noise-std",
+                "1",
+                "--sensitivity",
+                "1",
+                "--delta",
+                "0",
+            ],
+            "delta",
+        ),
     ],
 )
-def test_invalid_input_exit_2_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], param: str) -> None:
+def test_invalid_input_exit_2_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], param: str
+) -> None:
     code, out, err = run_cli(capsys, *argv)
     assert code == 2
     assert out == ""
@@ -66,8 +142,25 @@ def test_invalid_input_exit_2_one_line(capsys: pytest.CaptureFixture[str], argv:
 
 def test_account_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(
-        capsys, "account", "--algorithm", "gd", "--n", "1000", "--steps", "100", "--lr", "0.1",
-        "--noise-std", "0.01", "--sensitivity", "1", "--delta", "1e-5", "--orders", "2,4", "--json",
+        capsys,
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "1000",
+        "--steps",
+        "100",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "0.01",
+        "--sensitivity",
+        "1",
+        "--delta",
+        "1e-5",
+        "--orders",
+        "2,4",
+        "--json",
     )
     assert code == 0
     obj = json.loads(out)
@@ -75,23 +168,54 @@ def test_account_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(obj["best"]) >= {"bound", "epsilon", "delta", "mu", "kind"}
     assert obj["best"]["kind"] == "bound"
     for r in obj["results"]:
-        assert set(r) >= {"bound", "theorem", "reference", "kind", "epsilon", "delta", "mu", "rdp", "details"}
+        assert set(r) >= {
+            "bound",
+            "theorem",
+            "reference",
+            "kind",
+            "epsilon",
+            "delta",
+            "mu",
+            "rdp",
+            "details",
+        }
     rdp = [r for r in obj["results"] if r["rdp"]]
     assert rdp and [a for a, _ in rdp[0]["rdp"]] == [2.0, 4.0]
     assert obj["setting"]["steps"] == 100 and obj["setting"]["per_step_mu"] == pytest.approx(0.1)
 
 
-def test_config_file_and_flag_precedence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_file_and_flag_precedence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "run.toml"
-    cfg.write_text('algorithm = "gd"\nn = 1000\nsteps = 100\nlr = 0.1\nnoise-std = 0.01\nsensitivity = 1.0\n')
+    cfg.write_text(
+        'algorithm = "gd"\nn = 1000\nsteps = 100\nlr = 0.1\nnoise-std = 0.01\nsensitivity = 1.0\n'
+    )
     code, out, _ = run_cli(capsys, "account", "--config", str(cfg), "--steps", "25", "--json")
     assert code == 0 and json.loads(out)["setting"]["steps"] == 25
 
 
 def test_calibrate_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(
-        capsys, "calibrate", "--algorithm", "gd", "--n", "1000", "--steps", "100", "--lr", "0.1",
-        "--clip", "0.5", "--epsilon", "2", "--delta", "1e-5", "--solve", "noise", "--json",
+        capsys,
+        "calibrate",
+        "--algorithm",
+        "gd",
+        "--n",
+        "1000",
+        "--steps",
+        "100",
+        "--lr",
+        "0.1",
+        "--clip",
+        "0.5",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+        "--solve",
+        "noise",
+        "--json",
     )
     assert code == 0
     obj = json.loads(out)
@@ -103,8 +227,22 @@ def test_calibrate_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_account_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "curves.png"
     code, _, _ = run_cli(
-        capsys, "account", "--algorithm", "gd", "--n", "1000", "--steps", "100", "--lr", "0.1",
-        "--noise-std", "0.01", "--sensitivity", "1", "--plot", str(png),
+        capsys,
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "1000",
+        "--steps",
+        "100",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "0.01",
+        "--sensitivity",
+        "1",
+        "--plot",
+        str(png),
     )
     assert code == 0 and png.stat().st_size > 10_000
 
@@ -112,7 +250,9 @@ def test_account_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_console_script_entry_point() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "lastiterate.cli", "convert", "--mu", "1", "--delta", "1e-5"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0 and "4.377" in proc.stdout
 
@@ -130,7 +270,14 @@ def test_demo_reports_the_last_iterate_gain(capsys: pytest.CaptureFixture[str]) 
 def test_reproduce_list_and_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "reproduce", "list")
     assert code == 0
-    for name in ("paper000-table1", "paper001-figure1", "paper002-figure1", "paper003-bounds", "paper004-table1", "logreg-digits"):
+    for name in (
+        "paper000-table1",
+        "paper001-figure1",
+        "paper002-figure1",
+        "paper003-bounds",
+        "paper004-table1",
+        "logreg-digits",
+    ):
         assert name in out
     code, out, err = run_cli(capsys, "reproduce", "no-such-table")
     assert code == 2 and out == "" and "name=" in err and len(err.strip().splitlines()) == 1

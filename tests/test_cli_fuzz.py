@@ -85,14 +85,23 @@ def _reject_constant(token: str) -> float:
 def run_cli(argv: list[str]) -> tuple[int, str, str, list[str]]:
     """(exit status, stdout, stderr, warnings) of ``main(argv)``; exceptions propagate."""
     out, err = io.StringIO(), io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         warnings.simplefilter("always")
         with _time_limit(CALL_SECONDS):
             try:
                 rc = main(argv)
             except SystemExit as exc:  # --help / --version
                 rc = int(exc.code or 0)
-    return rc, out.getvalue(), err.getvalue(), [f"{w.category.__name__}: {w.message}" for w in caught]
+    return (
+        rc,
+        out.getvalue(),
+        err.getvalue(),
+        [f"{w.category.__name__}: {w.message}" for w in caught],
+    )
 
 
 def _flags_of(argv: list[str]) -> set[str]:
@@ -100,7 +109,8 @@ def _flags_of(argv: list[str]) -> set[str]:
 
 
 def _known_engine_crash(exc: BaseException) -> bool:
-    """An exception from the PLD engine that its rewrite is fixing (see test_known_engine_failures)."""
+    """An exception from the PLD engine that its rewrite is fixing (see
+    test_known_engine_failures)."""
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
@@ -128,12 +138,16 @@ def check_contract(argv: list[str], *, allow_violation: bool = False) -> tuple[i
             event("known PLD engine refusal (tolerated, see test_known_engine_failures)")
         elif m:
             name = m.group(1).replace("_", "-")
-            known = _flags_of(argv) | DERIVED_NAMES | {f.replace("_", "-") for f in Run.field_names()}
+            known = (
+                _flags_of(argv) | DERIVED_NAMES | {f.replace("_", "-") for f in Run.field_names()}
+            )
             assert name in known, (
                 f"error names {name!r}, which is not an input of {argv}: {lines[0]}"
             )
         return rc, out, err
-    if rc == EXIT_NO_BOUND:  # account: valid input, no theorem applies; best is null with the reason
+    if (
+        rc == EXIT_NO_BOUND
+    ):  # account: valid input, no theorem applies; best is null with the reason
         assert argv[0] == "account", f"exit {rc} from {argv[0]}"
         if "--json" in argv:
             doc = json.loads(out, parse_constant=_reject_constant)
@@ -153,12 +167,28 @@ def check_contract(argv: list[str], *, allow_violation: bool = False) -> tuple[i
 
 
 # ---------------------------------------------------------------------- value strategies
-EXTREME_REALS = ["0", "-1", "5e-324", "1e-300", "1e-31", "1e-30", "1e30", "1e31", "1e300", "1e308", "inf", "-inf", "nan", "abc", ""]
+EXTREME_REALS = [
+    "0",
+    "-1",
+    "5e-324",
+    "1e-300",
+    "1e-31",
+    "1e-30",
+    "1e30",
+    "1e31",
+    "1e300",
+    "1e308",
+    "inf",
+    "-inf",
+    "nan",
+    "abc",
+    "",
+]
 
 
 def reals(low: float, high: float) -> st.SearchStrategy[str]:
     """A real flag value: mostly log-uniform in [low, high], sometimes extreme or malformed."""
-    normal = st.floats(math.log10(low), math.log10(high)).map(lambda e: f"{10.0 ** e:.6g}")
+    normal = st.floats(math.log10(low), math.log10(high)).map(lambda e: f"{10.0**e:.6g}")
     return st.one_of(normal, normal, normal, normal, st.sampled_from(EXTREME_REALS))
 
 
@@ -168,7 +198,9 @@ def ints(low: int, high: int) -> st.SearchStrategy[str]:
     return st.one_of(normal, normal, normal, normal, bad)
 
 
-def maybe(flag: str, values: st.SearchStrategy[str], optional: bool = True) -> st.SearchStrategy[list[str]]:
+def maybe(
+    flag: str, values: st.SearchStrategy[str], optional: bool = True
+) -> st.SearchStrategy[list[str]]:
     """``[flag, value]``, or (when ``optional``) sometimes nothing."""
     given_flag = values.map(lambda v: [flag, v])
     return st.one_of(st.just([]), given_flag) if optional else given_flag
@@ -190,7 +222,7 @@ def run_flags(draw: st.DrawFn, *, noise: bool = True, small: bool = False) -> li
     def num(low: float, high: float) -> str:
         if chaotic:
             return draw(reals(low, high))
-        normal = st.floats(math.log10(low), math.log10(high)).map(lambda e: f"{10.0 ** e:.6g}")
+        normal = st.floats(math.log10(low), math.log10(high)).map(lambda e: f"{10.0**e:.6g}")
         if draw(st.integers(0, 29)) == 17:  # now and then one extreme but parseable number
             return draw(st.sampled_from(EXTREME_NUMBERS))
         return draw(normal)
@@ -219,10 +251,16 @@ def run_flags(draw: st.DrawFn, *, noise: bool = True, small: bool = False) -> li
     slow_engine = sampling in ("poisson", "uniform")
     t_max = 200 if small else (2000 if slow_engine else 10**8)
     if draw(st.booleans()):
-        steps = count(1, t_max) if chaotic else str(draw(st.one_of(st.integers(1, min(t_max, 1000)), st.integers(1, t_max))))
+        steps = (
+            count(1, t_max)
+            if chaotic
+            else str(draw(st.one_of(st.integers(1, min(t_max, 1000)), st.integers(1, t_max))))
+        )
         argv += ["--steps", steps]
     elif present():
-        integral = algorithm in ("gd", "cgd") and not chaotic  # epochs * l must be a whole number of steps
+        integral = (
+            algorithm in ("gd", "cgd") and not chaotic
+        )  # epochs * l must be a whole number of steps
         e_max = 10 if slow_engine or small else 10**4
         argv += ["--epochs", str(draw(st.integers(1, e_max))) if integral else num(0.01, e_max)]
     if present():
@@ -239,7 +277,10 @@ def run_flags(draw: st.DrawFn, *, noise: bool = True, small: bool = False) -> li
     elif draw(st.integers(0, 3)) == 0:  # L >= 2C (replace-one) is required with a clip norm
         clip = argv[argv.index("--clip") + 1]
         factor = draw(st.sampled_from(["2", "2.5", "1"]))
-        argv += ["--sensitivity", num(1e-2, 100) if chaotic else f"{float(factor) * float(clip):.17g}"]
+        argv += [
+            "--sensitivity",
+            num(1e-2, 100) if chaotic else f"{float(factor) * float(clip):.17g}",
+        ]
     if draw(st.booleans()):
         argv += ["--smoothness", num(0.1, 10)]
     if draw(st.booleans()):
@@ -247,18 +288,34 @@ def run_flags(draw: st.DrawFn, *, noise: bool = True, small: bool = False) -> li
     if draw(st.booleans()):
         argv.append("--convex")
     if draw(st.integers(0, 4)) == 0:
-        argv += ["--contraction", draw(st.one_of(
-            st.floats(0, 1).map(lambda c: f"{c:.6g}"), st.sampled_from(["0", "1", "1.5", "-0.1", "nan"])))]
+        argv += [
+            "--contraction",
+            draw(
+                st.one_of(
+                    st.floats(0, 1).map(lambda c: f"{c:.6g}"),
+                    st.sampled_from(["0", "1", "1.5", "-0.1", "nan"]),
+                )
+            ),
+        ]
     if draw(st.booleans()):
         argv += ["--diameter", num(1e-2, 1e3)]
     if draw(st.integers(0, 2)) == 0:
-        argv += ["--adjacency", draw(st.sampled_from([*RUN_CHOICES["adjacency"], "neighbour"] if chaotic else RUN_CHOICES["adjacency"]))]
+        argv += [
+            "--adjacency",
+            draw(
+                st.sampled_from(
+                    [*RUN_CHOICES["adjacency"], "neighbour"]
+                    if chaotic
+                    else RUN_CHOICES["adjacency"]
+                )
+            ),
+        ]
     return argv
 
 
 DELTAS = st.one_of(
     st.sampled_from(["1e-5", "1e-10", "1e-15", "0.1"]),
-    st.floats(-300, -0.05).map(lambda e: f"{10.0 ** e:.6g}"),
+    st.floats(-300, -0.05).map(lambda e: f"{10.0**e:.6g}"),
     reals(1e-300, 0.9),
 )
 
@@ -266,17 +323,29 @@ DELTAS = st.one_of(
 @st.composite
 def account_argv(draw: st.DrawFn) -> list[str]:
     argv = ["account", *draw(run_flags())]
-    argv += draw(st.one_of(
-        st.just([]),
-        DELTAS.map(lambda d: ["--delta", d]),
-        reals(1e-3, 50).map(lambda e: ["--epsilon", e]),
-    ))
+    argv += draw(
+        st.one_of(
+            st.just([]),
+            DELTAS.map(lambda d: ["--delta", d]),
+            reals(1e-3, 50).map(lambda e: ["--epsilon", e]),
+        )
+    )
     if draw(st.integers(0, 4)) == 0:
         from lastiterate.bounds import BOUND_IDS
 
-        argv += ["--bound", *draw(st.lists(st.sampled_from([*BOUND_IDS, "bogus"]), min_size=1, max_size=3, unique=True))]
+        argv += [
+            "--bound",
+            *draw(
+                st.lists(
+                    st.sampled_from([*BOUND_IDS, "bogus"]), min_size=1, max_size=3, unique=True
+                )
+            ),
+        ]
     if draw(st.integers(0, 5)) == 0:
-        argv += ["--orders", draw(st.sampled_from(["2,4,8", "1.5", "2,32,1e6", "1", "0.5,2", "x", "inf", "2,nan"]))]
+        argv += [
+            "--orders",
+            draw(st.sampled_from(["2,4,8", "1.5", "2,32,1e6", "1", "0.5,2", "x", "inf", "2,nan"])),
+        ]
     if draw(st.booleans()):
         argv.append("--json")
     return argv
@@ -292,7 +361,14 @@ def calibrate_argv(draw: st.DrawFn) -> list[str]:
     argv += draw(maybe("--epsilon", reals(0.05, 50)))
     argv += draw(maybe("--delta", DELTAS))
     # the composition engine inside a search is what makes calibrate slow: mostly closed-form bounds
-    argv += ["--bound", draw(st.sampled_from(["gdp-composition", "shifted-interpolation", "rdp-composition", "langevin-lsi"]))]
+    argv += [
+        "--bound",
+        draw(
+            st.sampled_from(
+                ["gdp-composition", "shifted-interpolation", "rdp-composition", "langevin-lsi"]
+            )
+        ),
+    ]
     if draw(st.booleans()):
         argv.append("--json")
     return argv
@@ -301,12 +377,20 @@ def calibrate_argv(draw: st.DrawFn) -> list[str]:
 @st.composite
 def convert_argv(draw: st.DrawFn) -> list[str]:
     argv = ["convert"]
-    argv += draw(st.one_of(
-        reals(1e-3, 100).map(lambda v: ["--mu", v]),
-        reals(1e-4, 100).map(lambda v: ["--rdp-linear", v]),
-        st.just([]),
-    ))
-    argv += draw(st.one_of(st.just([]), DELTAS.map(lambda d: ["--delta", d]), reals(1e-3, 1e3).map(lambda e: ["--epsilon", e])))
+    argv += draw(
+        st.one_of(
+            reals(1e-3, 100).map(lambda v: ["--mu", v]),
+            reals(1e-4, 100).map(lambda v: ["--rdp-linear", v]),
+            st.just([]),
+        )
+    )
+    argv += draw(
+        st.one_of(
+            st.just([]),
+            DELTAS.map(lambda d: ["--delta", d]),
+            reals(1e-3, 1e3).map(lambda e: ["--epsilon", e]),
+        )
+    )
     if draw(st.booleans()):
         argv.append("--json")
     return argv
@@ -314,9 +398,23 @@ def convert_argv(draw: st.DrawFn) -> list[str]:
 
 @st.composite
 def audit_argv(draw: st.DrawFn) -> list[str]:
-    argv = ["audit", draw(st.sampled_from(["auto", "quadratic", "linear"])), *draw(run_flags(noise=True, small=True))]
-    argv += ["--samples", draw(st.one_of(st.integers(10, 400).map(str), st.sampled_from(["0", "9", "-5", "1e9", "x"])))]
-    argv += draw(maybe("--seed", st.one_of(st.integers(0, 2**32).map(str), st.sampled_from(["-1", str(2**70), "x"]))))
+    argv = [
+        "audit",
+        draw(st.sampled_from(["auto", "quadratic", "linear"])),
+        *draw(run_flags(noise=True, small=True)),
+    ]
+    argv += [
+        "--samples",
+        draw(
+            st.one_of(st.integers(10, 400).map(str), st.sampled_from(["0", "9", "-5", "1e9", "x"]))
+        ),
+    ]
+    argv += draw(
+        maybe(
+            "--seed",
+            st.one_of(st.integers(0, 2**32).map(str), st.sampled_from(["-1", str(2**70), "x"])),
+        )
+    )
     argv += draw(maybe("--alpha", st.one_of(reals(1e-6, 0.5), st.sampled_from(["0", "1"]))))
     argv += draw(maybe("--delta", DELTAS))
     argv += draw(maybe("--pair", st.sampled_from(["auto", "difference", "antipodal", "x"])))
@@ -331,18 +429,142 @@ def audit_argv(draw: st.DrawFn) -> list[str]:
 # ---------------------------------------------------------------------- the properties
 @FUZZ
 @given(account_argv())
-@example(["account", "--algorithm", "gd", "--n", "100", "--steps", "50", "--lr", "0.1", "--noise-std", "1",
-          "--sensitivity", "1", "--contraction", "0", "--diameter", "1", "--json"])
-@example(["account", "--algorithm", "gd", "--n", "100", "--steps", "50", "--lr", "0.1", "--noise-std", "1e-300",
-          "--sensitivity", "1", "--strong-convexity", "1", "--smoothness", "2"])
-@example(["account", "--algorithm", "gd", "--n", "100", "--steps", "50", "--lr", "0.1", "--noise-std", "1",
-          "--sensitivity", "1e300", "--strong-convexity", "1", "--smoothness", "2"])
-@example(["account", "--algorithm", "gd", "--n", "100", "--steps", "50", "--lr", "0.1", "--noise-std", "1",
-          "--sensitivity", "1", "--strong-convexity", "5e-324", "--smoothness", "2", "--diameter", "1e300"])
-@example(["account", "--algorithm", "cgd", "--n", "1000", "--batch-size", "10", "--steps", "100000000", "--lr", "0.1",
-          "--noise-std", "1", "--clip", "1", "--strong-convexity", "1", "--smoothness", "2", "--delta", "1e-15", "--json"])
-@example(["account", "--algorithm", "gd", "--n", "10", "--steps", "10", "--lr", "0.1", "--noise-std", "0.02",
-          "--sensitivity", "1", "--strong-convexity", "1", "--smoothness", "2", "--contraction", "0.5"])
+@example(
+    [
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "100",
+        "--steps",
+        "50",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--sensitivity",
+        "1",
+        "--contraction",
+        "0",
+        "--diameter",
+        "1",
+        "--json",
+    ]
+)
+@example(
+    [
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "100",
+        "--steps",
+        "50",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1e-300",
+        "--sensitivity",
+        "1",
+        "--strong-convexity",
+        "1",
+        "--smoothness",
+        "2",
+    ]
+)
+@example(
+    [
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "100",
+        "--steps",
+        "50",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--sensitivity",
+        "1e300",
+        "--strong-convexity",
+        "1",
+        "--smoothness",
+        "2",
+    ]
+)
+@example(
+    [
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "100",
+        "--steps",
+        "50",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--sensitivity",
+        "1",
+        "--strong-convexity",
+        "5e-324",
+        "--smoothness",
+        "2",
+        "--diameter",
+        "1e300",
+    ]
+)
+@example(
+    [
+        "account",
+        "--algorithm",
+        "cgd",
+        "--n",
+        "1000",
+        "--batch-size",
+        "10",
+        "--steps",
+        "100000000",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--clip",
+        "1",
+        "--strong-convexity",
+        "1",
+        "--smoothness",
+        "2",
+        "--delta",
+        "1e-15",
+        "--json",
+    ]
+)
+@example(
+    [
+        "account",
+        "--algorithm",
+        "gd",
+        "--n",
+        "10",
+        "--steps",
+        "10",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "0.02",
+        "--sensitivity",
+        "1",
+        "--strong-convexity",
+        "1",
+        "--smoothness",
+        "2",
+        "--contraction",
+        "0.5",
+    ]
+)
 def test_account_answers_every_input(argv: list[str]) -> None:
     check_contract(argv)
 
@@ -365,19 +587,106 @@ def test_convert_answers_every_input(argv: list[str]) -> None:
 
 @FUZZ
 @given(audit_argv())
-@example(["audit", "linear", "--algorithm", "sgd", "--sampling", "poisson", "--n", "92", "--batch-size", "35", "--epochs",
-          "1", "--lr", "1", "--noise-multiplier", "1", "--clip", "30.4", "--samples", "127", "--sensitivity-scale", "0.001"])
-@example(["audit", "auto", "--algorithm", "gd", "--n", "41", "--steps", "3", "--lr", "1", "--noise-std", "1",
-          "--sensitivity", "2", "--samples", "400", "--alpha", "5e-324"])
-@example(["audit", "linear", "--algorithm", "gd", "--n", "10", "--steps", "5", "--lr", "0.1", "--noise-std", "1",
-          "--sensitivity", "1", "--samples", "100", "--noise-scale", "1e-300"])
-@example(["audit", "linear", "--algorithm", "gd", "--n", "10", "--steps", "5", "--lr", "0.1", "--noise-std", "1",
-          "--sensitivity", "1", "--samples", "100", "--noise-scale", "1e308", "--json"])
+@example(
+    [
+        "audit",
+        "linear",
+        "--algorithm",
+        "sgd",
+        "--sampling",
+        "poisson",
+        "--n",
+        "92",
+        "--batch-size",
+        "35",
+        "--epochs",
+        "1",
+        "--lr",
+        "1",
+        "--noise-multiplier",
+        "1",
+        "--clip",
+        "30.4",
+        "--samples",
+        "127",
+        "--sensitivity-scale",
+        "0.001",
+    ]
+)
+@example(
+    [
+        "audit",
+        "auto",
+        "--algorithm",
+        "gd",
+        "--n",
+        "41",
+        "--steps",
+        "3",
+        "--lr",
+        "1",
+        "--noise-std",
+        "1",
+        "--sensitivity",
+        "2",
+        "--samples",
+        "400",
+        "--alpha",
+        "5e-324",
+    ]
+)
+@example(
+    [
+        "audit",
+        "linear",
+        "--algorithm",
+        "gd",
+        "--n",
+        "10",
+        "--steps",
+        "5",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--sensitivity",
+        "1",
+        "--samples",
+        "100",
+        "--noise-scale",
+        "1e-300",
+    ]
+)
+@example(
+    [
+        "audit",
+        "linear",
+        "--algorithm",
+        "gd",
+        "--n",
+        "10",
+        "--steps",
+        "5",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--sensitivity",
+        "1",
+        "--samples",
+        "100",
+        "--noise-scale",
+        "1e308",
+        "--json",
+    ]
+)
 def test_audit_answers_every_input(argv: list[str]) -> None:
     check_contract(argv, allow_violation=True)
 
 
-@pytest.mark.parametrize("argv", [["reproduce", "list"], ["reproduce"], ["--version"], ["reproduce", "bogus"]])
+@pytest.mark.parametrize(
+    "argv", [["reproduce", "list"], ["reproduce"], ["--version"], ["reproduce", "bogus"]]
+)
 def test_small_commands(argv: list[str]) -> None:
     check_contract(argv)
 
@@ -397,7 +706,11 @@ def test_the_contract_check_catches_a_broken_command(monkeypatch: pytest.MonkeyP
         print("lastiterate: error: one\nsecond", file=__import__("sys").stderr)
         return 2
 
-    for broken, expected in ((nan_json, AssertionError), (crash, ZeroDivisionError), (two_lines, AssertionError)):
+    for broken, expected in (
+        (nan_json, AssertionError),
+        (crash, ZeroDivisionError),
+        (two_lines, AssertionError),
+    ):
         monkeypatch.setattr(convert, "cmd_convert", broken)
         with pytest.raises(expected):
             check_contract(["convert", "--mu", "1", "--delta", "1e-5", "--json"])
@@ -410,34 +723,53 @@ _SLOW = pytest.mark.slow  # the engine searches for ~10 s before refusing
 KNOWN_ENGINE_FAILURES = [
     # issue 8 section 1: "composition needs 2.3e+07 grid points"
     pytest.param(
-        "account --algorithm sgd --n 5 --batch-size 4 --steps 3 --lr 0.0032525 --noise-std 0.632196 "
-        "--sensitivity 3.25299 --strong-convexity 0.00614912 --smoothness 0.614912 --sampling uniform",
+        "account --algorithm sgd --n 5 --batch-size 4 --steps 3 --lr 0.0032525 --noise-std "
+        "0.632196 --sensitivity 3.25299 --strong-convexity 0.00614912 --smoothness "
+        "0.614912 --sampling uniform",
         marks=_SLOW,
     ),
     # ValueError: The function value at x=1.0 is NaN; solver cannot continue (pld._top_index)
     (
-        "account --algorithm sgd --sampling uniform --n 38 --batch-size 27 --epochs 7.08889 --lr 0.00371573 "
-        "--noise-std 6.20023 --sensitivity 100 --convex --contraction 3.41481e-91 --epsilon 0.0034541 --json"
+        "account --algorithm sgd --sampling uniform --n 38 --batch-size 27 --epochs 7.08889 --lr "
+        "0.00371573 --noise-std 6.20023 --sensitivity 100 --convex --contraction 3.41481e-91 "
+        "--epsilon 0.0034541 --json"
     ),
-    # "discretization=0.0001 is invalid: needs 2.66e+07 grid points" while calibrating towards tiny noise
+    # "discretization=0.0001 is invalid: needs 2.66e+07 grid points" while calibrating
+    # towards tiny noise
     pytest.param(
-        "calibrate --algorithm sgd --sampling poisson --n 129 --batch-size 64 --steps 1 --lr 1.00014 --clip 1 "
-        "--strong-convexity 0.148351 --diameter 1 --solve noise --epsilon 1e30 --delta 1e-15 "
-        "--bound gdp-composition --json",
+        "calibrate --algorithm sgd --sampling poisson --n 129 --batch-size 64 --steps 1 --lr "
+        "1.00014 --clip 1 --strong-convexity 0.148351 --diameter 1 --solve noise --epsilon 1e30 "
+        "--delta 1e-15 --bound gdp-composition --json",
         marks=_SLOW,
     ),
 ]
 
 
 @pytest.mark.parametrize("command", KNOWN_ENGINE_FAILURES)
-@pytest.mark.xfail(strict=True, reason="PLD composition engine (notions/pld.py) refuses or crashes on a valid run")
+@pytest.mark.xfail(
+    strict=True, reason="PLD composition engine (notions/pld.py) refuses or crashes on a valid run"
+)
 def test_known_engine_failures(command: str) -> None:
     rc, _, err, _ = run_cli(command.split())
     assert rc == 0, err
 
 
-# ---------------------------------------------------------------------- hostile paths and flags (issue 8 section 4)
-RUN = ["--algorithm", "gd", "--n", "10", "--steps", "3", "--lr", "0.1", "--noise-std", "1", "--sensitivity", "1"]
+# ---------------------------------------------------------------------- hostile paths and flags
+# (issue 8 section 4)
+RUN = [
+    "--algorithm",
+    "gd",
+    "--n",
+    "10",
+    "--steps",
+    "3",
+    "--lr",
+    "0.1",
+    "--noise-std",
+    "1",
+    "--sensitivity",
+    "1",
+]
 
 
 def test_config_that_is_a_folder_or_binary_is_one_line(tmp_path: Any) -> None:
@@ -474,11 +806,29 @@ def test_a_closed_pipe_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "flag, value", [("--seed", str(10**23)), ("--seed", "-1"), ("--threads", "100000000"), ("--threads", "0")]
+    "flag, value",
+    [("--seed", str(10**23)), ("--seed", "-1"), ("--threads", "100000000"), ("--threads", "0")],
 )
 def test_train_refuses_out_of_range_seed_and_threads_before_training(flag: str, value: str) -> None:
     # a seed beyond 2^32 - 1 crashed scikit-learn's split; 1e8 torch threads crashed the process
-    argv = ["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "1", "--lr", "0.1",
-            "--noise-std", "1", "--clip", "1", flag, value]
+    argv = [
+        "train",
+        "--dataset",
+        "iris",
+        "--model",
+        "logreg",
+        "--algorithm",
+        "gd",
+        "--epochs",
+        "1",
+        "--lr",
+        "0.1",
+        "--noise-std",
+        "1",
+        "--clip",
+        "1",
+        flag,
+        value,
+    ]
     rc, _, err = check_contract(argv)
     assert rc == 2 and f"{flag[2:]}={value}" in err

@@ -1,4 +1,5 @@
-"""lastiterate.sklearn.DPStandardScaler: a scikit-learn transformer whose cost is reported as mu-GDP."""
+"""lastiterate.sklearn.DPStandardScaler: a scikit-learn transformer whose cost is
+reported as mu-GDP."""
 
 from __future__ import annotations
 
@@ -27,16 +28,27 @@ def digits():
 
 
 def test_passes_scikit_learn_estimator_checks():
-    failed = [r for r in check_estimator(DPStandardScaler(bounds=(-1e6, 1e6), mu=1.0, random_state=0), on_fail=None)
-              if r["status"] == "failed"]
+    failed = [
+        r
+        for r in check_estimator(
+            DPStandardScaler(bounds=(-1e6, 1e6), mu=1.0, random_state=0), on_fail=None
+        )
+        if r["status"] == "failed"
+    ]
     assert failed == []
 
 
 def test_params_clone_and_pipeline(digits):
     X, y = digits
     sc = DPStandardScaler(bounds=(0, 16), epsilon=1.0, random_state=0)
-    assert sc.get_params() == {"bounds": (0, 16), "epsilon": 1.0, "delta": 1e-5, "mu": None, "adjacency": "replace",
-                               "random_state": 0}
+    assert sc.get_params() == {
+        "bounds": (0, 16),
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "mu": None,
+        "adjacency": "replace",
+        "random_state": 0,
+    }
     sc.set_params(epsilon=2.0)
     assert clone(sc).get_params()["epsilon"] == 2.0
     pipe = make_pipeline(sc, LogisticRegression(max_iter=300))
@@ -56,7 +68,9 @@ def test_budget_and_privacy_report(digits):
     assert sc.epsilon_ == pytest.approx(1.0, rel=1e-6)
     rep = sc.privacy_report_
     mech = GaussianMomentsMechanism(X.shape[1], rep["mu"])
-    assert rep["sigma_sum"] == pytest.approx(mech.sigma_sum) and rep["sigma_square"] == pytest.approx(mech.sigma_square)
+    assert rep["sigma_sum"] == pytest.approx(mech.sigma_sum) and rep[
+        "sigma_square"
+    ] == pytest.approx(mech.sigma_square)
     assert rep["secret_noise"] and rep["adjacency"] == "replace" and rep["sigma_count"] is None
     assert sc.composed_mu(0.6) == pytest.approx(math.hypot(0.6, sc.mu_))
     assert gdp_epsilon(1e-6, sc.composed_mu(0.6)) > gdp_epsilon(1e-6, 0.6)
@@ -78,22 +92,29 @@ def test_noise_is_fresh_unless_seeded_and_transform_is_clipped(digits):
     big = DPStandardScaler(bounds=(0, 16), mu=1e5, random_state=0).fit(X)
     np.testing.assert_allclose(big.mean_, X.mean(0), atol=1e-2)
     exact = StandardScaler().fit(X)
-    live = (exact.var_ > 0) & (exact.scale_ > 0.2)  # StandardScaler reports scale 1 for constant columns
+    live = (exact.var_ > 0) & (
+        exact.scale_ > 0.2
+    )  # StandardScaler reports scale 1 for constant columns
     np.testing.assert_allclose(big.scale_[live], exact.scale_[live], rtol=1e-2)
-    assert big.scale_.min() >= 8 * math.sqrt(1e-4) - 1e-12  # the released variance floor (post-processing)
+    assert (
+        big.scale_.min() >= 8 * math.sqrt(1e-4) - 1e-12
+    )  # the released variance floor (post-processing)
 
 
-@pytest.mark.parametrize("kw", [
-    {},  # no bounds: refused, never computed from the data
-    {"bounds": (0, 16)},  # no budget
-    {"bounds": (0, 16), "epsilon": 1.0, "mu": 1.0},
-    {"bounds": (16, 0), "mu": 1.0},
-    {"bounds": (0, 16), "mu": -1.0},
-    {"bounds": (0, 16), "epsilon": 1.0, "delta": 0.0},
-    {"bounds": (0, 16), "mu": 1.0, "adjacency": "nope"},
-    {"bounds": (0, 16), "mu": 1.0, "random_state": "x"},
-    {"bounds": [(0, 16)] * 3, "mu": 1.0},  # wrong number of pairs
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},  # no bounds: refused, never computed from the data
+        {"bounds": (0, 16)},  # no budget
+        {"bounds": (0, 16), "epsilon": 1.0, "mu": 1.0},
+        {"bounds": (16, 0), "mu": 1.0},
+        {"bounds": (0, 16), "mu": -1.0},
+        {"bounds": (0, 16), "epsilon": 1.0, "delta": 0.0},
+        {"bounds": (0, 16), "mu": 1.0, "adjacency": "nope"},
+        {"bounds": (0, 16), "mu": 1.0, "random_state": "x"},
+        {"bounds": [(0, 16)] * 3, "mu": 1.0},  # wrong number of pairs
+    ],
+)
 def test_bad_parameters_raise_parameter_error(kw, digits):
     X, _ = digits
     with pytest.raises(ParameterError):

@@ -37,7 +37,8 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Failure:
-    """A theorem that raised an unexpected error: it is left out, the other bounds are still reported."""
+    """A theorem that raised an unexpected error: it is left out, the other bounds
+    are still reported."""
 
     bound: str
     theorem: str
@@ -86,11 +87,14 @@ class Report:
         return None
 
     def composition(self) -> Result | None:
-        """The tightest composition bound (every iterate released), the standard accountants' answer."""
+        """The tightest composition bound (every iterate released), the standard
+        accountants' answer."""
         comp = [r for r in self.results if r.bound in COMPOSITION_BOUNDS and r.kind == "bound"]
         if not comp:
             return None
-        return min(comp, key=(lambda r: r.epsilon) if self.query.delta is not None else (lambda r: r.delta))
+        return min(
+            comp, key=(lambda r: r.epsilon) if self.query.delta is not None else (lambda r: r.delta)
+        )
 
     def no_bound_reason(self) -> str | None:
         """Why no bound applies (None when one does)."""
@@ -148,6 +152,26 @@ def account(
     Give ``delta`` (default 1e-5) to get epsilon(delta), or ``epsilon`` to get delta(epsilon).
     ``bounds`` restricts to some bound ids; ``orders`` sets the Renyi orders at which RDP results
     report their curves.
+
+    Args:
+        run: the validated run (what was trained, with its declared geometry and adjacency).
+        delta: report epsilon at this delta, in (0, 1).
+        epsilon: report delta at this epsilon instead (>= 0).
+        bounds: bound ids to evaluate (default: all registered, see ``lastiterate.bounds.BOUND_IDS``).
+        orders: Renyi orders > 1 at which RDP results report their curves.
+
+    Returns:
+        A :class:`Report`: every valid result, the tightest ``best`` (None when no bound applies),
+        the refusals with their reasons and the theorems that failed internally.
+
+    Raises:
+        ParameterError: invalid ``delta``, ``epsilon``, ``bounds`` or ``orders``.
+
+    Example:
+        >>> import lastiterate as li
+        >>> run = li.Run(algorithm="gd", n=100, steps=50, lr=0.1, noise_std=0.5, sensitivity=1.0)
+        >>> round(li.account(run, delta=1e-5).best.epsilon, 3)
+        0.497
     """
     if delta is None and epsilon is None:
         delta = 1e-5
@@ -270,6 +294,22 @@ def calibrate_noise(
     target (it is the upper end of the final bracket: never overshoots), and the bracket is
     narrower than ``rtol`` relative, so sigma*(1 - 0.001) violates the target (tight).
     ``progress`` is called with a short message after every evaluation (the CLI shows a bar).
+
+    Args:
+        run: the run to calibrate; its ``noise_std`` is the starting point of the search.
+        epsilon: the target epsilon (> 0) at ``delta``.
+        delta: the target delta, in (0, 1).
+        bounds: bound ids to use (default all, composition included).
+        rtol: relative width of the final bracket on sigma.
+        progress: called with a short message after every evaluation.
+
+    Returns:
+        A :class:`Calibration` with ``noise_std`` (and ``noise_multiplier`` when the run has a clip)
+        and the report at that noise.
+
+    Raises:
+        ParameterError: the target is unreachable with any finite noise, or met with vanishing noise.
+        NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
 
@@ -325,6 +365,23 @@ def calibrate_epochs(
     ``progress`` is called with a short message after every evaluation (the CLI shows a bar).
     ``epochs`` is None (unlimited) when a convergent bound's supremum over T (its
     ``details['epsilon_limit']``) is already within the target.
+
+    Args:
+        run: the run to calibrate (its noise is kept; its length is searched).
+        epsilon: the target epsilon (> 0) at ``delta``.
+        delta: the target delta, in (0, 1).
+        bounds: bound ids to use (default all, composition included).
+        max_epochs: the largest number of epochs searched.
+        progress: called with a short message after every evaluation.
+
+    Returns:
+        A :class:`Calibration` whose ``epochs`` is the largest whole number within the budget, or
+        None when a convergent bound keeps every number of epochs within it (``limit``).
+
+    Raises:
+        ParameterError: one epoch already exceeds the target, or more than ``max_epochs`` fit and
+            no bound proves a limit.
+        NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
 

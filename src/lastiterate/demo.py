@@ -12,8 +12,15 @@ from __future__ import annotations
 from lastiterate.run import Run
 
 EXAMPLE = {
-    "algorithm": "cgd", "n": 60000, "batch_size": 1500, "epochs": 200, "lr": 0.05, "noise_std": 0.01,
-    "sensitivity": 10.0, "strong_convexity": 0.002, "smoothness": 32.5,
+    "algorithm": "cgd",
+    "n": 60000,
+    "batch_size": 1500,
+    "epochs": 200,
+    "lr": 0.05,
+    "noise_std": 0.01,
+    "sensitivity": 10.0,
+    "strong_convexity": 0.002,
+    "smoothness": 32.5,
 }
 
 
@@ -35,12 +42,22 @@ def run_demo(delta: float = 1e-5) -> str:
         "",
     ]
     sgd = Run(
-        algorithm="sgd", n=60000, batch_size=256, epochs=15, lr=0.25, noise_multiplier=1.1, clip=1.0,
-        sampling="poisson", adjacency="add-remove",
+        algorithm="sgd",
+        n=60000,
+        batch_size=256,
+        epochs=15,
+        lr=0.25,
+        noise_multiplier=1.1,
+        clip=1.0,
+        sampling="poisson",
+        adjacency="add-remove",
     )
     lines.append(account(sgd, delta=delta).format())
     lines += [
         "",
-        "Try:  lastiterate account --help    lastiterate calibrate --help    lastiterate reproduce list",
+        (
+            "Try:  lastiterate account --help    lastiterate calibrate --help    "
+            "lastiterate reproduce list"
+        ),
     ]
     return "\n".join(lines)

@@ -45,13 +45,14 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
 
 
 SCALE_RANGE: tuple[float, float] = (1e-30, 1e30)
-"""Range of every positive real scale of a run (lr, sigma, z, C, L, m, M, D).  Products and ratios of
-a few such scales, and their squares, stay inside double precision, so no bound overflows or
+"""Range of every positive real scale of a run (lr, sigma, z, C, L, m, M, D).  Products and ratios
+of a few such scales, and their squares, stay inside double precision, so no bound overflows or
 divides by an underflowed zero; every practical run lies far inside it."""
 
 
 def check_scale(name: str, value: Any) -> float:
-    """Return ``float(value)`` if it lies in :data:`SCALE_RANGE` (a positive, finite, moderate scale)."""
+    """Return ``float(value)`` if it lies in :data:`SCALE_RANGE` (a positive,
+    finite, moderate scale)."""
     x = _finite_number(name, value)
     low, high = SCALE_RANGE
     if not (low <= x <= high):
@@ -87,7 +88,9 @@ def check_in_range(
     return x
 
 
-def check_probability(name: str, value: Any, *, open_low: bool = True, open_high: bool = False) -> float:
+def check_probability(
+    name: str, value: Any, *, open_low: bool = True, open_high: bool = False
+) -> float:
     """A probability in (0, 1] by default."""
     return check_in_range(name, value, 0.0, 1.0, low_open=open_low, high_open=open_high)
 

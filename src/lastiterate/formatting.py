@@ -18,7 +18,8 @@ COMPOSITION_BOUNDS = ("gdp-composition", "pld-composition", "rdp-composition")
 
 
 def fmt_number(x: Any, digits: int = 4) -> str:
-    """``x`` with ``digits`` significant digits; ``-`` for None, ``inf`` for infinity, strings as they are."""
+    """``x`` with ``digits`` significant digits; ``-`` for None, ``inf`` for infinity,
+    strings as they are."""
     if x is None:
         return "-"
     if isinstance(x, str):
@@ -41,8 +42,11 @@ def describe_run(run: Run) -> str:
         parts.append(f"sampling={s['sampling']}")
     lr = "schedule" if isinstance(s["lr"], list) else fmt_number(s["lr"])
     parts += [f"T={s['steps']} steps ({fmt_number(s['epochs'])} epochs)", f"lr={lr}"]
-    parts += [f"sigma={fmt_number(s['noise_std'])}", f"L={fmt_number(s['sensitivity'])}",
-              f"adjacency={s['adjacency']}"]
+    parts += [
+        f"sigma={fmt_number(s['noise_std'])}",
+        f"L={fmt_number(s['sensitivity'])}",
+        f"adjacency={s['adjacency']}",
+    ]
     if s["contraction"] is not None:
         parts.append(f"c={s['contraction']:.6g}")
     if s["diameter"] is not None:
@@ -55,13 +59,18 @@ def _headline(report: Report) -> list[str]:
     if best is None:
         return [f"No applicable bound: {report.no_bound_reason()}"]
     mu = f", mu = {best.mu:.4g}" if best.mu is not None else ""
-    headline = (f"Releasing only the final model is ({fmt_number(best.epsilon)}, {best.delta:.3g})-DP"
-                f"  [{best.bound}: {best.theorem}{mu}]")
+    headline = (
+        f"Releasing only the final model is ({fmt_number(best.epsilon)}, {best.delta:.3g})-DP"
+        f"  [{best.bound}: {best.theorem}{mu}]"
+    )
     lines = [headline]
     comp = report.composition()
     if comp is not None and best.bound not in COMPOSITION_BOUNDS:
         if report.query.delta is not None:
-            lines.append(f"Composition (every iterate released) would give epsilon = {fmt_number(comp.epsilon)}.")
+            lines.append(
+                "Composition (every iterate released) would give epsilon = "
+                f"{fmt_number(comp.epsilon)}."
+            )
         else:
             lines.append(
                 f"Composition (every iterate released) would give delta = {comp.delta:.4g}"
@@ -77,8 +86,8 @@ def _table(report: Report) -> list[str]:
     for r in report.results:
         mark = "*" if best is not None and r is best else " "
         lines.append(
-            f"{r.bound:<22} {r.kind:<9} {fmt_number(r.epsilon):>10} {r.delta:>9.3g} {fmt_number(r.mu):>8}"
-            f" {mark}{r.theorem}"
+            f"{r.bound:<22} {r.kind:<9} {fmt_number(r.epsilon):>10} {r.delta:>9.3g} "
+            f"{fmt_number(r.mu):>8} {mark}{r.theorem}"
         )
     return lines
 
@@ -89,7 +98,10 @@ def format_report(report: Report) -> str:
     rdp = [r for r in report.results if r.rdp]
     if rdp:
         lines += ["", "Renyi DP curves (order: epsilon):"]
-        lines += [f"  {r.bound}: " + ", ".join(f"{a:g}: {fmt_number(e)}" for a, e in r.rdp or ()) for r in rdp]
+        lines += [
+            f"  {r.bound}: " + ", ".join(f"{a:g}: {fmt_number(e)}" for a, e in r.rdp or ())
+            for r in rdp
+        ]
     if report.not_applicable:
         lines += ["", "Not applicable:"]
         lines += [f"  {n.bound}: {n.reason}" for n in report.not_applicable]

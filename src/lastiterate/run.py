@@ -1,6 +1,7 @@
 """The description of a training run, in the canonical notation of docs/theorems.md section 0.
 
-    x_{t+1} = Proj_K( x_t - eta_t * ( (1/b) * sum_{i in B_t} g_i(x_t) + Z_t ) ),  Z_t ~ N(0, sigma^2 I)
+    x_{t+1} = Proj_K( x_t - eta_t * ( (1/b) * sum_{i in B_t} g_i(x_t) + Z_t ) ),
+        Z_t ~ N(0, sigma^2 I)
 
 A :class:`Run` is validated on construction and computes every derived quantity once (steps T,
 epochs E, batches per epoch l, sampling rate p, noise std sigma, sensitivity L, contraction c,
@@ -59,25 +60,26 @@ def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:
     return str(value)
 
 
-#: What the reported ``sensitivity`` certifies, per adjacency (the ``sensitivity_meaning`` of a setting).
+#: What the reported ``sensitivity`` certifies, per adjacency (the
+#: ``sensitivity_meaning`` of a setting).
 SENSITIVITY_MEANING: dict[str, str] = {
     "replace": (
         "L bounds ||g(x; z) - g(x; z')|| for ANY two possible examples z, z' and every parameter x "
         "(not only the pair that differs); --clip C gives L = 2C"
     ),
     "add-remove": (
-        "L bounds ||g(x; z)|| for every possible example z and every parameter x, i.e. the change of the "
-        "gradient SUM when one example is added or removed; the sum is normalised by the fixed expected "
-        "batch size b; --clip C gives L = C"
+        "L bounds ||g(x; z)|| for every possible example z and every parameter x, i.e. the change "
+        "of the gradient SUM when one example is added or removed; the sum is normalised by the "
+        "fixed expected batch size b; --clip C gives L = C"
     ),
 }
 
 #: Why add/remove adjacency is refused outside Poisson sampling (shared by Run, the trainer and the
 #: Opacus adapter, so that all three refuse the same runs with the same line).
 ADD_REMOVE_REFUSAL = (
-    "add-remove adjacency is supported only for sgd with poisson sampling (the sum normalised by the "
-    "fixed expected size b); for {what} removing an example changes the data-dependent normaliser or the "
-    "batches (the average moves by up to 2C/b, not C/b): use replace"
+    "add-remove adjacency is supported only for sgd with poisson sampling (the sum normalised by "
+    "the fixed expected size b); for {what} removing an example changes the data-dependent "
+    "normaliser or the batches (the average moves by up to 2C/b, not C/b): use replace"
 )
 
 
@@ -109,12 +111,14 @@ MAX_COUNT = 10**12
 # The largest per-step GDP scale L/(b sigma) accepted: notions.gdp.MU_MAX, beyond which a Gaussian
 # privacy profile cannot be evaluated accurately in double precision (epsilon > 5e11).
 _MAX_PER_STEP_MU = 1e6
-# The smallest positive lr*m: below it, 1 - lr*m rounds to 1 (and products such as m*lr*sigma^2 may underflow).
+# The smallest positive lr*m: below it, 1 - lr*m rounds to 1 (and products such as
+# m*lr*sigma^2 may underflow).
 _MIN_LR_TIMES_M = 2.0**-52
 
 
 def step_contraction(etas: Sequence[float], m: float | None, M: float | None) -> float:
-    """Contraction of one gradient step, worst over the learning rates ``etas`` (docs/theorems.md 0).
+    """Contraction of one gradient step, worst over the learning rates ``etas``
+    (docs/theorems.md 0).
 
     For a differentiable loss that is m-strongly convex and M-smooth, the gradient step
     x -> x - eta grad f(x) is Lipschitz with constant max(|1 - eta m|, |1 - eta M|) (a standard
@@ -133,8 +137,11 @@ def step_contraction(etas: Sequence[float], m: float | None, M: float | None) ->
     return max(terms)
 
 
-def _check_declared_contraction(c: float, etas: Sequence[float], m: float | None, M: float | None) -> None:
-    """Refuse a declared contraction below what the declared lr, m and M imply (never under-report)."""
+def _check_declared_contraction(
+    c: float, etas: Sequence[float], m: float | None, M: float | None
+) -> None:
+    """Refuse a declared contraction below what the declared lr, m and M imply
+    (never under-report)."""
     if m is None and M is None:
         return
     implied = step_contraction(etas, m, M)
@@ -142,17 +149,19 @@ def _check_declared_contraction(c: float, etas: Sequence[float], m: float | None
         lr = f"{etas[0]:g}" if len(set(etas)) == 1 else f"in [{min(etas):g}, {max(etas):g}]"
         declared = ", ".join(f"{k}={v:g}" for k, v in (("m", m), ("M", M)) if v is not None)
         raise ParameterError(
-            "contraction", c,
-            f"must be in [{implied!r}, 1] for lr {lr} and {declared}: a gradient step on an m-strongly "
-            "convex M-smooth loss contracts by max(|1 - lr m|, |1 - lr M|), and a smaller declared c "
-            "would under-report",
+            "contraction",
+            c,
+            f"must be in [{implied!r}, 1] for lr {lr} and {declared}: a gradient step on an "
+            "m-strongly convex M-smooth loss contracts by max(|1 - lr m|, |1 - lr M|), and a "
+            "smaller declared c would under-report",
         )
 
 
 def _contraction(
     c_explicit: float | None, etas: Sequence[float], m: float | None, M: float | None, convex: bool
 ) -> tuple[float | None, str]:
-    """Contraction c of one gradient step (docs/theorems.md 0): c = max(|1-eta m|, |1-eta M|), and why."""
+    """Contraction c of one gradient step (docs/theorems.md 0): c = max(|1-eta m|,
+    |1-eta M|), and why."""
     if c_explicit is not None:
         return c_explicit, "declared with contraction"
     if M is None:
@@ -161,7 +170,8 @@ def _contraction(
     if m is not None and m > 0:
         if eta >= 2 / M:
             return None, f"lr={eta:g} >= 2/M={2 / M:g}: a gradient step is not a contraction"
-        # worst step of a schedule: |1 - lr m| is largest at the smallest lr, |1 - lr M| at the largest
+        # worst step of a schedule: |1 - lr m| is largest at the smallest lr, |1 -
+        # lr M| at the largest
         return step_contraction(etas, m, M), "c = max(|1 - lr m|, |1 - lr M|)"
     if convex:
         if eta > 2 / M:
@@ -230,7 +240,8 @@ class Run:
     would claim a faster contraction than the declared geometry gives, and under-report).
 
     The derived quantities live in the typed :attr:`derived` (a :class:`Setting`) and are read
-    through the canonical short names (``T``, ``E``, ``l``, ``b``, ``p``, ``sigma``, ``L``, ``c``...).
+    through the canonical short names (``T``, ``E``, ``l``, ``b``, ``p``,
+    ``sigma``, ``L``, ``c``...).
     """
 
     algorithm: Algorithm
@@ -268,12 +279,16 @@ class Run:
         if algorithm == "gd":
             if self.batch_size is not None and int(self.batch_size) != n:
                 raise ParameterError(
-                    "batch_size", self.batch_size, f"must equal n={n} for full-batch gd (or be omitted)"
+                    "batch_size",
+                    self.batch_size,
+                    f"must equal n={n} for full-batch gd (or be omitted)",
                 )
             b = n
         else:
             if self.batch_size is None:
-                raise ParameterError("batch_size", None, f"is required for {algorithm}: an integer in [1, n={n}]")
+                raise ParameterError(
+                    "batch_size", None, f"is required for {algorithm}: an integer in [1, n={n}]"
+                )
             b = check_positive_int("batch_size", self.batch_size)
             if b > n:
                 raise ParameterError("batch_size", b, f"must be an integer in [1, n={n}]")
@@ -282,12 +297,16 @@ class Run:
         if algorithm == "sgd":
             if self.sampling is None:
                 raise ParameterError(
-                    "sampling", None, "is required for sgd: one of poisson, uniform, shuffle (no default is assumed)"
+                    "sampling",
+                    None,
+                    "is required for sgd: one of poisson, uniform, shuffle (no default is assumed)",
                 )
             sampling = _choice("sampling", self.sampling, SAMPLINGS)
         else:
             if self.sampling is not None:
-                raise ParameterError("sampling", self.sampling, f"only applies to sgd, not {algorithm}")
+                raise ParameterError(
+                    "sampling", self.sampling, f"only applies to sgd, not {algorithm}"
+                )
             sampling = None
         adjacency: Adjacency = check_adjacency(self.adjacency, algorithm, sampling)  # type: ignore[assignment]
 
@@ -308,7 +327,9 @@ class Run:
         lr_schedule = self._lr_schedule(steps)
 
         if (self.noise_std is None) == (self.noise_multiplier is None):
-            raise ParameterError("noise_std", self.noise_std, "give exactly one of noise_std and noise_multiplier")
+            raise ParameterError(
+                "noise_std", self.noise_std, "give exactly one of noise_std and noise_multiplier"
+            )
         clip = _optional_scale("clip", self.clip)
         z: float | None
         if self.noise_std is not None:
@@ -317,12 +338,18 @@ class Run:
         else:
             z = check_scale("noise_multiplier", self.noise_multiplier)
             if clip is None:
-                raise ParameterError("clip", None, "is required with noise_multiplier (sigma = z*C/b): must be > 0")
+                raise ParameterError(
+                    "clip", None, "is required with noise_multiplier (sigma = z*C/b): must be > 0"
+                )
             sigma = z * clip / b
 
         L = self._sensitivity(clip, adjacency)
 
-        m = None if self.strong_convexity is None else check_nonnegative("strong_convexity", self.strong_convexity)
+        m = (
+            None
+            if self.strong_convexity is None
+            else check_nonnegative("strong_convexity", self.strong_convexity)
+        )
         if m is not None and m > SCALE_RANGE[1]:
             raise ParameterError("strong_convexity", m, f"must be in [0, {SCALE_RANGE[1]:g}]")
         M = _optional_scale("smoothness", self.smoothness)
@@ -332,9 +359,11 @@ class Run:
         etas = lr_schedule if lr_schedule is not None else (float(self.lr),)  # type: ignore[arg-type]
         if m is not None and m > 0 and m * min(etas) < _MIN_LR_TIMES_M:
             raise ParameterError(
-                "strong_convexity", m,
-                f"must be 0 or >= {_MIN_LR_TIMES_M / min(etas):.6g} for lr {min(etas):g}: a smaller lr*m rounds "
-                "the contraction 1 - lr m to 1 (declare --convex, or m = 0, instead)",
+                "strong_convexity",
+                m,
+                f"must be 0 or >= {_MIN_LR_TIMES_M / min(etas):.6g} for lr "
+                f"{min(etas):g}: a smaller lr*m rounds the contraction 1 - lr m to 1 "
+                "(declare --convex, or m = 0, instead)",
             )
         etas = lr_schedule if lr_schedule is not None else (float(self.lr),)  # type: ignore[arg-type]
         c_explicit = None
@@ -346,12 +375,18 @@ class Run:
 
         per_step_mu = L / (min_b * sigma)
         if not per_step_mu <= _MAX_PER_STEP_MU:
-            name, value = ("noise_std", self.noise_std) if self.noise_std is not None else ("noise_multiplier", z)
+            name, value = (
+                ("noise_std", self.noise_std)
+                if self.noise_std is not None
+                else ("noise_multiplier", z)
+            )
             raise ParameterError(
-                name, value,
-                f"gives a per-step scale L/(b sigma) = {per_step_mu:g} with L={L:g}, b={min_b}: it must be at most "
-                f"{_MAX_PER_STEP_MU:g} (sigma >= {L / (min_b * _MAX_PER_STEP_MU):.6g}); beyond, epsilon exceeds "
-                "5e11 and cannot be evaluated accurately",
+                name,
+                value,
+                f"gives a per-step scale L/(b sigma) = {per_step_mu:g} with L={L:g}, b={min_b}: "
+                f"it must be at most {_MAX_PER_STEP_MU:g} (sigma >= "
+                f"{L / (min_b * _MAX_PER_STEP_MU):.6g}); beyond, epsilon exceeds 5e11 and "
+                "cannot be evaluated accurately",
             )
 
         if lr_schedule is not None and max(lr_schedule) != min(lr_schedule):
@@ -359,31 +394,35 @@ class Run:
         else:
             lr_report = lr_schedule[0] if lr_schedule is not None else float(self.lr)  # type: ignore[arg-type]
 
-        object.__setattr__(self, "derived", Setting(
-            algorithm=algorithm,
-            n=n,
-            batch_size=b,
-            min_batch_size=min_b,
-            batches_per_epoch=l_batches,
-            steps=steps,
-            epochs=epochs,
-            sampling=sampling,
-            sampling_rate=b / n,
-            adjacency=adjacency,
-            noise_std=sigma,
-            noise_multiplier=z,
-            clip=clip,
-            sensitivity=L,
-            strong_convexity=m,
-            smoothness=M,
-            convex=convex,
-            diameter=D,
-            contraction=contraction,
-            per_step_mu=per_step_mu,
-            lr=lr_report,
-            contraction_note=contraction_note,
-            lr_schedule=lr_schedule,
-        ))
+        object.__setattr__(
+            self,
+            "derived",
+            Setting(
+                algorithm=algorithm,
+                n=n,
+                batch_size=b,
+                min_batch_size=min_b,
+                batches_per_epoch=l_batches,
+                steps=steps,
+                epochs=epochs,
+                sampling=sampling,
+                sampling_rate=b / n,
+                adjacency=adjacency,
+                noise_std=sigma,
+                noise_multiplier=z,
+                clip=clip,
+                sensitivity=L,
+                strong_convexity=m,
+                smoothness=M,
+                convex=convex,
+                diameter=D,
+                contraction=contraction,
+                per_step_mu=per_step_mu,
+                lr=lr_report,
+                contraction_note=contraction_note,
+                lr_schedule=lr_schedule,
+            ),
+        )
 
     def _sensitivity(self, clip: float | None, adjacency: Adjacency) -> float:
         """L from ``sensitivity`` or the clip norm: 2C under replace-one, C under add/remove."""
@@ -401,7 +440,9 @@ class Run:
             return L
         if implied is not None:
             return implied
-        raise ParameterError("sensitivity", None, "give sensitivity L or clip C (L = 2C under replace-one)")
+        raise ParameterError(
+            "sensitivity", None, "give sensitivity L or clip C (L = 2C under replace-one)"
+        )
 
     def _steps_and_epochs(self, algorithm: str, l_batches: float) -> tuple[int, float]:
         if (self.steps is None) == (self.epochs is None):
@@ -409,15 +450,23 @@ class Run:
         if self.steps is not None:
             steps = check_positive_int("steps", self.steps)
             if steps > MAX_COUNT:
-                raise ParameterError("steps", self.steps, f"must be an integer in [1, {MAX_COUNT:g}]")
+                raise ParameterError(
+                    "steps", self.steps, f"must be an integer in [1, {MAX_COUNT:g}]"
+                )
             return steps, steps / l_batches
         epochs = check_positive("epochs", self.epochs)
         exact = epochs * l_batches
         if not exact <= MAX_COUNT:
-            raise ParameterError("epochs", self.epochs, f"must be in (0, {MAX_COUNT / l_batches:g}]: at most {MAX_COUNT:g} steps")
+            raise ParameterError(
+                "epochs",
+                self.epochs,
+                f"must be in (0, {MAX_COUNT / l_batches:g}]: at most {MAX_COUNT:g} steps",
+            )
         steps = math.ceil(exact - 1e-9)
         if algorithm in ("gd", "cgd") and abs(exact - round(exact)) > 1e-9:
-            raise ParameterError("epochs", self.epochs, f"must make epochs*{l_batches} an integer number of steps")
+            raise ParameterError(
+                "epochs", self.epochs, f"must make epochs*{l_batches} an integer number of steps"
+            )
         return max(1, steps), epochs
 
     def _lr_schedule(self, steps: int) -> tuple[float, ...] | None:
@@ -427,14 +476,20 @@ class Run:
         try:
             schedule = tuple(check_scale("lr", v) for v in self.lr)  # type: ignore[union-attr]
         except TypeError:
-            raise ParameterError("lr", self.lr, "must be a positive number or a sequence of them") from None
+            raise ParameterError(
+                "lr", self.lr, "must be a positive number or a sequence of them"
+            ) from None
         if len(schedule) != steps:
-            raise ParameterError("lr", f"<sequence of {len(schedule)}>", f"schedule must have one value per step ({steps})")
+            raise ParameterError(
+                "lr",
+                f"<sequence of {len(schedule)}>",
+                f"schedule must have one value per step ({steps})",
+            )
         return schedule
 
     # ------------------------------------------------------------------ derived quantities
-    # Canonical short names (docs/theorems.md 0).  The constructor's inputs keep their long names; these
-    # properties are the values every bound must use.
+    # Canonical short names (docs/theorems.md 0).  The constructor's inputs keep their long names;
+    # these properties are the values every bound must use.
     @property
     def T(self) -> int:
         """Number of noisy steps."""

@@ -8,8 +8,24 @@ import pytest
 
 from lastiterate.cli import main
 
-SC = ["--algorithm", "gd", "--n", "4", "--lr", "0.1", "--noise-std", "1", "--sensitivity", "1",
-      "--strong-convexity", "1", "--smoothness", "1", "--steps", "100"]
+SC = [
+    "--algorithm",
+    "gd",
+    "--n",
+    "4",
+    "--lr",
+    "0.1",
+    "--noise-std",
+    "1",
+    "--sensitivity",
+    "1",
+    "--strong-convexity",
+    "1",
+    "--smoothness",
+    "1",
+    "--steps",
+    "100",
+]
 
 
 def test_audit_quadratic_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,9 +49,32 @@ def test_audit_text_and_violation_exit_status(capsys: pytest.CaptureFixture[str]
 
 
 def test_audit_projected_walk(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["audit", "linear", "--algorithm", "gd", "--n", "1", "--lr", "0.05", "--noise-std", "1",
-               "--sensitivity", "0.04", "--convex", "--smoothness", "1", "--diameter", "1", "--steps", "100",
-               "--samples", "20000", "--json"])
+    rc = main(
+        [
+            "audit",
+            "linear",
+            "--algorithm",
+            "gd",
+            "--n",
+            "1",
+            "--lr",
+            "0.05",
+            "--noise-std",
+            "1",
+            "--sensitivity",
+            "0.04",
+            "--convex",
+            "--smoothness",
+            "1",
+            "--diameter",
+            "1",
+            "--steps",
+            "100",
+            "--samples",
+            "20000",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["verdict"] == "ok"
     assert out["name"].startswith("projected-walk")
@@ -46,18 +85,56 @@ def test_audit_projected_walk(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["audit", "quadratic", "--algorithm", "gd", "--n", "4", "--lr", "0.1", "--noise-std", "1", "--sensitivity", "1",
-         "--convex", "--smoothness", "1", "--steps", "10"],  # no strong convexity
+        [
+            "audit",
+            "quadratic",
+            "--algorithm",
+            "gd",
+            "--n",
+            "4",
+            "--lr",
+            "0.1",
+            "--noise-std",
+            "1",
+            "--sensitivity",
+            "1",
+            "--convex",
+            "--smoothness",
+            "1",
+            "--steps",
+            "10",
+        ],  # no strong convexity
         ["audit", "linear", *SC, "--samples", "5"],
         ["audit", "linear", *SC, "--alpha", "2"],
         ["audit", "linear", *SC, "--noise-scale", "0"],
         ["audit", "linear", *SC, "--position", "0"],  # gd has no position
         ["audit", "nonsense", *SC],
-        ["audit", "linear", "--algorithm", "gd", "--n", "4", "--lr", "0.1", "--noise-std", "1", "--sensitivity", "1",
-         "--convex", "--smoothness", "1", "--steps", "10", "--adjacency", "add-remove"],
+        [
+            "audit",
+            "linear",
+            "--algorithm",
+            "gd",
+            "--n",
+            "4",
+            "--lr",
+            "0.1",
+            "--noise-std",
+            "1",
+            "--sensitivity",
+            "1",
+            "--convex",
+            "--smoothness",
+            "1",
+            "--steps",
+            "10",
+            "--adjacency",
+            "add-remove",
+        ],
     ],
 )
-def test_audit_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_audit_bad_input_exits_2_with_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     rc = main(argv)
     cap = capsys.readouterr()
     assert rc == 2

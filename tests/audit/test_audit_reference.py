@@ -21,8 +21,8 @@ from lastiterate.audit.reference import (
     linear_sgd_curve,
     linear_unconstrained_mu,
     projected_walk_curve,
-    thm42_mu,
-    thm45_mu,
+    _reference_gd_mu,
+    _reference_cgd_mu,
 )
 from lastiterate.audit.stats import gdp_epsilon
 from lastiterate.run import Run
@@ -36,8 +36,8 @@ def accountant_mu(run: Run, bound_id: str = "shifted-interpolation") -> float:
 
     if importlib.util.find_spec("lastiterate.bounds.shifted_interpolation") is None:
         if run.algorithm == "gd":
-            return thm42_mu(run.T, run.c, run.L / (run.n * run.sigma))
-        return thm45_mu(run.uses, int(run.l), run.c, run.L / (run.b_min * run.sigma))
+            return _reference_gd_mu(run.T, run.c, run.L / (run.n * run.sigma))
+        return _reference_cgd_mu(run.uses, int(run.l), run.c, run.L / (run.b_min * run.sigma))
     from lastiterate.accountant import account
 
     res = account(run, delta=1e-5, bounds=[bound_id]).result(bound_id)
@@ -46,7 +46,9 @@ def accountant_mu(run: Run, bound_id: str = "shifted-interpolation") -> float:
     return float(res.mu)
 
 
-def random_quadratic(rng: np.random.Generator, d: int, m: float, M: float) -> tuple[np.ndarray, np.ndarray]:
+def random_quadratic(
+    rng: np.random.Generator, d: int, m: float, M: float
+) -> tuple[np.ndarray, np.ndarray]:
     """A random SPD Hessian with spectrum in [m, M], m and M attained; and its m-eigenvector."""
     Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
     lam = np.concatenate(([m, M], rng.uniform(m, M, size=d - 2))) if d >= 2 else np.array([m])
@@ -68,7 +70,16 @@ def test_thm42_equals_bruteforce_on_random_quadratics(seed: int) -> None:
     T = int(rng.integers(1, 300))
     H, v_min = random_quadratic(rng, d, m, M)
     A = np.eye(d) - eta * H
-    run = Run(algorithm="gd", n=n, lr=eta, steps=T, noise_std=sigma, sensitivity=L, strong_convexity=m, smoothness=M)
+    run = Run(
+        algorithm="gd",
+        n=n,
+        lr=eta,
+        steps=T,
+        noise_std=sigma,
+        sensitivity=L,
+        strong_convexity=m,
+        smoothness=M,
+    )
     assert run.c == pytest.approx(1 - eta * m, rel=1e-12)
     claimed = accountant_mu(run)
     # extremal pair: the gradient difference (norm L/n) along the flattest direction -> equality
@@ -83,10 +94,21 @@ def test_thm42_equals_bruteforce_on_random_quadratics(seed: int) -> None:
 
 
 def test_thm42_anchor_auditing_notes_3_1() -> None:
-    run = Run(algorithm="gd", n=4, lr=0.1, steps=100, noise_std=1.0, sensitivity=1.0, strong_convexity=1.0, smoothness=1.0)
+    run = Run(
+        algorithm="gd",
+        n=4,
+        lr=0.1,
+        steps=100,
+        noise_std=1.0,
+        sensitivity=1.0,
+        strong_convexity=1.0,
+        smoothness=1.0,
+    )
     assert accountant_mu(run) == pytest.approx(1.0897, abs=1e-4)
     assert gaussian_quadratic_mu(100, 0.1, 1.0, 1.0, 0.25) == pytest.approx(1.0897, abs=1e-4)
-    assert gdp_epsilon(1e-5, gaussian_quadratic_mu(100, 0.1, 1.0, 1.0, 0.25)) == pytest.approx(4.836, abs=1e-3)
+    assert gdp_epsilon(1e-5, gaussian_quadratic_mu(100, 0.1, 1.0, 1.0, 0.25)) == pytest.approx(
+        4.836, abs=1e-3
+    )
 
 
 @pytest.mark.parametrize("frac", [0.6, 0.9, 0.99])
@@ -96,10 +118,21 @@ def test_thm42_sound_when_the_large_curvature_dominates(frac: float) -> None:
     m, M = 0.2, 1.0
     eta = 2 / (m + M) + frac * (2 / M - 2 / (m + M))
     T, n, L, sigma = 150, 3, 1.0, 0.5
-    run = Run(algorithm="gd", n=n, lr=eta, steps=T, noise_std=sigma, sensitivity=L, strong_convexity=m, smoothness=M)
+    run = Run(
+        algorithm="gd",
+        n=n,
+        lr=eta,
+        steps=T,
+        noise_std=sigma,
+        sensitivity=L,
+        strong_convexity=m,
+        smoothness=M,
+    )
     claimed = accountant_mu(run)
     for kappa in (m, M, (m + M) / 2):
-        exact = gaussian_propagation_mu(np.array([[1 - eta * kappa]]), np.full((T, 1), eta * L / n), eta * sigma)
+        exact = gaussian_propagation_mu(
+            np.array([[1 - eta * kappa]]), np.full((T, 1), eta * L / n), eta * sigma
+        )
         assert exact <= claimed * (1 + 1e-10)
 
 
@@ -107,7 +140,9 @@ def test_schedule_propagation_matches_scalar_recursion() -> None:
     etas = np.linspace(0.2, 0.05, 40)
     mu = gaussian_quadratic_mu(40, etas, 0.5, 1.0, 0.3)
     A = [np.array([[1 - e * 0.5]]) for e in etas]
-    assert mu == pytest.approx(gaussian_propagation_mu(A, (etas * 0.3)[:, None], etas * 1.0), rel=1e-12)
+    assert mu == pytest.approx(
+        gaussian_propagation_mu(A, (etas * 0.3)[:, None], etas * 1.0), rel=1e-12
+    )
 
 
 # ---------------------------------------------------------------------- 1. exactness (NoisyCGD)
@@ -123,14 +158,25 @@ def test_thm45_bounds_exact_cgd_every_position(seed: int) -> None:
     eta = float(rng.uniform(0.05, 1.0)) * 2 / (m + M)
     sigma = float(rng.uniform(0.1, 2.0))
     L = float(rng.uniform(0.1, 2.0))
-    run = Run(algorithm="cgd", n=n, batch_size=b, lr=eta, epochs=E, noise_std=sigma, sensitivity=L,
-              strong_convexity=m, smoothness=M)
+    run = Run(
+        algorithm="cgd",
+        n=n,
+        batch_size=b,
+        lr=eta,
+        epochs=E,
+        noise_std=sigma,
+        sensitivity=L,
+        strong_convexity=m,
+        smoothness=M,
+    )
     claimed = accountant_mu(run)
     exact = [cgd_quadratic_mu(E, l, eta, m, sigma, L / b, position=j) for j in range(l)]
     # the generic propagation agrees with the scalar recursion
     j = int(rng.integers(0, l))
     kicks = np.array([[eta * L / b if t % l == j else 0.0] for t in range(E * l)])
-    assert gaussian_propagation_mu(np.array([[1 - eta * m]]), kicks, eta * sigma) == pytest.approx(exact[j], rel=1e-10)
+    assert gaussian_propagation_mu(np.array([[1 - eta * m]]), kicks, eta * sigma) == pytest.approx(
+        exact[j], rel=1e-10
+    )
     assert max(exact) <= claimed * (1 + 1e-10)
     assert claimed <= 2.0 * max(exact)
     # one batch per epoch: NoisyCGD is NoisyGD and Thm 4.5 is exact
@@ -139,7 +185,9 @@ def test_thm45_bounds_exact_cgd_every_position(seed: int) -> None:
 
 
 def test_cgd_one_batch_equals_gd() -> None:
-    assert cgd_quadratic_mu(50, 1, 0.1, 1.0, 1.0, 0.25) == pytest.approx(gaussian_quadratic_mu(50, 0.1, 1.0, 1.0, 0.25), rel=1e-12)
+    assert cgd_quadratic_mu(50, 1, 0.1, 1.0, 1.0, 0.25) == pytest.approx(
+        gaussian_quadratic_mu(50, 0.1, 1.0, 1.0, 0.25), rel=1e-12
+    )
 
 
 def test_linear_unconstrained_is_composition() -> None:
@@ -149,7 +197,13 @@ def test_linear_unconstrained_is_composition() -> None:
 
 
 # ---------------------------------------------------------------------- projected random walk
-NOTES_3_3 = {10: (0.427, 0.440), 100: (0.711, 1.555), 300: (0.915, 2.876), 1000: (0.940, 5.759), 10000: (0.940, 24.38)}
+NOTES_3_3 = {
+    10: (0.427, 0.440),
+    100: (0.711, 1.555),
+    300: (0.915, 2.876),
+    1000: (0.940, 5.759),
+    10000: (0.940, 24.38),
+}
 
 
 @pytest.mark.parametrize("T", sorted(NOTES_3_3))
@@ -165,7 +219,10 @@ def test_projected_walk_worst_event_is_the_lower_atom_and_grid_converges() -> No
     curve = projected_walk_curve(1.0, 0.05, 0.002, 1000)
     (p_lo, q_lo), _ = curve.atom_masses["lower"], curve.atom_masses["upper"]
     assert p_lo == pytest.approx(0.033, abs=1e-3) and q_lo == pytest.approx(0.013, abs=1e-3)
-    coarse, fine = projected_walk_curve(1.0, 0.05, 0.002, 100), projected_walk_curve(1.0, 0.05, 0.002, 100, bins=1000)
+    coarse, fine = (
+        projected_walk_curve(1.0, 0.05, 0.002, 100),
+        projected_walk_curve(1.0, 0.05, 0.002, 100, bins=1000),
+    )
     assert fine.epsilon(1e-5) == pytest.approx(coarse.epsilon(1e-5), abs=1e-3)
     # masses sum to one, delta is monotone, tradeoff is a tradeoff function
     assert curve.p.sum() == pytest.approx(1.0) and curve.q.sum() == pytest.approx(1.0)

@@ -41,7 +41,9 @@ def test_clopper_pearson_known_values() -> None:
     assert clopper_pearson_upper(100, 100, 0.05) == 1.0
     assert clopper_pearson_lower(0, 100, 0.05) == 0.0
     # symmetry: upper(k, n) = 1 - lower(n - k, n)
-    assert clopper_pearson_upper(30, 100, 0.01) == pytest.approx(1 - clopper_pearson_lower(70, 100, 0.01), rel=1e-12)
+    assert clopper_pearson_upper(30, 100, 0.01) == pytest.approx(
+        1 - clopper_pearson_lower(70, 100, 0.01), rel=1e-12
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -78,7 +80,8 @@ def test_mu_lb_recovers_mu_on_exact_rates() -> None:
 
 
 def test_mu_lb_is_not_abs_folded() -> None:
-    # a test that does WORSE than random gives a negative bound, not a positive one (jax_privacy #270)
+    # a test that does WORSE than random gives a negative bound, not a positive one
+    # (jax_privacy #270)
     assert mu_lb_gdp(0.7, 0.6) < 0
 
 
@@ -101,8 +104,12 @@ def test_gdp_duality_independent_copy_matches_library() -> None:
     notions = pytest.importorskip("lastiterate.notions.gdp")
     for mu in (0.04, 0.5, 1.0897, 2.5, 6.0):
         for delta in (1e-10, 1e-5, 1e-2):
-            assert gdp_epsilon(delta, mu) == pytest.approx(float(notions.gdp_epsilon(delta, mu)), rel=1e-7, abs=1e-9)
-        assert gdp_delta(1.0, mu) == pytest.approx(float(notions.gdp_delta(1.0, mu)), rel=1e-8, abs=1e-15)
+            assert gdp_epsilon(delta, mu) == pytest.approx(
+                float(notions.gdp_epsilon(delta, mu)), rel=1e-7, abs=1e-9
+            )
+        assert gdp_delta(1.0, mu) == pytest.approx(
+            float(notions.gdp_delta(1.0, mu)), rel=1e-8, abs=1e-15
+        )
     # auditing-notes 3.1 anchors
     assert gdp_epsilon(1e-5, 1.0897) == pytest.approx(4.836, abs=2e-3)
     assert gdp_epsilon(1e-5, 2.5) == pytest.approx(13.207, abs=2e-3)

@@ -26,20 +26,38 @@ Q = Query(delta=1e-5)
 def _vectors(prefix: str) -> list[dict[str, Any]]:
     if not REFERENCE_FILE.exists():
         return []
-    return [v for v in json.loads(REFERENCE_FILE.read_text())["vectors"] if v["id"].startswith(prefix)]
+    return [
+        v for v in json.loads(REFERENCE_FILE.read_text())["vectors"] if v["id"].startswith(prefix)
+    ]
 
 
 def mnist_cgd(epochs: int, lam: float = 0.002, **kw: Any) -> Run:
     base: dict[str, Any] = {
-        "algorithm": "cgd", "n": 60000, "batch_size": 1500, "epochs": epochs, "lr": 0.05, "noise_std": 0.01,
-        "sensitivity": 10.0, "strong_convexity": lam, "smoothness": 32.5,
+        "algorithm": "cgd",
+        "n": 60000,
+        "batch_size": 1500,
+        "epochs": epochs,
+        "lr": 0.05,
+        "noise_std": 0.01,
+        "sensitivity": 10.0,
+        "strong_convexity": lam,
+        "smoothness": 32.5,
     }
     base.update(kw)
     return Run(**base)
 
 
 def fig1_gd(T: int, **kw: Any) -> Run:
-    base: dict[str, Any] = {"algorithm": "gd", "n": 1, "lr": 0.05, "steps": T, "noise_std": 10.0, "sensitivity": 1.0, "strong_convexity": 1.0, "smoothness": 10.0}
+    base: dict[str, Any] = {
+        "algorithm": "gd",
+        "n": 1,
+        "lr": 0.05,
+        "steps": T,
+        "noise_std": 10.0,
+        "sensitivity": 1.0,
+        "strong_convexity": 1.0,
+        "smoothness": 10.0,
+    }
     base.update(kw)
     return Run(**base)
 
@@ -73,7 +91,9 @@ def test_fig1_prior_rdp(vec: dict[str, Any]) -> None:
     run = fig1_gd(vec["inputs_canonical"]["T"])
     res = hs.ys22_noisy_gd(run, Q)
     assert res.details["c_ys"] == pytest.approx(0.975, rel=1e-12)
-    assert res.epsilon == pytest.approx(vec["recomputed"]["eps_prior_rdp_YS22_D6_as_coded"], rel=vec["tolerance"]["rel"])
+    assert res.epsilon == pytest.approx(
+        vec["recomputed"]["eps_prior_rdp_YS22_D6_as_coded"], rel=vec["tolerance"]["rel"]
+    )
     # a valid bound can never beat Thm 4.2, which is exact for this setting
     assert res.epsilon >= si.noisy_gd_strongly_convex(run, Q).epsilon
 
@@ -85,10 +105,20 @@ def test_headline() -> None:
 
 
 def test_rdp_never_below_exact_quadratic_renyi() -> None:
-    """D.6 reading: rho >= mu_exact^2/2 for the quadratic instance making Thm 4.2 tight, for every T."""
+    """D.6 reading: rho >= mu_exact^2/2 for the quadratic instance making Thm 4.2
+    tight, for every T."""
     for m, eta in ((1.0, 0.05), (0.3, 0.9), (2.0, 0.4)):
         for T in (1, 2, 5, 50, 5000):
-            run = Run(algorithm="gd", n=3, lr=eta, steps=T, noise_std=0.5, sensitivity=1.0, strong_convexity=m, smoothness=m)
+            run = Run(
+                algorithm="gd",
+                n=3,
+                lr=eta,
+                steps=T,
+                noise_std=0.5,
+                sensitivity=1.0,
+                strong_convexity=m,
+                smoothness=m,
+            )
             mu = si.noisy_gd_strongly_convex(run, Q).mu
             assert hs.ys22_noisy_gd(run, Q).details["rho"] >= mu**2 / 2 * (1 - 1e-12)
 
@@ -99,7 +129,9 @@ def test_monotone_and_limit() -> None:
     assert vals == sorted(vals)
     assert all(v <= eps[0].details["epsilon_limit"] * (1 + 1e-9) for v in vals)
     assert eps[-1].epsilon == pytest.approx(eps[0].details["epsilon_limit"], rel=1e-3)
-    assert eps[0].details["rho"] == pytest.approx((2 / 3) ** 2 / 2, rel=1e-12)  # E = 1: one Gaussian step
+    assert eps[0].details["rho"] == pytest.approx(
+        (2 / 3) ** 2 / 2, rel=1e-12
+    )  # E = 1: one Gaussian step
     gd = [hs.ys22_noisy_gd(fig1_gd(T), Q) for T in (1, 10, 100, 10000)]
     assert [r.epsilon for r in gd] == sorted(r.epsilon for r in gd)
     assert gd[-1].epsilon == pytest.approx(gd[0].details["epsilon_limit"], rel=1e-6)
@@ -111,8 +143,21 @@ def test_refusals() -> None:
     with pytest.raises(NotApplicable, match="lr=0.07 >= 2/M"):
         hs.ys22_noisy_cgd(mnist_cgd(5, lr=0.07), Q)
     with pytest.raises(NotApplicable, match="strong-convexity constant m"):
-        hs.ys22_noisy_gd(Run(algorithm="gd", n=10, lr=0.1, steps=5, noise_std=1.0, sensitivity=1.0, contraction=0.9), Q)
-    with pytest.raises(ParameterError, match="poisson"):  # add/remove re-partitions cgd: refused by Run
+        hs.ys22_noisy_gd(
+            Run(
+                algorithm="gd",
+                n=10,
+                lr=0.1,
+                steps=5,
+                noise_std=1.0,
+                sensitivity=1.0,
+                contraction=0.9,
+            ),
+            Q,
+        )
+    with pytest.raises(
+        ParameterError, match="poisson"
+    ):  # add/remove re-partitions cgd: refused by Run
         hs.ys22_noisy_cgd(mnist_cgd(5, adjacency="add-remove"), Q)
     with pytest.raises(NotApplicable, match="constant learning rate"):
         hs.ys22_noisy_gd(fig1_gd(3, lr=[0.05, 0.05, 0.04]), Q)
@@ -129,8 +174,17 @@ def test_single_batch_cycle_with_zero_contraction_is_refused_not_a_crash() -> No
     from lastiterate.accountant import account
     from lastiterate.run import Run
 
-    run = Run(algorithm="cgd", n=1, batch_size=1, lr=1.0, epochs=1, noise_std=1.0, sensitivity=1.0,
-              strong_convexity=1.0, smoothness=1.0)
+    run = Run(
+        algorithm="cgd",
+        n=1,
+        batch_size=1,
+        lr=1.0,
+        epochs=1,
+        noise_std=1.0,
+        sensitivity=1.0,
+        strong_convexity=1.0,
+        smoothness=1.0,
+    )
     report = account(run, delta=1e-5)
     refused = {r.bound: r.reason for r in report.not_applicable}
     assert "2 batches" in refused["hidden-state-rdp"]

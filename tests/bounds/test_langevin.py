@@ -20,7 +20,11 @@ REF = Path(__file__).resolve().parents[1] / "data" / "reference_values.json"
 def _p001_vectors() -> list[dict]:
     if not REF.exists():
         return []
-    return [v for v in json.loads(REF.read_text())["vectors"] if str(v.get("paper", "")).startswith("001")]
+    return [
+        v
+        for v in json.loads(REF.read_text())["vectors"]
+        if str(v.get("paper", "")).startswith("001")
+    ]
 
 
 VECTORS = _p001_vectors()
@@ -35,25 +39,46 @@ def test_reference_file_has_paper001_vectors() -> None:
 def test_reference_vectors_canonical_and_paper_units(vec: dict) -> None:
     c, p, r = vec["inputs_canonical"], vec["inputs_paper_notation"], vec["recomputed"]
     tol = vec["tolerance"]["rel"]
-    cor1 = lg.corollary1_rdp(c["alpha"], L=c["L"], n=c["n"], m=c["m"], eta=c["eta"], sigma=c["sigma"], T=c["T"])
+    cor1 = lg.corollary1_rdp(
+        c["alpha"], L=c["L"], n=c["n"], m=c["m"], eta=c["eta"], sigma=c["sigma"], T=c["T"]
+    )
     base = lg.composition_baseline_rdp(c["alpha"], L=c["L"], n=c["n"], sigma=c["sigma"], T=c["T"])
     assert cor1 == pytest.approx(r["corollary1"], rel=tol)
     assert base == pytest.approx(r["composition_baseline"], rel=tol)
     # the same in the paper's own units (sigma' = 0.02)
-    cor1_p = lg.corollary1_rdp_paper(p["alpha"], S_g=p["S_g"], n=p["n"], sigma_prime=p["sigma"], lam=p["lambda_sc"],
-                                     eta=p["eta"], K=p["K"])
-    base_p = lg.thm1_rdp_paper(p["alpha"], S_g=p["S_g"], n=p["n"], sigma_prime=p["sigma"], eta=p["eta"], K=p["K"])
+    cor1_p = lg.corollary1_rdp_paper(
+        p["alpha"],
+        S_g=p["S_g"],
+        n=p["n"],
+        sigma_prime=p["sigma"],
+        lam=p["lambda_sc"],
+        eta=p["eta"],
+        K=p["K"],
+    )
+    base_p = lg.thm1_rdp_paper(
+        p["alpha"], S_g=p["S_g"], n=p["n"], sigma_prime=p["sigma"], eta=p["eta"], K=p["K"]
+    )
     assert cor1_p == pytest.approx(r["corollary1"], rel=tol)
     assert base_p == pytest.approx(r["composition_baseline"], rel=tol)
     # the canonical sigma is the paper's sigma' * sqrt(2/eta)
-    assert lg.sigma_canonical_from_prime(p["sigma"], p["eta"]) == pytest.approx(c["sigma"], rel=1e-12)
+    assert lg.sigma_canonical_from_prime(p["sigma"], p["eta"]) == pytest.approx(
+        c["sigma"], rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("vec", VECTORS[::7], ids=[v["id"] for v in VECTORS[::7]])
 def test_registered_bound_reports_the_reference_curve(vec: dict) -> None:
     c, r = vec["inputs_canonical"], vec["recomputed"]
-    run = Run(algorithm="gd", n=c["n"], lr=c["eta"], steps=c["T"], noise_std=c["sigma"], sensitivity=c["L"],
-              strong_convexity=c["m"], smoothness=c["M"])
+    run = Run(
+        algorithm="gd",
+        n=c["n"],
+        lr=c["eta"],
+        steps=c["T"],
+        noise_std=c["sigma"],
+        sensitivity=c["L"],
+        strong_convexity=c["m"],
+        smoothness=c["M"],
+    )
     res = lg.langevin_corollary1(run, Query(delta=1e-5, orders=(float(c["alpha"]),)))
     assert res.bound == "langevin-lsi" and res.kind == "bound"
     assert dict(res.rdp)[float(c["alpha"])] == pytest.approx(r["corollary1"], rel=1e-9)
@@ -95,17 +120,29 @@ def test_ratios_quoted_in_theorems_md() -> None:
 
 
 def test_corollary2_scaling_to_lambda_matches_exact_scaled_problem() -> None:
-    """(lam/2)||theta - x||^2 with step eta is the lam = 1 problem with step eta*lam, noise sigma'^2/lam,
-    sensitivity S_g/lam; the exact value must stay below the generalised Corollary 2."""
+    """(lam/2)||theta - x||^2 with step eta is the lam = 1 problem with step eta*lam,
+    noise sigma'^2/lam, sensitivity S_g/lam; the exact value must stay below the
+    generalised Corollary 2."""
     lam, eta, sp, S, n = 3.0, 0.1, 0.2, 6.0, 40
     for K in (1, 10, 100, 10000):
-        exact = lg.quadratic_exact_rdp_paper(2.0, S_g=S / lam, n=n, sigma_prime=sp / math.sqrt(lam), eta=eta * lam, K=K)
+        exact = lg.quadratic_exact_rdp_paper(
+            2.0, S_g=S / lam, n=n, sigma_prime=sp / math.sqrt(lam), eta=eta * lam, K=K
+        )
         cor2 = lg.corollary2_rdp_paper(2.0, S_g=S, n=n, sigma_prime=sp, eta=eta, K=K, lam=lam)
         assert exact <= cor2 * (1 + 1e-12)
 
 
 def test_registered_corollary2_for_m_equal_M() -> None:
-    run = Run(algorithm="gd", n=100, lr=0.1, steps=1000, noise_std=0.5, sensitivity=2.0, strong_convexity=1.0, smoothness=1.0)
+    run = Run(
+        algorithm="gd",
+        n=100,
+        lr=0.1,
+        steps=1000,
+        noise_std=0.5,
+        sensitivity=2.0,
+        strong_convexity=1.0,
+        smoothness=1.0,
+    )
     q = Query(delta=1e-5, orders=(4.0,))
     r2 = lg.langevin_corollary2(run, q)
     r1 = lg.langevin_corollary1(run, q)
@@ -121,7 +158,16 @@ def test_registered_corollary2_for_m_equal_M() -> None:
 
 # ------------------------------------------------------------------ refusals
 def _run(**kw) -> Run:
-    base = {"algorithm": "gd", "n": 1000, "lr": 0.1, "steps": 100, "noise_std": 1.0, "sensitivity": 2.0, "strong_convexity": 1.0, "smoothness": 2.0}
+    base = {
+        "algorithm": "gd",
+        "n": 1000,
+        "lr": 0.1,
+        "steps": 100,
+        "noise_std": 1.0,
+        "sensitivity": 2.0,
+        "strong_convexity": 1.0,
+        "smoothness": 2.0,
+    }
     base.update(kw)
     return Run(**base)
 
@@ -158,5 +204,8 @@ def test_monotone_in_sigma_and_m() -> None:
     q = Query(delta=1e-5)
     by_sigma = [lg.langevin_corollary1(_run(noise_std=s), q).epsilon for s in (0.5, 1.0, 2.0, 4.0)]
     assert all(a > b for a, b in itertools.pairwise(by_sigma))
-    by_m = [lg.langevin_corollary1(_run(strong_convexity=m, steps=10**6), q).epsilon for m in (0.25, 0.5, 1.0, 2.0)]
+    by_m = [
+        lg.langevin_corollary1(_run(strong_convexity=m, steps=10**6), q).epsilon
+        for m in (0.25, 0.5, 1.0, 2.0)
+    ]
     assert all(a > b for a, b in itertools.pairwise(by_m))

@@ -24,7 +24,8 @@ DELTA = 1e-5
 
 # ============================================================================ exact projected walk
 def _walk_matrix(points: np.ndarray, edges: np.ndarray, drift: float, s: float) -> np.ndarray:
-    """Rows: x -> Proj_[edges[0], edges[-1]](x + drift + N(0, s^2)) onto [lower atom, cells..., upper atom]."""
+    """Rows: x -> Proj_[edges[0], edges[-1]](x + drift + N(0, s^2)) onto [lower atom,
+    cells..., upper atom]."""
     cdf = ndtr((edges[None, :] - points[:, None] - drift) / s)
     P = np.empty((points.size, edges.size + 1))
     P[:, 0] = cdf[:, 0]
@@ -33,8 +34,19 @@ def _walk_matrix(points: np.ndarray, edges: np.ndarray, drift: float, s: float) 
     return P
 
 
-def walk_laws(D: float, s: float, a: float, T: int, *, q: float = 1.0, uses=None, bins: int = 400, x0: float = 0.0):
-    """Laws of W_T (no drift) and W'_T (drift a with probability q at the steps where ``uses(t)``)."""
+def walk_laws(
+    D: float,
+    s: float,
+    a: float,
+    T: int,
+    *,
+    q: float = 1.0,
+    uses=None,
+    bins: int = 400,
+    x0: float = 0.0,
+):
+    """Laws of W_T (no drift) and W'_T (drift a with probability q at the steps
+    where ``uses(t)``)."""
     edges = np.linspace(-D / 2, D / 2, bins + 1)
     pts = np.concatenate(([-D / 2], (edges[:-1] + edges[1:]) / 2, [D / 2]))
     P0 = _walk_matrix(pts, edges, 0.0, s)
@@ -53,7 +65,9 @@ def exact_epsilon(p: np.ndarray, w: np.ndarray, delta: float = DELTA) -> float:
     """Smallest eps with max(sum (w - e^eps p)_+, sum (p - e^eps w)_+) <= delta (bisection)."""
 
     def dlt(e: float) -> float:
-        return max(np.maximum(w - math.exp(e) * p, 0).sum(), np.maximum(p - math.exp(e) * w, 0).sum())
+        return max(
+            np.maximum(w - math.exp(e) * p, 0).sum(), np.maximum(p - math.exp(e) * w, 0).sum()
+        )
 
     if dlt(0.0) <= delta:
         return 0.0
@@ -72,7 +86,17 @@ def test_exact_walk_reproduces_auditing_notes(T: int, expected: float) -> None:
 
 def _gd_walk_run(T: int) -> Run:
     # s = lr*sigma = 0.05, a = lr*L/n = 0.002, D = 1
-    return Run(algorithm="gd", n=100, lr=0.1, steps=T, noise_std=0.5, sensitivity=2.0, convex=True, smoothness=1.0, diameter=1.0)
+    return Run(
+        algorithm="gd",
+        n=100,
+        lr=0.1,
+        steps=T,
+        noise_std=0.5,
+        sensitivity=2.0,
+        convex=True,
+        smoothness=1.0,
+        diameter=1.0,
+    )
 
 
 @pytest.mark.parametrize("T", [10, 100, 1000])
@@ -86,8 +110,19 @@ def test_gd_bound_above_exact_projected_walk(T: int) -> None:
 @pytest.mark.parametrize("T", [10, 100, 1000])
 def test_sgd_bound_above_exact_sampled_walk(T: int) -> None:
     # uniform batches b = 10 of n = 100 (q = 0.1); a = lr*L/b = 0.002, s = lr*sigma = 0.05
-    run = Run(algorithm="sgd", n=100, batch_size=10, sampling="uniform", lr=0.01, steps=T, noise_std=5.0,
-              clip=1.0, convex=True, smoothness=1.0, diameter=1.0)
+    run = Run(
+        algorithm="sgd",
+        n=100,
+        batch_size=10,
+        sampling="uniform",
+        lr=0.01,
+        steps=T,
+        noise_std=5.0,
+        clip=1.0,
+        convex=True,
+        smoothness=1.0,
+        diameter=1.0,
+    )
     res = pabi.pabi_sgd(run, Query(delta=DELTA))
     exact = exact_epsilon(*walk_laws(1.0, 0.05, 0.002, T, q=0.1))
     assert res.epsilon >= exact
@@ -96,8 +131,18 @@ def test_sgd_bound_above_exact_sampled_walk(T: int) -> None:
 @pytest.mark.parametrize("T", [12, 120, 1200])
 def test_cgd_bound_above_exact_cyclic_walk(T: int) -> None:
     # l = 4 batches of b = 10; the differing example in batch k is used at steps t = k mod 4
-    run = Run(algorithm="cgd", n=40, batch_size=10, lr=0.01, steps=T, noise_std=5.0, sensitivity=2.0,
-              convex=True, smoothness=1.0, diameter=1.0)
+    run = Run(
+        algorithm="cgd",
+        n=40,
+        batch_size=10,
+        lr=0.01,
+        steps=T,
+        noise_std=5.0,
+        sensitivity=2.0,
+        convex=True,
+        smoothness=1.0,
+        diameter=1.0,
+    )
     res = pabi.pabi_cgd(run, Query(delta=DELTA))
     for k in range(4):
         exact = exact_epsilon(*walk_laws(1.0, 0.05, 0.002, T, uses=lambda t, k=k: t % 4 == k))
@@ -106,16 +151,25 @@ def test_cgd_bound_above_exact_cyclic_walk(T: int) -> None:
 
 # ============================================================================ formula checks
 def test_b1_matches_brute_force() -> None:
-    for D, eta, sigma, L, n, T in [(1.0, 0.1, 0.5, 2.0, 100, 50), (0.3, 0.05, 1.0, 1.0, 20, 300), (2.0, 1.0, 0.1, 1.0, 1000, 7)]:
+    for D, eta, sigma, L, n, T in [
+        (1.0, 0.1, 0.5, 2.0, 100, 50),
+        (0.3, 0.05, 1.0, 1.0, 20, 300),
+        (2.0, 1.0, 0.1, 1.0, 1000, 7),
+    ]:
         s = eta * L / n
         Dt = D + s
-        brute = min(T * s * s, min((Dt / t + s) ** 2 * t for t in range(1, T + 1))) / (2 * eta**2 * sigma**2)
-        assert pabi.b1_rho(D=D, eta=eta, sigma=sigma, L=L, n=n, T=T)[0] == pytest.approx(brute, rel=1e-12)
+        brute = min(T * s * s, min((Dt / t + s) ** 2 * t for t in range(1, T + 1))) / (
+            2 * eta**2 * sigma**2
+        )
+        assert pabi.b1_rho(D=D, eta=eta, sigma=sigma, L=L, n=n, T=T)[0] == pytest.approx(
+            brute, rel=1e-12
+        )
 
 
 def _gcm_cost(ceiling: np.ndarray) -> float:
-    """Independent taut string: minimal sum of squared increments of A with A_0 = 0, A_t <= ceiling[t]
-    (t = 1..N-1), A_N = ceiling[N]: the greatest convex minorant of (0,0),(t, ceiling[t])."""
+    """Independent taut string: minimal sum of squared increments of A with A_0 = 0, A_t
+    <= ceiling[t] (t = 1..N-1), A_N = ceiling[N]: the greatest convex minorant of
+    (0,0),(t, ceiling[t])."""
     N = len(ceiling) - 1
     xs = list(range(N + 1))
     ys = [0.0] + list(ceiling[1:])
@@ -136,7 +190,9 @@ def _cgd_brute(D: float, s: float, l: int, T: int) -> float:
     Dt = D + s
     worst = 0.0
     for k in range(l):
-        uses = np.array([1.0 if (t - 1) % l == k else 0.0 for t in range(1, T + 1)])  # transition t uses batch (t-1) mod l
+        uses = np.array(
+            [1.0 if (t - 1) % l == k else 0.0 for t in range(1, T + 1)]
+        )  # transition t uses batch (t-1) mod l
         best = math.inf
         for tau in range(T):
             S = np.concatenate([[0.0], np.cumsum(uses[tau:])]) * s
@@ -146,8 +202,20 @@ def _cgd_brute(D: float, s: float, l: int, T: int) -> float:
     return worst
 
 
-@pytest.mark.parametrize("D,s,l,T", [(1.0, 0.1, 4, 30), (0.2, 0.1, 3, 25), (1.0, 0.02, 5, 60), (0.05, 0.1, 2, 20), (1.0, 0.3, 1, 15), (0.5, 0.05, 7, 9)])
-def test_cgd_closed_form_matches_independent_taut_string(D: float, s: float, l: int, T: int) -> None:
+@pytest.mark.parametrize(
+    "D,s,l,T",
+    [
+        (1.0, 0.1, 4, 30),
+        (0.2, 0.1, 3, 25),
+        (1.0, 0.02, 5, 60),
+        (0.05, 0.1, 2, 20),
+        (1.0, 0.3, 1, 15),
+        (0.5, 0.05, 7, 9),
+    ],
+)
+def test_cgd_closed_form_matches_independent_taut_string(
+    D: float, s: float, l: int, T: int
+) -> None:
     cost, _ = pabi.cgd_shift_cost(D=D, s=s, l=l, T=T)
     assert cost == pytest.approx(_cgd_brute(D, s, l, T), rel=1e-9, abs=1e-15)
 
@@ -168,7 +236,9 @@ def test_best_window_matches_brute_force(c: float) -> None:
         v, _N = pabi.best_window(Q, K, c, n_max)
         top = int(min(n_max, 20000))
         Ns = np.arange(1, top + 1, dtype=float)
-        brute = (Ns[None, :] * Q[:, None] + K[:, None] * pabi.window_diameter_factor(Ns, c)[None, :]).min(axis=1)
+        brute = (
+            Ns[None, :] * Q[:, None] + K[:, None] * pabi.window_diameter_factor(Ns, c)[None, :]
+        ).min(axis=1)
         assert np.all(v <= brute * (1 + 1e-9))
         assert np.all(v >= brute * (1 - 1e-9) - 1e-15) or not math.isfinite(n_max)
 
@@ -194,12 +264,16 @@ def test_sgm_table_chord_is_an_upper_bound(q: float, s: float) -> None:
     orders = 1.0 + np.geomspace(0.05, 200.0, 12)
     tab = pabi.SGMTable(q, np.array([s]), orders)
     rng = np.random.default_rng(0)
-    probe = np.concatenate([1.0 + np.exp(rng.uniform(math.log(0.01), math.log(400.0), 25)), orders[:3]])
+    probe = np.concatenate(
+        [1.0 + np.exp(rng.uniform(math.log(0.01), math.log(400.0), 25)), orders[:3]]
+    )
     exact = sampled_gaussian_rdp(q, s, probe, direction="max")
     for a, e in zip(probe, exact):
         assert tab.upper(float(a))[0] >= e * (1 - 1e-9)
     for a in orders[:3]:
-        assert tab.upper(float(a))[0] == pytest.approx(pabi.sampled_gaussian(q, s, float(a)), rel=1e-12)
+        assert tab.upper(float(a))[0] == pytest.approx(
+            pabi.sampled_gaussian(q, s, float(a)), rel=1e-12
+        )
 
 
 def test_b3_below_b2_and_schedule_above_b2() -> None:
@@ -215,7 +289,17 @@ def test_b3_below_b2_and_schedule_above_b2() -> None:
 
 # ============================================================================ refusals
 def _convex(**kw) -> Run:
-    base = {"algorithm": "gd", "n": 100, "lr": 0.1, "steps": 100, "noise_std": 0.5, "sensitivity": 2.0, "convex": True, "smoothness": 1.0, "diameter": 1.0}
+    base = {
+        "algorithm": "gd",
+        "n": 100,
+        "lr": 0.1,
+        "steps": 100,
+        "noise_std": 0.5,
+        "sensitivity": 2.0,
+        "convex": True,
+        "smoothness": 1.0,
+        "diameter": 1.0,
+    }
     base.update(kw)
     return Run(**base)
 
@@ -232,18 +316,35 @@ def test_refusals_with_reasons() -> None:
         pabi.pabi_sgd(_convex(algorithm="sgd", batch_size=10, sampling="poisson"), q)
     with pytest.raises(NotApplicable, match="needs uniform sampling"):
         pabi.pabi_sgd(_convex(algorithm="sgd", batch_size=10, sampling="shuffle"), q)
-    with pytest.raises(ParameterError, match="poisson"):  # add/remove with fixed-size batches: refused by Run
-        pabi.pabi_sgd(_convex(algorithm="sgd", batch_size=10, sampling="uniform", adjacency="add-remove", sensitivity=1.0), q)
+    with pytest.raises(
+        ParameterError, match="poisson"
+    ):  # add/remove with fixed-size batches: refused by Run
+        pabi.pabi_sgd(
+            _convex(
+                algorithm="sgd",
+                batch_size=10,
+                sampling="uniform",
+                adjacency="add-remove",
+                sensitivity=1.0,
+            ),
+            q,
+        )
     with pytest.raises(NotApplicable, match="lr schedule"):
         pabi.pabi_cgd(_convex(algorithm="cgd", batch_size=10, lr=[0.1] * 50 + [0.05] * 50), q)
 
 
-# ============================================================================ plateau, limits, monotonicity
+# ============================================================================ plateau,
+# limits, monotonicity
 def test_gd_and_cgd_plateau_and_limit() -> None:
     q = Query(delta=DELTA)
-    for make in (lambda T: _convex(steps=T), lambda T: _convex(algorithm="cgd", batch_size=10, steps=T)):
-        res = [pabi.pabi_gd(make(T), q) if make(T).algorithm == "gd" else pabi.pabi_cgd(make(T), q)
-               for T in (10, 100, 10**4, 10**6, 10**7)]
+    for make in (
+        lambda T: _convex(steps=T),
+        lambda T: _convex(algorithm="cgd", batch_size=10, steps=T),
+    ):
+        res = [
+            pabi.pabi_gd(make(T), q) if make(T).algorithm == "gd" else pabi.pabi_cgd(make(T), q)
+            for T in (10, 100, 10**4, 10**6, 10**7)
+        ]
         eps = [r.epsilon for r in res]
         assert eps[-1] == pytest.approx(eps[-2], rel=1e-9)
         assert eps[0] < eps[-1]
@@ -257,15 +358,31 @@ def test_cgd_limit_is_a_supremum_over_T() -> None:
     q = Query(delta=DELTA)
     base = _convex(algorithm="cgd", batch_size=10, lr=0.05, noise_std=0.3)
     lim = pabi.cgd_rho_limit(D=1.0, eta=0.05, sigma=0.3, L=2.0, b_min=10, l=10)
-    rhos = [pabi.cgd_rho(D=1.0, eta=0.05, sigma=0.3, L=2.0, b_min=10, l=10, T=T)[0] for T in range(1, 4000, 7)]
+    rhos = [
+        pabi.cgd_rho(D=1.0, eta=0.05, sigma=0.3, L=2.0, b_min=10, l=10, T=T)[0]
+        for T in range(1, 4000, 7)
+    ]
     assert max(rhos) <= lim * (1 + 1e-12)
-    assert pabi.pabi_cgd(base.replace(steps=10**6), q).details["rho"] == pytest.approx(lim, rel=1e-9)
+    assert pabi.pabi_cgd(base.replace(steps=10**6), q).details["rho"] == pytest.approx(
+        lim, rel=1e-9
+    )
 
 
 def test_sgd_plateau_and_limit() -> None:
     q = Query(delta=DELTA)
-    run = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=10, noise_std=0.5,
-              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
+    run = Run(
+        algorithm="sgd",
+        n=1000,
+        batch_size=10,
+        sampling="uniform",
+        lr=0.1,
+        steps=10,
+        noise_std=0.5,
+        clip=1.0,
+        convex=True,
+        smoothness=5.0,
+        diameter=1.0,
+    )
     res = [pabi.pabi_sgd(run.replace(steps=T), q) for T in (10, 10**4, 10**6, 10**8)]
     eps = [r.epsilon for r in res]
     assert eps[0] < eps[1] < eps[2]
@@ -279,20 +396,48 @@ def test_monotone_in_sigma_and_D() -> None:
     q = Query(delta=DELTA)
     for algo, kw in (("gd", {}), ("cgd", {"batch_size": 10})):
         f = pabi.pabi_gd if algo == "gd" else pabi.pabi_cgd
-        by_sigma = [f(_convex(algorithm=algo, steps=10**5, noise_std=s, **kw), q).epsilon for s in (0.25, 0.5, 1.0, 2.0)]
+        by_sigma = [
+            f(_convex(algorithm=algo, steps=10**5, noise_std=s, **kw), q).epsilon
+            for s in (0.25, 0.5, 1.0, 2.0)
+        ]
         assert all(a > b for a, b in itertools.pairwise(by_sigma))
-        by_D = [f(_convex(algorithm=algo, steps=10**5, diameter=D, **kw), q).epsilon for D in (0.1, 0.5, 1.0, 5.0)]
+        by_D = [
+            f(_convex(algorithm=algo, steps=10**5, diameter=D, **kw), q).epsilon
+            for D in (0.1, 0.5, 1.0, 5.0)
+        ]
         assert all(a < b for a, b in itertools.pairwise(by_D))
-    sgd = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=10**5, noise_std=0.5,
-              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
+    sgd = Run(
+        algorithm="sgd",
+        n=1000,
+        batch_size=10,
+        sampling="uniform",
+        lr=0.1,
+        steps=10**5,
+        noise_std=0.5,
+        clip=1.0,
+        convex=True,
+        smoothness=5.0,
+        diameter=1.0,
+    )
     assert pabi.pabi_sgd(sgd, q).epsilon > pabi.pabi_sgd(sgd.replace(noise_std=1.0), q).epsilon
     assert pabi.pabi_sgd(sgd, q).epsilon < pabi.pabi_sgd(sgd.replace(diameter=4.0), q).epsilon
 
 
 def test_strongly_convex_sgd_uses_b3_and_is_smaller() -> None:
     q = Query(delta=DELTA)
-    run = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=10**5, noise_std=0.5,
-              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
+    run = Run(
+        algorithm="sgd",
+        n=1000,
+        batch_size=10,
+        sampling="uniform",
+        lr=0.1,
+        steps=10**5,
+        noise_std=0.5,
+        clip=1.0,
+        convex=True,
+        smoothness=5.0,
+        diameter=1.0,
+    )
     sc = pabi.pabi_sgd(run.replace(strong_convexity=1.0), q)
     assert "B.3" in sc.theorem
     assert sc.epsilon < pabi.pabi_sgd(run, q).epsilon
@@ -305,36 +450,73 @@ def test_schedule_runs_use_eq_5_7() -> None:
     assert "5.7" in gd.theorem and gd.epsilon > 0
     const = pabi.pabi_gd(_convex(steps=3000, lr=0.1), q)
     assert gd.epsilon > 0 and const.epsilon > 0
-    sgd = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=sched, steps=3000, noise_std=0.5,
-              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
+    sgd = Run(
+        algorithm="sgd",
+        n=1000,
+        batch_size=10,
+        sampling="uniform",
+        lr=sched,
+        steps=3000,
+        noise_std=0.5,
+        clip=1.0,
+        convex=True,
+        smoothness=5.0,
+        diameter=1.0,
+    )
     res = pabi.pabi_sgd(sgd, q)
     assert "5.7" in res.theorem and res.epsilon > 0
 
 
 def test_rdp_curve_is_valid_at_report_orders() -> None:
-    """The reported curve at the requested orders equals an independent evaluation with exact S_alpha."""
+    """The reported curve at the requested orders equals an independent evaluation
+    with exact S_alpha."""
     q = Query(delta=DELTA, orders=(2.0, 8.0))
-    run = Run(algorithm="sgd", n=1000, batch_size=10, sampling="uniform", lr=0.1, steps=2000, noise_std=0.5,
-              clip=1.0, convex=True, smoothness=5.0, diameter=1.0)
+    run = Run(
+        algorithm="sgd",
+        n=1000,
+        batch_size=10,
+        sampling="uniform",
+        lr=0.1,
+        steps=2000,
+        noise_std=0.5,
+        clip=1.0,
+        convex=True,
+        smoothness=5.0,
+        diameter=1.0,
+    )
     res = pabi.pabi_sgd(run, q)
     for a, v in res.rdp:
         full = pabi.split_window_rdp(a, q=0.01, b=10, L=2.0, sigma=0.5, eta=0.1, D=1.0, T=2000)
         assert v >= full * (1 - 1e-12)  # a coarser split grid can only be larger
         assert v <= full * 1.2
-    # the converted epsilon is never below what the reported orders alone give with Mironov's conversion
+    # the converted epsilon is never below what the reported orders alone give with
+    # Mironov's conversion
     assert min(v + math.log(1 / DELTA) / (a - 1) for a, v in res.rdp) >= res.epsilon - 1e-12
 
 
 def test_sgd_needs_bounded_gradients_not_only_a_sensitivity() -> None:
-    """S_alpha bounds the fixed-size-batch pair only for gradients in a ball of radius L/2; with only
-    sup ||g - g'|| <= L declared (no clip) pabi and smooth-bounded-domain refuse for sgd."""
+    """S_alpha bounds the fixed-size-batch pair only for gradients in a ball of radius L/2; with
+    only sup ||g - g'|| <= L declared (no clip) pabi and smooth-bounded-domain refuse for sgd."""
     from lastiterate.accountant import account
     from lastiterate.run import Run
 
-    base = dict(algorithm="sgd", n=60000, batch_size=1500, epochs=100, lr=0.05, noise_std=0.01,
-                convex=True, smoothness=32.5, diameter=1.0, sampling="uniform")
+    base = {
+        "algorithm": "sgd",
+        "n": 60000,
+        "batch_size": 1500,
+        "epochs": 100,
+        "lr": 0.05,
+        "noise_std": 0.01,
+        "convex": True,
+        "smoothness": 32.5,
+        "diameter": 1.0,
+        "sampling": "uniform",
+    }
     report = account(Run(sensitivity=10.0, **base), delta=1e-5)
     refused = {r.bound: r.reason for r in report.not_applicable}
-    assert "bounded in norm" in refused["pabi"] and "bounded in norm" in refused["smooth-bounded-domain"]
+    assert (
+        "bounded in norm" in refused["pabi"]
+        and "bounded in norm" in refused["smooth-bounded-domain"]
+    )
     clipped = account(Run(clip=5.0, **base), delta=1e-5)
     assert clipped.result("pabi") is not None

@@ -58,7 +58,10 @@ def _ref() -> dict[str, Any]:
 def test_transcribed_tables_match_reference_values() -> None:
     ref = _ref()
     for i, E in enumerate(paper000.TABLE1_EPOCHS):
-        assert paper000.TABLE4_EPS["cgd_composition"][i] == ref[f"P000-T1-E{E}-GDPcomp"]["expected_printed"]
+        assert (
+            paper000.TABLE4_EPS["cgd_composition"][i]
+            == ref[f"P000-T1-E{E}-GDPcomp"]["expected_printed"]
+        )
         assert paper000.TABLE4_EPS["rdp_0.002"][i] == ref[f"P000-T1-E{E}-RDP"]["expected_printed"]
         assert paper000.TABLE4_EPS["ours_0.002"][i] == ref[f"P000-T1-E{E}-ours"]["expected_printed"]
     for T, (comp, ours) in paper000.TABLE7.items():

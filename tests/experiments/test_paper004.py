@@ -57,10 +57,18 @@ def test_table1_printed_values(t1: Experiment) -> None:
     bad = [c.line() for c in t1.comparisons if not c.agrees and c.label not in ROUNDING_CASES]
     assert not bad, bad
     comps = _by_label(t1)
-    assert comps["Table 1 row 1 eps_MA (sigma=1.3, 15 epochs)"].ours == pytest.approx(1.192264409, abs=1e-8)
-    assert comps["Table 1 row 2 eps_MA (sigma=1.1, 60 epochs)"].ours == pytest.approx(3.0083810, abs=1e-6)
-    assert comps["Table 1 row 3 eps_MA (sigma=0.7, 45 epochs)"].ours == pytest.approx(7.1005517, abs=1e-6)
-    assert comps["Table 1 row 3 eps_CLT (sigma=0.7, 45 epochs)"].ours == pytest.approx(5.0661559282, abs=1e-6)
+    assert comps["Table 1 row 1 eps_MA (sigma=1.3, 15 epochs)"].ours == pytest.approx(
+        1.192264409, abs=1e-8
+    )
+    assert comps["Table 1 row 2 eps_MA (sigma=1.1, 60 epochs)"].ours == pytest.approx(
+        3.0083810, abs=1e-6
+    )
+    assert comps["Table 1 row 3 eps_MA (sigma=0.7, 45 epochs)"].ours == pytest.approx(
+        7.1005517, abs=1e-6
+    )
+    assert comps["Table 1 row 3 eps_CLT (sigma=0.7, 45 epochs)"].ours == pytest.approx(
+        5.0661559282, abs=1e-6
+    )
 
 
 def test_figure4_printed_values(f4: Experiment) -> None:
@@ -74,9 +82,15 @@ def test_figure4_printed_values(f4: Experiment) -> None:
     assert paper004.ma_epsilon_absolute_series(0.7, 70) == pytest.approx(8.6785189, abs=1e-5)
     assert comps["Fig. 4 sigma~ (sigma=1.3, epoch 20)"].ours == pytest.approx(1.05593, abs=1e-5)
     assert comps["Fig. 4 sigma~ (sigma=0.7, epoch 70)"].ours == pytest.approx(0.638476, abs=1e-6)
-    assert comps["Fig. 4 mu_CLT(sigma~) = mu~ (sigma=1.3, epoch 20)"].ours == pytest.approx(0.351988, abs=1e-6)
-    assert comps["Fig. 4 mu_CLT(sigma~) = mu~ (sigma=0.7, epoch 70)"].ours == pytest.approx(1.781302, abs=1e-6)
-    assert comps["Fig. 4 eps_CLT(printed sigma~=1.06) (sigma=1.3, epoch 20)"].ours == pytest.approx(1.3411966651, abs=1e-6)
+    assert comps["Fig. 4 mu_CLT(sigma~) = mu~ (sigma=1.3, epoch 20)"].ours == pytest.approx(
+        0.351988, abs=1e-6
+    )
+    assert comps["Fig. 4 mu_CLT(sigma~) = mu~ (sigma=0.7, epoch 70)"].ours == pytest.approx(
+        1.781302, abs=1e-6
+    )
+    assert comps["Fig. 4 eps_CLT(printed sigma~=1.06) (sigma=1.3, epoch 20)"].ours == pytest.approx(
+        1.3411966651, abs=1e-6
+    )
 
 
 @pytest.mark.parametrize("label", list(ROUNDING_CASES))
@@ -97,8 +111,12 @@ def test_rounding_explanations() -> None:
     # the CLT calibration closes: eps_CLT(unrounded sigma~) = eps_MA
     for sigma, epochs in ((1.3, 20), (0.7, 70)):
         cal = paper004.figure4_calibration(sigma, epochs)
-        assert paper004.clt_epsilon(cal["sigma_tilde"], epochs) == pytest.approx(cal["eps_MA"], rel=1e-9)
-        assert paper004.clt_mu(cal["sigma_tilde"], epochs) == pytest.approx(cal["mu_tilde"], rel=1e-12)
+        assert paper004.clt_epsilon(cal["sigma_tilde"], epochs) == pytest.approx(
+            cal["eps_MA"], rel=1e-9
+        )
+        assert paper004.clt_mu(cal["sigma_tilde"], epochs) == pytest.approx(
+            cal["mu_tilde"], rel=1e-12
+        )
 
 
 def test_pld_column_is_a_valid_bound(t1: Experiment, f4: Experiment) -> None:
@@ -132,27 +150,47 @@ def test_against_reference_vectors(t1: Experiment, f4: Experiment) -> None:
         rec, tol = v["recomputed"], v["tolerance"]
         assert r["mu_CLT_estimate"] == pytest.approx(rec["mu_CLT"], rel=tol["mu_rel"])
         assert r["eps_CLT_estimate"] == pytest.approx(rec["eps_CLT"], abs=tol["eps_abs"])
-        assert r["eps_MA_classic"] == pytest.approx(rec["eps_MA_rdp_classic_conversion"], abs=tol["eps_MA_abs"])
-        assert r["eps_RDP_best"] == pytest.approx(rec["eps_MA_rdp_improved_conversion"], abs=tol["eps_MA_abs"])
+        assert r["eps_MA_classic"] == pytest.approx(
+            rec["eps_MA_rdp_classic_conversion"], abs=tol["eps_MA_abs"]
+        )
+        assert r["eps_RDP_best"] == pytest.approx(
+            rec["eps_MA_rdp_improved_conversion"], abs=tol["eps_MA_abs"]
+        )
         printed = v["expected_printed"]["table1_partial"]
         readme, seed = printed["from_TF_tutorial_README"], printed["confirmed_in_seed_text"]
         row = printed["row"]
-        assert (r["row"], r["sigma"], r["R"], r["eta"]) == (row, readme["sigma"], readme["R"], readme["eta"])
+        assert (r["row"], r["sigma"], r["R"], r["eta"]) == (
+            row,
+            readme["sigma"],
+            readme["R"],
+            readme["eta"],
+        )
         assert paper004.TABLE1_PRINTED[row]["eps_MA"] == readme["eps_MA"]
         for key in ("mu_CLT", "eps_CLT", "eps_MA"):
             if key in seed:
                 assert paper004.TABLE1_PRINTED[row][key] == seed[key]
         if "min_sum_type_I_II_errors_CLT" in seed:
             assert paper004.ROW2_MIN_ERRORS_PRINTED == {
-                "CLT": seed["min_sum_type_I_II_errors_CLT"], "MA": seed["min_sum_type_I_II_errors_MA"]}
+                "CLT": seed["min_sum_type_I_II_errors_CLT"],
+                "MA": seed["min_sum_type_I_II_errors_MA"],
+            }
     for r in _rows(f4):
         v = ref[f"P004-Fig4-MA-sigma{r['sigma']:g}-ep{r['epochs']}"]
-        assert r["eps_MA_classic"] == pytest.approx(v["recomputed"]["eps_MA_rdp_classic_conversion"], abs=v["tolerance"]["eps_abs"])
+        assert r["eps_MA_classic"] == pytest.approx(
+            v["recomputed"]["eps_MA_rdp_classic_conversion"], abs=v["tolerance"]["eps_abs"]
+        )
         w = ref[f"P004-Fig4-sigtilde{r['sigma_tilde_printed']:g}-ep{r['epochs']}"]
-        assert r["mu_CLT(sigma_tilde_printed)"] == pytest.approx(w["recomputed"]["mu_CLT"], abs=1e-8)
-        assert r["eps_CLT_estimate(sigma_tilde_printed)"] == pytest.approx(w["recomputed"]["eps_CLT"], abs=1e-6)
+        assert r["mu_CLT(sigma_tilde_printed)"] == pytest.approx(
+            w["recomputed"]["mu_CLT"], abs=1e-8
+        )
+        assert r["eps_CLT_estimate(sigma_tilde_printed)"] == pytest.approx(
+            w["recomputed"]["eps_CLT"], abs=1e-6
+        )
         printed = next(s for s in paper004.FIG4_SETTINGS if s[0] == r["sigma"])
-        assert (printed[3], printed[4]) == (w["expected_printed"]["eps"], w["expected_printed"]["mu_CLT"])
+        assert (printed[3], printed[4]) == (
+            w["expected_printed"]["eps"],
+            w["expected_printed"]["mu_CLT"],
+        )
         assert printed[3] == v["expected_printed"]["eps"]
 
 

@@ -27,7 +27,9 @@ def test_paper001_figure1_matches_formulas() -> None:
     assert cols[:5] == ["alpha", "lambda", "K", "corollary1_rdp", "composition_rdp"]
     assert len(exp.rows) == 3 * 3 * 5
     for alpha, lam, K, ours, base, _ in exp.rows:
-        assert ours == pytest.approx(lg.corollary1_rdp(alpha, L=4.0, n=5000, m=lam, eta=0.02, sigma=0.2, T=K), rel=1e-12)
+        assert ours == pytest.approx(
+            lg.corollary1_rdp(alpha, L=4.0, n=5000, m=lam, eta=0.02, sigma=0.2, T=K), rel=1e-12
+        )
         assert base == pytest.approx(alpha * 16 * 0.02 * K / (4 * 0.02**2 * 5000**2), rel=1e-12)
     # plateau of Corollary 1 (alpha S_g^2/(lambda sigma'^2 n^2)) vs linear composition
     last = next(r for r in exp.rows if r[2] == 10000 and r[0] == 10.0 and r[1] == 1.0)
@@ -44,7 +46,8 @@ def test_paper002_figures_exactly_as_coded(fig, n: int, trivial: bool) -> None:
         T = row[0]
         d = dict(zip(exp.columns, row))
         assert d["ours_thm34"] == pytest.approx(
-            sbd.thm34_rdp_paper(1.1, C=2.0, T=T, n=n, b=2, sigma=4.0, eta=0.2, L_smooth=1.0, D=1.0))
+            sbd.thm34_rdp_paper(1.1, C=2.0, T=T, n=n, b=2, sigma=4.0, eta=0.2, L_smooth=1.0, D=1.0)
+        )
         assert d["mironov"] == pytest.approx(8 * 1.1 * 4 * T / (n**2 * 16))
         if T >= 1:
             assert d["library_thm34"] <= d["ours_thm34"] * (1 + 1e-9) or T == 0

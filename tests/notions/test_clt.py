@@ -1,5 +1,5 @@
-"""Tests for lastiterate.notions.clt (docs/theorems.md 1.7). These are ESTIMATES; the tests check the
-formulas and the published numbers, not a privacy guarantee."""
+"""Tests for lastiterate.notions.clt (docs/theorems.md 1.7). These are ESTIMATES; the tests check
+the formulas and the published numbers, not a privacy guarantee."""
 
 from __future__ import annotations
 

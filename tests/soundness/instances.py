@@ -108,7 +108,8 @@ def random_case(rng: np.random.Generator, index: int, deep: bool) -> Case:
     alg, samp = FAMILIES[index % len(FAMILIES)]
     adjacency = "replace" if samp == "uniform" else str(rng.choice(["replace", "add-remove"]))
     if adjacency == "add-remove" and samp != "poisson":
-        adjacency = "replace"  # Run refuses add/remove outside Poisson (test_add_remove_with_realised_normaliser)
+        # Run refuses add/remove outside Poisson (test_add_remove_with_realised_normaliser)
+        adjacency = "replace"
     geometries = ["none", "sc", "convex+D", "sc+D"]
     if samp == "poisson":
         geometries = ["none", "convex+D"]
@@ -121,7 +122,9 @@ def random_case(rng: np.random.Generator, index: int, deep: bool) -> Case:
     n = int(rng.integers(2, 41 if deep else 25))
     b = n if alg == "gd" else int(rng.integers(1, n + 1))
     if sc and alg == "sgd":
-        T = int(rng.integers(1, 11 if deep else 9))  # exact enumeration of 2^T (uniform) / l^E (shuffle) patterns
+        T = int(
+            rng.integers(1, 11 if deep else 9)
+        )  # exact enumeration of 2^T (uniform) / l^E (shuffle) patterns
         if samp == "shuffle":
             while batch_sizes(n, b).__len__() ** math.ceil(T / len(batch_sizes(n, b))) > 4096:
                 T = max(1, T - 1)
@@ -137,7 +140,13 @@ def random_case(rng: np.random.Generator, index: int, deep: bool) -> Case:
     per_step_mu = float(np.exp(rng.uniform(np.log(0.05), np.log(2.5 if not projected else 4.0))))
     sigma = L / (b_min * per_step_mu)
 
-    kw: dict[str, Any] = {"algorithm": alg, "n": n, "steps": T, "noise_std": sigma, "adjacency": adjacency}
+    kw: dict[str, Any] = {
+        "algorithm": alg,
+        "n": n,
+        "steps": T,
+        "noise_std": sigma,
+        "adjacency": adjacency,
+    }
     if alg != "gd":
         kw["batch_size"] = b
     if samp is not None:
@@ -158,7 +167,10 @@ def random_case(rng: np.random.Generator, index: int, deep: bool) -> Case:
         s = kw["lr"] * sigma
         kw["diameter"] = s * float(np.exp(rng.uniform(np.log(2.0), np.log(40.0))))
     delta = float(rng.choice([1e-2, 1e-3]) if projected else rng.choice([1e-2, 1e-3, 1e-5, 1e-8]))
-    name = f"{index}-{alg}{'-' + samp if samp else ''}-{adjacency}-{geometry}-{'clip' if use_clip else 'L'}-T{T}"
+    name = (
+        f"{index}-{alg}{'-' + samp if samp else ''}-{adjacency}-{geometry}"
+        f"-{'clip' if use_clip else 'L'}-T{T}"
+    )
     return Case(name=name, run_kwargs=kw, delta=delta, instances=instances_for(kw))
 
 
@@ -175,8 +187,17 @@ def large_t_case(rng: np.random.Generator, index: int) -> Case:
     L = 2 * C if adjacency == "replace" else C
     mu_total = float(np.exp(rng.uniform(np.log(1.0), np.log(10.0))))
     sigma = L * math.sqrt(T) / (b * mu_total)
-    kw: dict[str, Any] = {"algorithm": "sgd", "sampling": samp, "n": n, "batch_size": b, "steps": T,
-                          "lr": 1.0, "noise_std": sigma, "clip": C, "adjacency": adjacency}
+    kw: dict[str, Any] = {
+        "algorithm": "sgd",
+        "sampling": samp,
+        "n": n,
+        "batch_size": b,
+        "steps": T,
+        "lr": 1.0,
+        "noise_std": sigma,
+        "clip": C,
+        "adjacency": adjacency,
+    }
     delta = float(rng.choice([1e-8, 1e-10, 1e-12]))
     name = f"large-{index}-{samp}-{adjacency}-q{b / n:.3g}-T{T}"
     return Case(name=name, run_kwargs=kw, delta=delta, instances=instances_for(kw))
@@ -201,6 +222,15 @@ def realised_normaliser_instances(kw: dict[str, Any]) -> list[Instance]:
     """
     C = float(kw["clip"])
     return [
-        Instance(T=i.T, eta=i.eta, sigma=i.sigma, a=i.a, v_p=2 * C, v_q=None, uses=i.uses, diameter=i.diameter)
+        Instance(
+            T=i.T,
+            eta=i.eta,
+            sigma=i.sigma,
+            a=i.a,
+            v_p=2 * C,
+            v_q=None,
+            uses=i.uses,
+            diameter=i.diameter,
+        )
         for i in instances_for({**kw, "adjacency": "add-remove", "sensitivity": None})
     ]

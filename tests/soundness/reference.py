@@ -14,7 +14,8 @@ dropped from P (never from Q) only lower it.
 
 The 1-D instance (canonical iteration, theorems.md section 0):
 
-    x_{t+1} = Proj_[-D/2, D/2]( x_t - eta ( (1/b_t) sum_{j in B_t} g_j(x_t) + Z_t ) ),  Z_t ~ N(0, sigma^2)
+    x_{t+1} = Proj_[-D/2, D/2]( x_t - eta ( (1/b_t) sum_{j in B_t} g_j(x_t) + Z_t )
+        ),  Z_t ~ N(0, sigma^2)
 
 with g_j(x) = k x + v_j (a quadratic regulariser k x^2 / 2 shared by every example -- it is
 added outside any clipping, so it does not change the sensitivity -- and a linear data term v_j,
@@ -73,7 +74,9 @@ class GaussianMixture:
     scale: float
 
     @staticmethod
-    def of(means: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray, scale: float) -> GaussianMixture:
+    def of(
+        means: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray, scale: float
+    ) -> GaussianMixture:
         m = np.asarray(means, dtype=float).ravel()
         w = np.asarray(weights, dtype=float).ravel()
         if m.shape != w.shape or not np.all(w >= 0) or not scale > 0:
@@ -104,7 +107,8 @@ class GaussianMixture:
         for lo, hi in intervals:
             zl = (lo - self.means) / self.scale
             zh = (hi - self.means) / self.scale
-            # P(lo < X < hi) = Phi(zh) - Phi(zl) = Phi(-zl) - Phi(-zh); use the form whose terms are small
+            # P(lo < X < hi) = Phi(zh) - Phi(zl) = Phi(-zl) - Phi(-zh); use the form
+            # whose terms are small
             upper_tail = zl > 0
             a = np.where(upper_tail, -zl, zh)
             b = np.where(upper_tail, -zh, zl)
@@ -113,11 +117,15 @@ class GaussianMixture:
             with np.errstate(divide="ignore", invalid="ignore"):
                 lt = la + np.log1p(-np.exp(np.minimum(lb - la, 0.0)))
             lt = np.where(lb >= la, -np.inf, lt)
-            terms.append(special.logsumexp(logw + lt) if np.any(np.isfinite(logw + lt)) else -math.inf)
+            terms.append(
+                special.logsumexp(logw + lt) if np.any(np.isfinite(logw + lt)) else -math.inf
+            )
         return float(special.logsumexp(terms)) if np.any(np.isfinite(terms)) else -math.inf
 
 
-def _level_set(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: int) -> list[tuple[float, float]]:
+def _level_set(
+    p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: int
+) -> list[tuple[float, float]]:
     """{x : log p(x) - log q(x) > eps} as intervals: sign changes on a grid, refined by brentq.
 
     Outside [min mean - 40 scale, max mean + 40 scale] the sign is that of the grid's end (the
@@ -136,7 +144,9 @@ def _level_set(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: 
     pos = fx > 0
     crossings = []
     for i in np.nonzero(pos[1:] != pos[:-1])[0]:
-        r = optimize.brentq(lambda t: float(f(np.array([t]))[0]), x[i], x[i + 1], xtol=1e-13 * max(1.0, abs(x[i])))
+        r = optimize.brentq(
+            lambda t: float(f(np.array([t]))[0]), x[i], x[i + 1], xtol=1e-13 * max(1.0, abs(x[i]))
+        )
         crossings.append(r)
     edges = [-math.inf, *crossings, math.inf]
     out = []
@@ -148,8 +158,11 @@ def _level_set(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: 
     return out
 
 
-def hockey_stick(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: int = 4001) -> float:
-    """sup_A P(A) - e^eps Q(A) (one direction), evaluated on the level set of the likelihood ratio."""
+def hockey_stick(
+    p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: int = 4001
+) -> float:
+    """sup_A P(A) - e^eps Q(A) (one direction), evaluated on the level set of the
+    likelihood ratio."""
     if p.scale != q.scale:
         raise ValueError("equal scales only")
     # dropping P mass lowers P(A); dropped Q mass is added back to Q(A): both keep a lower bound
@@ -167,7 +180,9 @@ def hockey_stick(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points
     return float(math.exp(lp) * -math.expm1(eps + lq - lp))
 
 
-def mixture_delta(p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: int = 4001) -> float:
+def mixture_delta(
+    p: GaussianMixture, q: GaussianMixture, eps: float, grid_points: int = 4001
+) -> float:
     """delta_true(eps) of the pair: the larger of the two directions."""
     return max(hockey_stick(p, q, eps, grid_points), hockey_stick(q, p, eps, grid_points))
 
@@ -176,7 +191,8 @@ def mixture_delta(p: GaussianMixture, q: GaussianMixture, eps: float, grid_point
 
 
 def _merge(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge atoms whose values agree to 13 significant digits (keeps the mixture exact to 1e-13)."""
+    """Merge atoms whose values agree to 13 significant digits (keeps the
+    mixture exact to 1e-13)."""
     key = np.round(values, 13 - math.floor(math.log10(max(float(np.max(np.abs(values))), 1e-300))))
     uniq, inv = np.unique(key, return_inverse=True)
     w = np.bincount(inv, weights=weights, minlength=len(uniq))
@@ -185,7 +201,9 @@ def _merge(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndar
     return v, w
 
 
-def _convolve(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], cap: int) -> tuple[np.ndarray, np.ndarray]:
+def _convolve(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], cap: int
+) -> tuple[np.ndarray, np.ndarray]:
     v = (a[0][:, None] + b[0][None, :]).ravel()
     w = (a[1][:, None] * b[1][None, :]).ravel()
     v, w = _merge(v, w)
@@ -249,7 +267,9 @@ class Instance:
             n, l = sizes.sum(), len(sizes)
             dist = (np.array([0.0]), np.array([1.0]))
             for start in range(0, T, l):
-                vals = np.array([decay[start + k] / sizes[k] if start + k < T else 0.0 for k in range(l)])
+                vals = np.array(
+                    [decay[start + k] / sizes[k] if start + k < T else 0.0 for k in range(l)]
+                )
                 dist = _convolve(dist, _merge(vals, sizes / n), cap)
             return dist
         raise ValueError(kind)
@@ -279,7 +299,8 @@ class Instance:
 
 
 def _step_kernels(inst: Instance, v: float | None) -> list[list[tuple[float, float]]]:
-    """Per step: the mixture [(weight, drift)] of x -> a x + drift + N(0, (eta sigma)^2) in one world."""
+    """Per step: the mixture [(weight, drift)] of x -> a x + drift + N(0, (eta
+    sigma)^2) in one world."""
     T, eta = inst.T, inst.eta
     kind = inst.uses[0]
     if v is None:
@@ -290,7 +311,9 @@ def _step_kernels(inst: Instance, v: float | None) -> list[list[tuple[float, flo
     if kind == "bernoulli":
         p, b = inst.uses[1], inst.uses[2]
         return [[(1 - p, 0.0), (p, eta * v / b)]] * T
-    raise ValueError("the projected walk needs steps that are independent (gd, cgd, poisson, uniform)")
+    raise ValueError(
+        "the projected walk needs steps that are independent (gd, cgd, poisson, uniform)"
+    )
 
 
 def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -336,7 +359,9 @@ def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tupl
     s = inst.eta * inst.sigma
     pad = 1e-13
 
-    def propagate(kernels: list[list[tuple[float, float]]]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    def propagate(
+        kernels: list[list[tuple[float, float]]],
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         # x_0 = 0: F = 1{y >= 0}; exact as a bracket
         F_hi = (y >= 0).astype(float)
         F_hi[-1] = 1.0
@@ -367,16 +392,26 @@ def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tupl
             F_lo = np.maximum.accumulate(F_lo)
         return prev, (F_lo, F_hi)
 
-    def laws(F_lo: np.ndarray, F_hi: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    def laws(
+        F_lo: np.ndarray, F_hi: np.ndarray
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """(points, masses) of the stochastically smallest and largest laws within the bracket."""
-        small = (np.concatenate([[y[0]], y[:-1], [R]]), np.maximum(np.diff(np.concatenate([[0.0], F_hi, [1.0]])), 0))
-        large = (np.concatenate([y, [R]]), np.maximum(np.diff(np.concatenate([[0.0], F_lo, [1.0]])), 0))
+        small = (
+            np.concatenate([[y[0]], y[:-1], [R]]),
+            np.maximum(np.diff(np.concatenate([[0.0], F_hi, [1.0]])), 0),
+        )
+        large = (
+            np.concatenate([y, [R]]),
+            np.maximum(np.diff(np.concatenate([[0.0], F_lo, [1.0]])), 0),
+        )
         return small, large
 
     def phi(z: np.ndarray) -> np.ndarray:
         return np.exp(-0.5 * (z / s) ** 2) / (s * math.sqrt(2 * math.pi))
 
-    def last_step_bounds(F_lo: np.ndarray, F_hi: np.ndarray, ker: list[tuple[float, float]]) -> dict[str, np.ndarray]:
+    def last_step_bounds(
+        F_lo: np.ndarray, F_hi: np.ndarray, ker: list[tuple[float, float]]
+    ) -> dict[str, np.ndarray]:
         """Bounds on the final law from the bracket on x_{T-1} and the exact last kernel.
 
         Atoms: P(x_T = -R) = E Phi((-R - d - a X)/s) is decreasing in X (bounded by the smallest /
@@ -396,7 +431,9 @@ def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tupl
             out["R_hi"] += w * float(ml @ special.ndtr((-R + d + inst.a * pl) / s))
             out["R_lo"] += w * float(ms @ special.ndtr((-R + d + inst.a * ps) / s))
 
-            def gbar(x: np.ndarray, d: float = d) -> np.ndarray:  # max over y in the cell of phi_s(y - d - a x)
+            def gbar(
+                x: np.ndarray, d: float = d
+            ) -> np.ndarray:  # max over y in the cell of phi_s(y - d - a x)
                 u = d + inst.a * x
                 return phi(np.maximum(0.0, np.maximum(lo_y - u, u - hi_y)))
 
@@ -406,8 +443,16 @@ def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tupl
 
             x0 = (lo_y - d) / inst.a  # gbar is maximal (plateau) from here
             x1 = ((lo_y + hi_y) / 2 - d) / inst.a  # gmin is maximal here
-            up = (gbar(np.minimum(pl[None, :], x0)) @ ml) + (gbar(np.maximum(ps[None, :], x0)) @ ms) - phi(np.zeros(cells))
-            dn = (gmin(np.minimum(ps[None, :], x1)) @ ms) + (gmin(np.maximum(pl[None, :], x1)) @ ml) - gmin(x1)[:, 0]
+            up = (
+                (gbar(np.minimum(pl[None, :], x0)) @ ml)
+                + (gbar(np.maximum(ps[None, :], x0)) @ ms)
+                - phi(np.zeros(cells))
+            )
+            dn = (
+                (gmin(np.minimum(ps[None, :], x1)) @ ms)
+                + (gmin(np.maximum(pl[None, :], x1)) @ ml)
+                - gmin(x1)[:, 0]
+            )
             dens_hi += w * up
             dens_lo += w * np.maximum(dn, 0.0)
         res = {k: np.array([v]) for k, v in out.items()}
@@ -427,11 +472,16 @@ def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tupl
     def bracket(eps: float) -> tuple[float, float]:
         e = math.exp(eps)
 
-        def halflines(F1: tuple[np.ndarray, np.ndarray], F2: tuple[np.ndarray, np.ndarray]) -> float:
-            """max over A = {x <= y_j} U {x > y_k} (j < k) of a lower bound on P1(A) - e^eps P2(A)."""
+        def halflines(
+            F1: tuple[np.ndarray, np.ndarray], F2: tuple[np.ndarray, np.ndarray]
+        ) -> float:
+            """max over A = {x <= y_j} U {x > y_k} (j < k) of a lower bound on
+            P1(A) - e^eps P2(A)."""
             (lo1, hi1), (lo2, hi2) = F1, F2
             low_part = lo1 - pad - e * (hi2 + pad)  # P1(x <= y_j) - e^eps P2(x <= y_j), lower bound
-            up_part = (1 - hi1) - pad - e * ((1 - lo2) + pad)  # sets {x > y_k}; k = K is the atom at R
+            up_part = (
+                (1 - hi1) - pad - e * ((1 - lo2) + pad)
+            )  # sets {x > y_k}; k = K is the atom at R
             best = max(0.0, float(low_part.max()), float(up_part.max()))
             # both pieces: prefix maxima of the lower pieces against the upper piece at k
             pref = np.maximum.accumulate(np.maximum(low_part, 0.0))
@@ -441,7 +491,13 @@ def _projected_walk_bounds(inst: Instance, cells: int) -> Callable[[float], tupl
         def upper_one(b1: dict[str, np.ndarray], b2: dict[str, np.ndarray]) -> float:
             upper = max(0.0, float(b1["L_hi"][0] + pad - e * (b2["L_lo"][0] - pad)))
             upper += max(0.0, float(b1["R_hi"][0] + pad - e * (b2["R_lo"][0] - pad)))
-            upper += float(np.sum(np.maximum(0.0, h * (b1["dens_hi"] + pad) - e * h * np.maximum(b2["dens_lo"] - pad, 0))))
+            upper += float(
+                np.sum(
+                    np.maximum(
+                        0.0, h * (b1["dens_hi"] + pad) - e * h * np.maximum(b2["dens_lo"] - pad, 0)
+                    )
+                )
+            )
             return min(1.0, upper)
 
         lower = max(halflines(Fp, Fq), halflines(Fq, Fp))

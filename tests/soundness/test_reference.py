@@ -27,7 +27,9 @@ from .reference import (
 )
 
 
-@pytest.mark.parametrize(("eps", "mu"), [(0.0, 0.5), (1.0, 1.0), (5.0, 1.0), (20.0, 3.0), (82.0, 8.0), (0.3, 0.01)])
+@pytest.mark.parametrize(
+    ("eps", "mu"), [(0.0, 0.5), (1.0, 1.0), (5.0, 1.0), (20.0, 3.0), (82.0, 8.0), (0.3, 0.01)]
+)
 def test_gaussian_delta_matches_mpmath(eps: float, mu: float) -> None:
     mpmath.mp.dps = 60
     e, m = mpmath.mpf(eps), mpmath.mpf(mu)
@@ -44,8 +46,14 @@ def _quad_delta(p: GaussianMixture, q: GaussianMixture, eps: float) -> float:
     pts = np.linspace(lo, hi, 60)
     f1 = lambda x: max(0.0, dens(p, x) - math.exp(eps) * dens(q, x))
     f2 = lambda x: max(0.0, dens(q, x) - math.exp(eps) * dens(p, x))
-    d1 = sum(integrate.quad(f1, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0] for a, b in itertools.pairwise(pts))
-    d2 = sum(integrate.quad(f2, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0] for a, b in itertools.pairwise(pts))
+    d1 = sum(
+        integrate.quad(f1, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0]
+        for a, b in itertools.pairwise(pts)
+    )
+    d2 = sum(
+        integrate.quad(f2, a, b, epsabs=1e-14, epsrel=1e-10, limit=200)[0]
+        for a, b in itertools.pairwise(pts)
+    )
     return max(d1, d2)
 
 
@@ -55,7 +63,13 @@ def _quad_delta(p: GaussianMixture, q: GaussianMixture, eps: float) -> float:
         ([0.0, 1.0, 2.0], [0.49, 0.42, 0.09], [0.0], [1.0], 0.5),  # binomial(2, 0.3) shifts vs none
         ([0.5, -0.5], [0.5, 0.5], [0.0], [1.0], 0.1),  # non-monotone ratio: two-sided level set
         ([3.0, 0.0], [0.2, 0.8], [-3.0, 0.0], [0.2, 0.8], 1.0),  # replace pair with a shared atom
-        ([0.0, 4.0, 8.0], [0.5, 0.3, 0.2], [0.0, 5.0, 10.0], [0.5, 0.3, 0.2], 0.2),  # revealed-sampling kind
+        (
+            [0.0, 4.0, 8.0],
+            [0.5, 0.3, 0.2],
+            [0.0, 5.0, 10.0],
+            [0.5, 0.3, 0.2],
+            0.2,
+        ),  # revealed-sampling kind
     ],
 )
 def test_mixture_delta_matches_quadrature(means_p, weights_p, means_q, weights_q, eps) -> None:  # type: ignore[no-untyped-def]
@@ -71,7 +85,9 @@ def test_single_component_mixture_is_gaussian() -> None:
         assert mixture_delta(p, q, eps) == pytest.approx(gaussian_delta(eps, 1.3 / 0.7), rel=1e-10)
 
 
-@pytest.mark.parametrize(("q", "sigma", "eps"), [(0.1, 1.0, 0.5), (0.5, 2.0, 0.2), (0.01, 0.5, 1.0)])
+@pytest.mark.parametrize(
+    ("q", "sigma", "eps"), [(0.1, 1.0, 0.5), (0.5, 2.0, 0.2), (0.01, 0.5, 1.0)]
+)
 def test_one_poisson_step_matches_dp_accounting(q: float, sigma: float, eps: float) -> None:
     """T = 1: the last iterate IS the subsampled Gaussian; dp_accounting's PLD (pessimistic, an
     upper bound) must be >= ours and agree to its discretisation."""
@@ -90,7 +106,9 @@ def test_patterns_closed_forms() -> None:
     # Poisson / uniform on a linear loss: U = K / b, K ~ Binomial(T, p)
     inst = Instance(T=7, eta=1.0, sigma=1.0, a=1.0, v_p=1.0, v_q=None, uses=("bernoulli", 0.3, 4))
     u, w = inst.pattern()
-    assert np.allclose(u, np.arange(8) / 4) and np.allclose(w, stats.binom.pmf(np.arange(8), 7, 0.3))
+    assert np.allclose(u, np.arange(8) / 4) and np.allclose(
+        w, stats.binom.pmf(np.arange(8), 7, 0.3)
+    )
     # strongly convex: enumeration over 2^T subsets has the binomial count law at a = 1 and
     # mean p * sum a^j / b otherwise
     inst = Instance(T=6, eta=1.0, sigma=1.0, a=0.8, v_p=1.0, v_q=None, uses=("bernoulli", 0.3, 4))
@@ -104,10 +122,20 @@ def test_patterns_closed_forms() -> None:
     # shuffled, partial last epoch: used in it with probability (steps left) / l
     inst = Instance(T=4, eta=1.0, sigma=1.0, a=1.0, v_p=1.0, v_q=None, uses=("shuffle", (3, 3, 3)))
     u, w = inst.pattern()
-    assert dict(zip(np.round(u, 9), w)) == pytest.approx({round(1 / 3, 9): 2 / 3, round(2 / 3, 9): 1 / 3})
+    assert dict(zip(np.round(u, 9), w)) == pytest.approx(
+        {round(1 / 3, 9): 2 / 3, round(2 / 3, 9): 1 / 3}
+    )
     # Gaussian (gd) instance: Thm 4.2 closed form on the quadratic
     c, T, L, n, sigma, eta = 0.9, 25, 2.0, 10, 0.3, 0.2
-    inst = Instance(T=T, eta=eta, sigma=sigma, a=c, v_p=1.0, v_q=-1.0, uses=("steps", tuple((t, n) for t in range(T))))
+    inst = Instance(
+        T=T,
+        eta=eta,
+        sigma=sigma,
+        a=c,
+        v_p=1.0,
+        v_q=-1.0,
+        uses=("steps", tuple((t, n) for t in range(T))),
+    )
     mu = L / (n * sigma) * math.sqrt((1 + c) / (1 - c) * (1 - c**T) / (1 + c**T))
     assert inst.delta(1.0) == pytest.approx(gaussian_delta(1.0, mu), rel=1e-12)
 
@@ -130,8 +158,26 @@ def _walk_mc(inst: Instance, v: float | None, n: int, rng: np.random.Generator) 
 @pytest.mark.parametrize(
     "inst",
     [
-        Instance(T=8, eta=0.5, sigma=1.0, a=1.0, v_p=2.0, v_q=-2.0, uses=("steps", tuple((t, 4) for t in range(8))), diameter=2.0),
-        Instance(T=6, eta=0.5, sigma=1.0, a=0.9, v_p=3.0, v_q=None, uses=("bernoulli", 0.5, 2), diameter=3.0),
+        Instance(
+            T=8,
+            eta=0.5,
+            sigma=1.0,
+            a=1.0,
+            v_p=2.0,
+            v_q=-2.0,
+            uses=("steps", tuple((t, 4) for t in range(8))),
+            diameter=2.0,
+        ),
+        Instance(
+            T=6,
+            eta=0.5,
+            sigma=1.0,
+            a=0.9,
+            v_p=3.0,
+            v_q=None,
+            uses=("bernoulli", 0.5, 2),
+            diameter=3.0,
+        ),
     ],
     ids=["gd-walk", "poisson-sc-walk"],
 )
@@ -156,7 +202,9 @@ def test_projected_bracket_contains_monte_carlo(inst: Instance) -> None:
             i = int(np.argmax(vals))
             if vals[i] > best:
                 best = float(vals[i])
-                se = math.sqrt(pa[i] * (1 - pa[i]) / n + math.exp(2 * eps) * pb[i] * (1 - pb[i]) / n)
+                se = math.sqrt(
+                    pa[i] * (1 - pa[i]) / n + math.exp(2 * eps) * pb[i] * (1 - pb[i]) / n
+                )
     # the MC value of one set is a (noisy) lower bound on delta_true <= upper
     assert best <= upper + 4 * se + 1e-3  # 1e-3: the maximum over 1600 sets is biased upward
     # and the walk's true delta is at least the certified lower bound; MC of a good set gets close
@@ -165,7 +213,15 @@ def test_projected_bracket_contains_monte_carlo(inst: Instance) -> None:
 
 
 def test_projected_bracket_narrows_and_converges_to_unprojected() -> None:
-    base = {"T": 10, "eta": 0.5, "sigma": 1.0, "a": 1.0, "v_p": 1.0, "v_q": -1.0, "uses": ("steps", tuple((t, 2) for t in range(10)))}
+    base = {
+        "T": 10,
+        "eta": 0.5,
+        "sigma": 1.0,
+        "a": 1.0,
+        "v_p": 1.0,
+        "v_q": -1.0,
+        "uses": ("steps", tuple((t, 2) for t in range(10))),
+    }
     widths = []
     for cells in (150, 300, 600):
         lo, hi = projected_walk_bracket(Instance(**base, diameter=3.0), 0.5, cells=cells)
@@ -174,6 +230,8 @@ def test_projected_bracket_narrows_and_converges_to_unprojected() -> None:
     exact = Instance(**base).delta(0.5)
     # a domain 12 final noise-stds wide: projection changes the law by < 1e-6, so the bracket
     # contains the unprojected value (the upper bound is loose there: its gap grows like T h / s)
-    lo, hi = projected_walk_bracket(Instance(**base, diameter=12 * 0.5 * math.sqrt(10)), 0.5, cells=800)
+    lo, hi = projected_walk_bracket(
+        Instance(**base, diameter=12 * 0.5 * math.sqrt(10)), 0.5, cells=800
+    )
     assert lo - 1e-6 <= exact <= hi + 1e-6
     assert exact - lo < 0.05

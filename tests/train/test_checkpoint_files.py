@@ -25,10 +25,13 @@ from lastiterate.train.ledger import (
 )
 
 STATE = {
-    "run_id": "abc", "fingerprint": "f" * 64, "step": 12,
+    "run_id": "abc",
+    "fingerprint": "f" * 64,
+    "step": 12,
     "model": {"weight": torch.arange(6, dtype=torch.float64).reshape(2, 3), "bias": torch.zeros(2)},
     "optimizer": {"m": [torch.ones(3)], "v": [torch.full((3,), 2.0)]},
-    "rng": {"seed": 2**70, "scheme": "x"}, "planned_run": {"lr": 0.5, "steps": 100},
+    "rng": {"seed": 2**70, "scheme": "x"},
+    "planned_run": {"lr": 0.5, "steps": 100},
 }
 
 
@@ -40,8 +43,15 @@ def test_roundtrip_of_nested_tensors_and_json(tmp_path):
     p = tmp_path / "ck.safetensors"
     save_checkpoint(p, STATE)
     st = training_checkpoint(load_checkpoint(p), p)
-    assert st["step"] == 12 and st["rng"]["seed"] == 2**70 and st["planned_run"] == {"lr": 0.5, "steps": 100}
-    assert torch.equal(st["model"]["weight"], STATE["model"]["weight"]) and st["model"]["weight"].dtype == torch.float64
+    assert (
+        st["step"] == 12
+        and st["rng"]["seed"] == 2**70
+        and st["planned_run"] == {"lr": 0.5, "steps": 100}
+    )
+    assert (
+        torch.equal(st["model"]["weight"], STATE["model"]["weight"])
+        and st["model"]["weight"].dtype == torch.float64
+    )
     assert torch.equal(st["optimizer"]["v"][0], torch.full((3,), 2.0))
     assert _mode(p) == 0o600
     assert [f.name for f in tmp_path.iterdir()] == ["ck.safetensors"]
@@ -93,13 +103,22 @@ def _hostile_files(tmp_path):
     from lastiterate.train.ledger import tensors_digest
 
     def crafted(meta):
-        return save({}, metadata={"lastiterate": meta, "lastiterate_tensors_sha256": tensors_digest({}, meta)})
+        return save(
+            {},
+            metadata={"lastiterate": meta, "lastiterate_tensors_sha256": tensors_digest({}, meta)},
+        )
 
     files["json-nan"] = crafted('{"format": "lastiterate-checkpoint/2", "step": NaN}')
-    files["missing-tensor"] = crafted('{"format": "lastiterate-checkpoint/2", "model": {"w": {"__tensor__": "t9"}}}')
-    files["deep"] = crafted('{"format": "lastiterate-checkpoint/2", "x": ' + "[" * 100000 + "]" * 100000 + "}")
+    files["missing-tensor"] = crafted(
+        '{"format": "lastiterate-checkpoint/2", "model": {"w": {"__tensor__": "t9"}}}'
+    )
+    files["deep"] = crafted(
+        '{"format": "lastiterate-checkpoint/2", "x": ' + "[" * 100000 + "]" * 100000 + "}"
+    )
     files["old-format"] = crafted('{"format": "lastiterate-checkpoint/1"}')
-    files["no-digest"] = save({}, metadata={"lastiterate": '{"format": "lastiterate-checkpoint/2"}'})
+    files["no-digest"] = save(
+        {}, metadata={"lastiterate": '{"format": "lastiterate-checkpoint/2"}'}
+    )
     return files
 
 
@@ -117,8 +136,12 @@ def test_hostile_truncated_or_tampered_files_are_refused_and_never_executed(tmp_
 
 def test_metadata_that_is_not_a_training_checkpoint_is_refused(tmp_path):
     p = tmp_path / "ck"
-    for broken in ({**STATE, "step": -1}, {**STATE, "step": "3"}, {**STATE, "model": {"w": 3}},
-                   {k: v for k, v in STATE.items() if k != "fingerprint"}):
+    for broken in (
+        {**STATE, "step": -1},
+        {**STATE, "step": "3"},
+        {**STATE, "model": {"w": 3}},
+        {k: v for k, v in STATE.items() if k != "fingerprint"},
+    ):
         save_checkpoint(p, broken)
         with pytest.raises(ParameterError, match="not a training checkpoint"):
             training_checkpoint(load_checkpoint(p), p)
@@ -135,20 +158,33 @@ def test_resume_refuses_a_checkpoint_that_does_not_fit_the_model(tmp_path):
     from lastiterate.train.trainer import NoisyCGD
 
     data = _digits()
-    kw = {"batch_size": 256, "lr": 1.0, "noise_std": 0.05, "clip": 1.0, "l2": 0.005, "feature_norm": 0.7}
+    kw = {
+        "batch_size": 256,
+        "lr": 1.0,
+        "noise_std": 0.05,
+        "clip": 1.0,
+        "l2": 0.005,
+        "feature_norm": 0.7,
+    }
     ck = tmp_path / "c"
-    NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(data.X_train, data.y_train, epochs=2, checkpoint=ck)
+    NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(
+        data.X_train, data.y_train, epochs=2, checkpoint=ck
+    )
     st = load_checkpoint(ck)
     assert _mode(ck) == 0o600 and st["step"] == 12
     # same fingerprint, parameters of the wrong shape: a crafted file
     st["model"] = {"weight": torch.zeros(3, 3, dtype=torch.float64)}
     save_checkpoint(ck, st)
     with pytest.raises(ParameterError, match="does not fit"):
-        NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(data.X_train, data.y_train, epochs=2, checkpoint=ck, resume=True)
+        NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(
+            data.X_train, data.y_train, epochs=2, checkpoint=ck, resume=True
+        )
     st["step"] = 10**9
     save_checkpoint(ck, st)
     with pytest.raises(ParameterError, match="beyond the run"):
-        NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(data.X_train, data.y_train, epochs=2, checkpoint=ck, resume=True)
+        NoisyCGD(GLM(data.n_features, data.n_classes), **kw).fit(
+            data.X_train, data.y_train, epochs=2, checkpoint=ck, resume=True
+        )
 
 
 def test_cli_resume_from_a_hostile_checkpoint_is_exit_2_and_one_line(tmp_path, capsys, monkeypatch):
@@ -157,8 +193,29 @@ def test_cli_resume_from_a_hostile_checkpoint_is_exit_2_and_one_line(tmp_path, c
     monkeypatch.chdir(tmp_path)
     ck = tmp_path / "ck.pt"
     torch.save({"format": "lastiterate-checkpoint/1", "evil": _Evil()}, ck)
-    args = ["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "2", "--lr", "0.5",
-            "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--checkpoint", str(ck), "--resume", "--json"]
+    args = [
+        "train",
+        "--dataset",
+        "iris",
+        "--model",
+        "logreg",
+        "--algorithm",
+        "gd",
+        "--epochs",
+        "2",
+        "--lr",
+        "0.5",
+        "--noise-std",
+        "0.1",
+        "--clip",
+        "1",
+        "--feature-norm",
+        "1",
+        "--checkpoint",
+        str(ck),
+        "--resume",
+        "--json",
+    ]
     assert main(args) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and "never unpickled" in cap.err
@@ -181,7 +238,12 @@ def test_signal_during_a_write_leaves_no_temporary_file(tmp_path, sig):
     removes the file), then dies of the signal; the checkpoint is complete, nothing else is left."""
     ck = tmp_path / "ck"
     env = {**os.environ, "LASTITERATE_TEST_CHECKPOINT_DELAY": "1.0"}
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(ck)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(ck)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -206,11 +268,18 @@ def test_signal_during_a_write_leaves_no_temporary_file(tmp_path, sig):
 
 
 def test_temporary_files_of_killed_processes_are_removed_by_the_next_save(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(dead.stdout)
     stale = tmp_path / f".ck.tmp-{pid}-deadbeef"
     stale.write_bytes(b"an intermediate iterate")
-    alive = tmp_path / f".ck.tmp-{os.getppid()}-cafe"  # a live process's write in progress: untouched
+    alive = (
+        tmp_path / f".ck.tmp-{os.getppid()}-cafe"
+    )  # a live process's write in progress: untouched
     alive.write_bytes(b"x")
     save_checkpoint(tmp_path / "ck", STATE)
     assert not stale.exists() and alive.exists()
@@ -233,9 +302,30 @@ def test_cli_unwritable_checkpoint_or_ledger_is_exit_2_one_line(tmp_path, capsys
     from lastiterate.cli import main
 
     (tmp_path / "sub").mkdir()
-    base = ["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "2", "--lr", "0.5",
-            "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--json"]
-    for extra, name in ((["--checkpoint", str(tmp_path / "sub")], "checkpoint"), (["--ledger", str(tmp_path / "sub")], "ledger")):
+    base = [
+        "train",
+        "--dataset",
+        "iris",
+        "--model",
+        "logreg",
+        "--algorithm",
+        "gd",
+        "--epochs",
+        "2",
+        "--lr",
+        "0.5",
+        "--noise-std",
+        "0.1",
+        "--clip",
+        "1",
+        "--feature-norm",
+        "1",
+        "--json",
+    ]
+    for extra, name in (
+        (["--checkpoint", str(tmp_path / "sub")], "checkpoint"),
+        (["--ledger", str(tmp_path / "sub")], "ledger"),
+    ):
         capsys.readouterr()
         assert main([*base, *extra]) == 2
         cap = capsys.readouterr()

@@ -3,7 +3,8 @@
 Train on D and on D' (one example replaced) with the SAME batches and noise.  The noise cancels, so
 at every step  ||x_t - x'_t|| <= c ||x_{t-1} - x'_{t-1}|| + eta L / b_t  when the batch holds the
 differing example (b_t its normaliser, >= b_min) and  <= c ||x_{t-1} - x'_{t-1}||  otherwise, with c
-and L from the certificate.  The pre-noise batch-gradient difference at a common point is <= L / b_t.
+and L from the certificate.  The pre-noise batch-gradient difference at a common
+point is <= L / b_t.
 """
 
 from __future__ import annotations
@@ -40,12 +41,90 @@ def _pair(family, n, d, K, R, seed=0):
 
 CASES = [
     # (name, family, K, method factory, R, clip, l2, lr)
-    ("cgd-binary-clipped", "binary-logistic", 1, lambda m: NoisyCGD(m, batch_size=16, lr=5.0, noise_std=0.3, clip=0.3, l2=0.01, feature_norm=1.0, seed=1), 1.0),
-    ("gd-leastsq-clipped", "least-squares", 1, lambda m: NoisyGD(m, lr=1.5, noise_std=0.3, clip=0.5, l2=0.05, feature_norm=1.0, seed=2), 1.0),
-    ("sgd-uniform-multinomial", "multinomial-logistic", 3, lambda m: NoisySGD(m, batch_size=10, sampling="uniform", lr=2.0, noise_std=0.3, clip=1.5, l2=0.01, feature_norm=1.0, seed=3), 1.0),
-    ("sgd-shuffle-multinomial", "multinomial-logistic", 3, lambda m: NoisySGD(m, batch_size=13, sampling="shuffle", lr=2.0, noise_std=0.3, clip=1.0, l2=0.01, feature_norm=0.7, seed=4), 0.7),
-    ("sgd-poisson-binary", "binary-logistic", 1, lambda m: NoisySGD(m, batch_size=20, sampling="poisson", lr=1.0, noise_std=0.3, clip=0.4, l2=0.01, feature_norm=1.0, seed=5), 1.0),
-    ("cgd-binary-projected", "binary-logistic", 1, lambda m: NoisyCGD(m, batch_size=16, lr=5.0, noise_std=0.3, clip=0.3, l2=0.01, feature_norm=1.0, diameter=0.8, seed=6), 1.0),
+    (
+        "cgd-binary-clipped",
+        "binary-logistic",
+        1,
+        lambda m: NoisyCGD(
+            m, batch_size=16, lr=5.0, noise_std=0.3, clip=0.3, l2=0.01, feature_norm=1.0, seed=1
+        ),
+        1.0,
+    ),
+    (
+        "gd-leastsq-clipped",
+        "least-squares",
+        1,
+        lambda m: NoisyGD(m, lr=1.5, noise_std=0.3, clip=0.5, l2=0.05, feature_norm=1.0, seed=2),
+        1.0,
+    ),
+    (
+        "sgd-uniform-multinomial",
+        "multinomial-logistic",
+        3,
+        lambda m: NoisySGD(
+            m,
+            batch_size=10,
+            sampling="uniform",
+            lr=2.0,
+            noise_std=0.3,
+            clip=1.5,
+            l2=0.01,
+            feature_norm=1.0,
+            seed=3,
+        ),
+        1.0,
+    ),
+    (
+        "sgd-shuffle-multinomial",
+        "multinomial-logistic",
+        3,
+        lambda m: NoisySGD(
+            m,
+            batch_size=13,
+            sampling="shuffle",
+            lr=2.0,
+            noise_std=0.3,
+            clip=1.0,
+            l2=0.01,
+            feature_norm=0.7,
+            seed=4,
+        ),
+        0.7,
+    ),
+    (
+        "sgd-poisson-binary",
+        "binary-logistic",
+        1,
+        lambda m: NoisySGD(
+            m,
+            batch_size=20,
+            sampling="poisson",
+            lr=1.0,
+            noise_std=0.3,
+            clip=0.4,
+            l2=0.01,
+            feature_norm=1.0,
+            seed=5,
+        ),
+        1.0,
+    ),
+    (
+        "cgd-binary-projected",
+        "binary-logistic",
+        1,
+        lambda m: NoisyCGD(
+            m,
+            batch_size=16,
+            lr=5.0,
+            noise_std=0.3,
+            clip=0.3,
+            l2=0.01,
+            feature_norm=1.0,
+            diameter=0.8,
+            seed=6,
+        ),
+        1.0,
+    ),
 ]
 
 
@@ -77,7 +156,9 @@ def _coupled(family, K, factory, R, steps=120, mutate=None):
         dist = float(torch.linalg.vector_norm(flat_parameters(m1) - flat_parameters(m2)))
         allowed = c * prev + (eta * L / bt if hit else 0.0)
         assert bt >= sampler.b_min or sampler.scheme in ("poisson", "uniform")
-        assert allowed <= c * prev + (eta * L / run.b_min if hit else 0.0) + 1e-15  # the accountant's per-step shift
+        assert (
+            allowed <= c * prev + (eta * L / run.b_min if hit else 0.0) + 1e-15
+        )  # the accountant's per-step shift
         worst = max(worst, dist - allowed)
         prev = dist
     return worst, prev
@@ -92,6 +173,7 @@ def test_coupled_noise_contraction(name, family, K, factory, R):
 
 def test_coupled_test_has_power():
     """Mutation: normalising by 1 instead of the batch size (a sum, not a mean) must be caught."""
+
     def mutate(sampler):
         object.__setattr__(sampler, "normaliser", lambda batch: 1)  # type: ignore[misc]
 
@@ -112,7 +194,10 @@ def test_coupled_test_has_power():
         a.step(t, X, y, bad, run.sigma, run.eta)
         b.step(t, X2, y2, bad, run.sigma, run.eta)
         dist = float(torch.linalg.vector_norm(flat_parameters(m1) - flat_parameters(m2)))
-        if dist > run.c * prev + (run.eta * run.L / sampler.normaliser(idx) if hit else 0.0) + 1e-10:
+        if (
+            dist
+            > run.c * prev + (run.eta * run.L / sampler.normaliser(idx) if hit else 0.0) + 1e-10
+        ):
             violated = True
             break
         prev = dist
@@ -123,7 +208,17 @@ def test_projection_keeps_iterates_in_the_ball():
     n, d, D = 100, 5, 0.3
     X, y, *_ = _pair("binary-logistic", n, d, 1, 1.0)
     m = GLM(d, 1, "binary-logistic")
-    meth = NoisyCGD(m, batch_size=16, lr=5.0, noise_std=2.0, clip=1.0, l2=0.0, feature_norm=1.0, diameter=D, seed=0)
+    meth = NoisyCGD(
+        m,
+        batch_size=16,
+        lr=5.0,
+        noise_std=2.0,
+        clip=1.0,
+        l2=0.0,
+        feature_norm=1.0,
+        diameter=D,
+        seed=0,
+    )
     run, cert, sampler = meth.plan(n, steps=80)
     assert run.D == D and cert.certified and run.is_convex
     norms = []

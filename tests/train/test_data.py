@@ -33,9 +33,13 @@ def test_idx_rejects_bad_files(tmp_path):
 def _fake_mnist(d, n_train=60, n_test=20, gz=False):
     rng = np.random.default_rng(0)
     ext = ".gz" if gz else ""
-    write_idx(d / f"train-images-idx3-ubyte{ext}", rng.integers(0, 256, (n_train, 4, 4)).astype(np.uint8))
+    write_idx(
+        d / f"train-images-idx3-ubyte{ext}", rng.integers(0, 256, (n_train, 4, 4)).astype(np.uint8)
+    )
     write_idx(d / f"train-labels-idx1-ubyte{ext}", (np.arange(n_train) % 10).astype(np.uint8))
-    write_idx(d / f"t10k-images-idx3-ubyte{ext}", rng.integers(0, 256, (n_test, 4, 4)).astype(np.uint8))
+    write_idx(
+        d / f"t10k-images-idx3-ubyte{ext}", rng.integers(0, 256, (n_test, 4, 4)).astype(np.uint8)
+    )
     write_idx(d / f"t10k-labels-idx1-ubyte{ext}", (np.arange(n_test) % 10).astype(np.uint8))
 
 
@@ -57,7 +61,13 @@ def test_npz(tmp_path):
     ds = load_dataset(str(tmp_path / "a.npz"), seed=3, feature_norm=0.5)
     assert ds.task == "classification" and ds.n == 40 and ds.n_classes == 2
     assert np.linalg.norm(ds.X_test, axis=1).max() <= 0.5 + 1e-12
-    np.savez(tmp_path / "b.npz", X=rng.normal(size=(30, 3)), y=rng.normal(size=30), X_test=rng.normal(size=(5, 3)), y_test=rng.normal(size=5))
+    np.savez(
+        tmp_path / "b.npz",
+        X=rng.normal(size=(30, 3)),
+        y=rng.normal(size=30),
+        X_test=rng.normal(size=(5, 3)),
+        y_test=rng.normal(size=5),
+    )
     ds = load_dataset(str(tmp_path / "b.npz"))
     assert ds.task == "regression" and ds.n == 30 and len(ds.y_test) == 5
     np.savez(tmp_path / "c.npz", A=np.zeros(3))
@@ -65,7 +75,10 @@ def test_npz(tmp_path):
         load_dataset(str(tmp_path / "c.npz"))
 
 
-@pytest.mark.parametrize("name,classes", [("digits", 10), ("breast-cancer", 2), ("iris", 3), ("wine", 3), ("diabetes", None)])
+@pytest.mark.parametrize(
+    "name,classes",
+    [("digits", 10), ("breast-cancer", 2), ("iris", 3), ("wine", 3), ("diabetes", None)],
+)
 def test_sklearn_sets(name, classes):
     ds = load_dataset(name, seed=0, feature_norm=1.0)
     assert ds.n_classes == classes
@@ -75,7 +88,8 @@ def test_sklearn_sets(name, classes):
     assert np.array_equal(ds.X_train, again.X_train)  # the split is fixed by the seed
 
 
-# ---------------------------------------------------------------------- bad data: exit 2 with the reason
+# ---------------------------------------------------------------------- bad data:
+# exit 2 with the reason
 def _bad_npz(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 3))
@@ -149,18 +163,63 @@ def test_cli_bad_data_exit_2_one_line_and_no_guarantee(tmp_path, capsys):
     cases = _bad_npz(tmp_path)
     for name, msg in cases.items():
         capsys.readouterr()
-        # the overflow cases overflow when standardised with the data's statistics (the default scaling
-        # clips rows only, and clips near-overflow rows correctly, see test_clip_rows_near_the_float_limit)
+        # the overflow cases overflow when standardised with the data's statistics (the default
+        # scaling clips rows only, and clips near-overflow rows correctly, see
+        # test_clip_rows_near_the_float_limit)
         scaling = ["--scaling", "data-public"] if "overflow" in name else []
-        rc = main(["train", "--dataset", str(tmp_path / f"{name}.npz"), "--model", "logreg", "--algorithm", "gd",
-                   "--epochs", "2", "--lr", "0.5", "--noise-std", "0.1", "--clip", "1", "--feature-norm", "1", "--json",
-                   *scaling])
+        rc = main(
+            [
+                "train",
+                "--dataset",
+                str(tmp_path / f"{name}.npz"),
+                "--model",
+                "logreg",
+                "--algorithm",
+                "gd",
+                "--epochs",
+                "2",
+                "--lr",
+                "0.5",
+                "--noise-std",
+                "0.1",
+                "--clip",
+                "1",
+                "--feature-norm",
+                "1",
+                "--json",
+                *scaling,
+            ]
+        )
         cap = capsys.readouterr()
         assert rc == 2, name
-        assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and re.search(msg, cap.err), (name, cap.err)
+        assert (
+            cap.out == "" and len(cap.err.strip().splitlines()) == 1 and re.search(msg, cap.err)
+        ), (name, cap.err)
     capsys.readouterr()
-    assert main(["train", "--dataset", "iris", "--model", "logreg", "--algorithm", "gd", "--epochs", "2", "--lr", "0.5",
-                 "--noise-std", "0.1", "--clip", "1", "--test-size", "0.995"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "iris",
+                "--model",
+                "logreg",
+                "--algorithm",
+                "gd",
+                "--epochs",
+                "2",
+                "--lr",
+                "0.5",
+                "--noise-std",
+                "0.1",
+                "--clip",
+                "1",
+                "--test-size",
+                "0.995",
+            ]
+        )
+        == 2
+    )
     cap = capsys.readouterr()
     assert cap.out == "" and "test_size" in cap.err and len(cap.err.strip().splitlines()) == 1
 
@@ -175,7 +234,9 @@ def test_trainer_refuses_non_finite_arrays():
     with pytest.raises(ParameterError, match="finite"):
         NoisyGD(GLM(2, 2), lr=0.1, noise_std=0.1, clip=1.0).fit(X, y, steps=2)
     with pytest.raises(ParameterError, match="finite"):
-        NoisyGD(GLM(2, 1, "least-squares"), lr=0.1, noise_std=0.1, clip=1.0).fit(np.ones((10, 2)), np.full(10, np.inf), steps=2)
+        NoisyGD(GLM(2, 1, "least-squares"), lr=0.1, noise_std=0.1, clip=1.0).fit(
+            np.ones((10, 2)), np.full(10, np.inf), steps=2
+        )
 
 
 def test_clip_rows_near_the_float_limit():
@@ -183,5 +244,5 @@ def test_clip_rows_near_the_float_limit():
 
     X = np.array([[1e307, 1e307, 1e307], [0.0, 0.0, 0.0], [0.1, 0.2, 0.2], [3.0, 4.0, 0.0]])
     out = clip_rows(X, 1.0)
-    assert np.allclose(out[0], 3 ** -0.5) and np.array_equal(out[1], [0, 0, 0])
+    assert np.allclose(out[0], 3**-0.5) and np.array_equal(out[1], [0, 0, 0])
     assert np.array_equal(out[2], X[2]) and np.allclose(out[3], [0.6, 0.8, 0.0])

@@ -12,8 +12,13 @@ from hypothesis import strategies as st
 from lastiterate.errors import ParameterError
 from lastiterate.train.ledger import load_checkpoint, save_checkpoint
 
-_STATE = {"run_id": "r", "fingerprint": "f", "step": 5, "model": {"weight": torch.linspace(-1, 1, 12).reshape(3, 4)},
-          "optimizer": {}}
+_STATE = {
+    "run_id": "r",
+    "fingerprint": "f",
+    "step": 5,
+    "model": {"weight": torch.linspace(-1, 1, 12).reshape(3, 4)},
+    "optimizer": {},
+}
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,9 @@ def files(tmp_path_factory) -> dict:
     save_checkpoint(d / "ck", _STATE)
     data = lt.load_dataset("iris", seed=0, feature_norm=1.0)
     model = lt.GLM(4, 3)
-    res = lt.NoisyGD(model, lr=0.5, noise_std=0.1, clip=1.0, feature_norm=1.0, seed=1).fit(data.X_train, data.y_train, steps=3)
+    res = lt.NoisyGD(model, lr=0.5, noise_std=0.1, clip=1.0, feature_norm=1.0, seed=1).fit(
+        data.X_train, data.y_train, steps=3
+    )
     p, _ = lt.save_model(d / "m.safetensors", model, lt.model_card(res, data))
     (d / "mut").mkdir()
     return {"dir": d, "ck": (d / "ck").read_bytes(), "model": p.read_bytes(), "model_path": p}
@@ -38,7 +45,9 @@ def _mutate(data: bytes, cut: int, edits: list[tuple[int, int]]) -> bytes:
     return bytes(b)
 
 
-mutations = st.tuples(st.integers(0, 64), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4))
+mutations = st.tuples(
+    st.integers(0, 64), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4)
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -62,7 +71,9 @@ def test_mutated_model_files_are_intact_or_refused(files, m):
 
     reference = load_model(files["model_path"])
     blob = _mutate(files["model"], *m)
-    p = files["dir"] / "mut" / "m.safetensors"  # no card beside it: only the embedded one is checked
+    p = (
+        files["dir"] / "mut" / "m.safetensors"
+    )  # no card beside it: only the embedded one is checked
     p.write_bytes(blob)
     X = np.linspace(-3, 3, 20).reshape(5, 4)
     try:

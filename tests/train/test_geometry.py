@@ -18,36 +18,70 @@ def test_constants():
     assert c.certified and c.strong_convexity == 0.1 and c.smoothness == pytest.approx(1.0 + 0.1)
     assert c.sensitivity == 1.0 and c.contraction == pytest.approx(max(0.9, abs(1 - 1.1)))
     c = glm_certificate("multinomial-logistic", feature_norm=1.0, l2=0.005, clip=1.5, lr=1.0)
-    assert c.certified and c.smoothness == pytest.approx(0.505) and c.contraction == pytest.approx(0.995)
+    assert (
+        c.certified
+        and c.smoothness == pytest.approx(0.505)
+        and c.contraction == pytest.approx(0.995)
+    )
     assert c.gradient_bound == pytest.approx(math.sqrt(2)) and c.clipping_active is False
     c = glm_certificate("least-squares", feature_norm=1.0, l2=0.01, clip=1.0, lr=0.5)
     assert c.certified and c.smoothness == pytest.approx(1.01) and c.clipping_active
-    c = glm_certificate("least-squares", feature_norm=1.0, l2=0.01, clip=1.0, lr=0.5, intercept=True)
+    c = glm_certificate(
+        "least-squares", feature_norm=1.0, l2=0.01, clip=1.0, lr=0.5, intercept=True
+    )
     assert c.smoothness == pytest.approx(2.01)
 
 
 def test_refusals():
     # clipped multinomial (clip can be active): not certified, with a hint
     c = glm_certificate("multinomial-logistic", feature_norm=1.0, l2=0.005, clip=1.0, lr=1.0)
-    assert not c.certified and "sqrt(2)" in c.reason and "0.707" in c.hint and c.run_geometry() == {}
+    assert (
+        not c.certified and "sqrt(2)" in c.reason and "0.707" in c.hint and c.run_geometry() == {}
+    )
     # R = C/sqrt(2) certifies it
-    assert glm_certificate("multinomial-logistic", feature_norm=1 / math.sqrt(2), l2=0.005, clip=1.0, lr=1.0).certified
+    assert glm_certificate(
+        "multinomial-logistic", feature_norm=1 / math.sqrt(2), l2=0.005, clip=1.0, lr=1.0
+    ).certified
     # lr >= 2/M
     c = glm_certificate("binary-logistic", feature_norm=1.0, l2=0.01, clip=1.0, lr=2 / 0.26)
     assert not c.certified and "2/M" in c.reason
     # no feature bound
-    assert not glm_certificate("binary-logistic", feature_norm=None, l2=0.01, clip=1.0, lr=0.1).certified
+    assert not glm_certificate(
+        "binary-logistic", feature_norm=None, l2=0.01, clip=1.0, lr=0.1
+    ).certified
     # Poisson: worst-case batch n
-    c = glm_certificate("binary-logistic", feature_norm=1.0, l2=0.01, clip=1.0, lr=0.1, sampling="poisson", n=100, batch_size=10)
+    c = glm_certificate(
+        "binary-logistic",
+        feature_norm=1.0,
+        l2=0.01,
+        clip=1.0,
+        lr=0.1,
+        sampling="poisson",
+        n=100,
+        batch_size=10,
+    )
     assert c.smoothness == pytest.approx(10 * 0.25 + 0.01)
     # lambda = 0: convex + smooth only
     c = glm_certificate("binary-logistic", feature_norm=1.0, l2=0.0, clip=1.0, lr=1.0)
-    assert c.certified and c.run_geometry() == {"smoothness": 0.25, "convex": True} and c.contraction == 1.0
+    assert (
+        c.certified
+        and c.run_geometry() == {"smoothness": 0.25, "convex": True}
+        and c.contraction == 1.0
+    )
 
 
 def test_certificate_feeds_run():
     c = glm_certificate("multinomial-logistic", feature_norm=0.7, l2=0.005, clip=1.0, lr=1.0)
-    run = Run(algorithm="cgd", n=1437, batch_size=256, epochs=10, lr=1.0, noise_std=0.05, clip=1.0, **c.run_geometry())
+    run = Run(
+        algorithm="cgd",
+        n=1437,
+        batch_size=256,
+        epochs=10,
+        lr=1.0,
+        noise_std=0.05,
+        clip=1.0,
+        **c.run_geometry(),
+    )
     assert run.c == pytest.approx(c.contraction) == pytest.approx(0.995)
 
 
@@ -73,7 +107,10 @@ def _hessian_opnorm(model, x, y):
     return float(torch.linalg.eigvalsh(H).abs().max())
 
 
-@pytest.mark.parametrize("family,coef", [("multinomial-logistic", 0.5), ("binary-logistic", 0.25), ("least-squares", 1.0)])
+@pytest.mark.parametrize(
+    "family,coef",
+    [("multinomial-logistic", 0.5), ("binary-logistic", 0.25), ("least-squares", 1.0)],
+)
 @pytest.mark.parametrize("intercept", [False, True])
 def test_hessian_bound_holds_and_is_nearly_attained(family, coef, intercept):
     """||Hess l_i|| <= coef * R_eff^2 at random points, and (close to) equality somewhere."""
@@ -89,11 +126,16 @@ def test_hessian_bound_holds_and_is_nearly_attained(family, coef, intercept):
                 p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * (trial % 5))
         x = torch.randn(1, 3, generator=g, dtype=torch.float64)
         x = x / x.norm() * R
-        y = torch.randint(0, K, (1,), generator=g) if K > 1 else torch.randint(0, 2, (1,), generator=g).double()
+        y = (
+            torch.randint(0, K, (1,), generator=g)
+            if K > 1
+            else torch.randint(0, 2, (1,), generator=g).double()
+        )
         h = _hessian_opnorm(model, x, y)
         assert h <= coef * R_eff2 * (1 + 1e-9)
         worst = max(worst, h)
-    # zero parameters give p uniform (binary: s = 1/2), where the bound is attained for K = 2-like directions
+    # zero parameters give p uniform (binary: s = 1/2), where the bound is attained for K
+    # = 2-like directions
     assert worst >= 0.5 * coef * R_eff2
 
 
@@ -133,13 +175,22 @@ def test_clipped_multinomial_step_can_expand():
     """
     rng = np.random.default_rng(0)
     best = max(
-        _clipped_step_jacobian_norm(rng.normal(size=10) * rng.uniform(0, 8), int(rng.integers(10)), 1.0, 0.005, 1.0, 1.0)
+        _clipped_step_jacobian_norm(
+            rng.normal(size=10) * rng.uniform(0, 8), int(rng.integers(10)), 1.0, 0.005, 1.0, 1.0
+        )
         for _ in range(4000)
     )
     assert best > 1.0
     # with R = C/sqrt(2) the clip is never active and the Jacobian is symmetric with norm <= c
     best_ok = max(
-        _clipped_step_jacobian_norm(rng.normal(size=10) * rng.uniform(0, 8), int(rng.integers(10)), 1.0, 0.005, 1.0, 1 / math.sqrt(2))
+        _clipped_step_jacobian_norm(
+            rng.normal(size=10) * rng.uniform(0, 8),
+            int(rng.integers(10)),
+            1.0,
+            0.005,
+            1.0,
+            1 / math.sqrt(2),
+        )
         for _ in range(2000)
     )
     assert best_ok <= 0.995 + 1e-12
@@ -147,5 +198,6 @@ def test_clipped_multinomial_step_can_expand():
 
 def test_schedule_contraction_is_the_worst_step():
     c = glm_certificate("binary-logistic", feature_norm=1.0, l2=0.1, clip=1.0, lr=4.0, lr_min=0.5)
-    # a small step contracts less (1 - 0.5*0.1 = 0.95); a large one may overshoot (|1 - 4*0.35| = 0.4)
+    # a small step contracts less (1 - 0.5*0.1 = 0.95); a large one may overshoot
+    # (|1 - 4*0.35| = 0.4)
     assert c.contraction == pytest.approx(max(1 - 0.5 * 0.1, abs(1 - 4.0 * 0.35)))

@@ -5,7 +5,8 @@ Least squares, loss (w.x - y)^2 / 2 + (lambda/2)||w||^2, on n rows with two feat
 0.  The neighbouring datasets differ in the canary's label only (y0 against -y0).  Coordinate 1 of
 the parameters then evolves alone, by the documented update (trainer.py module docstring)
 
-    w_{t+1} = w_t - eta ( [canary in B_t] a (a w_t - y_c) / b_t + lambda w_t + Z_t ),  Z_t ~ N(0, sigma^2),
+    w_{t+1} = w_t - eta ( [canary in B_t] a (a w_t - y_c) / b_t + lambda w_t + Z_t ),
+        Z_t ~ N(0, sigma^2),
 
 as long as the canary's gradient |a (a w_t - y_c)| stays below the clip norm C (checked: no gradient
 is ever clipped).  So w_T = alpha-products applied to the label term plus Gaussian noise: w_T is
@@ -32,7 +33,8 @@ from lastiterate.train.models import GLM
 from lastiterate.train.trainer import NoisyCGD, NoisyGD, NoisyMethod
 
 N_ROWS, A, Y0, CLIP, L2, LR, SIGMA, STEPS, CGD_BATCH = 8, 1.0, 0.52, 0.6, 0.5, 0.5, 0.03, 16, 4
-LEVEL = 1e-4  # two-sided level of every confidence interval (the seeds are fixed: the outcome is deterministic)
+# two-sided level of every confidence interval (the seeds are fixed: the outcome is deterministic)
+LEVEL = 1e-4
 Z_CI = stats.norm.isf(LEVEL / 2)
 
 
@@ -47,7 +49,15 @@ def canary_dataset(y_canary: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _method(kind: str, model: GLM, seed: int, secure: bool = False) -> NoisyMethod:
-    kw = {"lr": LR, "noise_std": SIGMA, "clip": CLIP, "l2": L2, "feature_norm": A, "seed": seed, "secure": secure}
+    kw = {
+        "lr": LR,
+        "noise_std": SIGMA,
+        "clip": CLIP,
+        "l2": L2,
+        "feature_norm": A,
+        "seed": seed,
+        "secure": secure,
+    }
     if kind == "gd":
         return NoisyGD(model, **kw)
     return NoisyCGD(model, batch_size=CGD_BATCH, permute=False, **kw)
@@ -55,7 +65,11 @@ def _method(kind: str, model: GLM, seed: int, secure: bool = False) -> NoisyMeth
 
 def canary_coordinate_law(kind: str, y_canary: float) -> tuple[float, float]:
     """(mean, variance) of the canary coordinate of w_T, from the documented update alone."""
-    batches = [np.arange(N_ROWS)] if kind == "gd" else np.array_split(np.arange(N_ROWS), -(-N_ROWS // CGD_BATCH))
+    batches = (
+        [np.arange(N_ROWS)]
+        if kind == "gd"
+        else np.array_split(np.arange(N_ROWS), -(-N_ROWS // CGD_BATCH))
+    )
     mean, var = 0.0, 0.0  # w_0 = 0
     for t in range(STEPS):
         batch = batches[t % len(batches)]
@@ -66,7 +80,9 @@ def canary_coordinate_law(kind: str, y_canary: float) -> tuple[float, float]:
     return mean, var
 
 
-def train_canary_coordinates(kind: str, y_canary: float, seeds: range, secure: bool = False) -> np.ndarray:
+def train_canary_coordinates(
+    kind: str, y_canary: float, seeds: range, secure: bool = False
+) -> np.ndarray:
     """w_T[canary feature] of one model per seed, trained by the library's trainer."""
     X, y = canary_dataset(y_canary)
     out = []
@@ -87,7 +103,8 @@ def claimed_mu(kind: str) -> float:
 
 
 def noise_check(kind: str, n_models: int, secure: bool = False) -> dict[str, object]:
-    """Empirical against computed law of the canary coordinate; the names of the checks that fail."""
+    """Empirical against computed law of the canary coordinate; the names of the
+    checks that fail."""
     w1 = train_canary_coordinates(kind, Y0, range(n_models), secure)
     w2 = train_canary_coordinates(kind, -Y0, range(n_models, 2 * n_models), secure)
     m1, v = canary_coordinate_law(kind, Y0)
@@ -102,24 +119,39 @@ def noise_check(kind: str, n_models: int, secure: bool = False) -> dict[str, obj
         failed.append("mean shift")
     for w in (w1, w2):  # (k-1) s^2 / sd^2 ~ chi^2_{k-1}
         q = (n_models - 1) * w.var(ddof=1) / v
-        if not stats.chi2.ppf(LEVEL / 2, n_models - 1) <= q <= stats.chi2.isf(LEVEL / 2, n_models - 1):
+        if (
+            not stats.chi2.ppf(LEVEL / 2, n_models - 1)
+            <= q
+            <= stats.chi2.isf(LEVEL / 2, n_models - 1)
+        ):
             failed.append("std")
     pooled_sd = float(np.sqrt((w1.var(ddof=1) + w2.var(ddof=1)) / 2))
     mu_emp = abs(emp_shift) / pooled_sd
     claim = claimed_mu(kind)
     if mu_emp > claim:
         failed.append("mu above claim")
-    return {"failed": failed, "mu_emp": mu_emp, "mu_exact": mu_exact, "claim": claim,
-            "shift": shift, "emp_shift": emp_shift, "sd": sd}
+    return {
+        "failed": failed,
+        "mu_emp": mu_emp,
+        "mu_exact": mu_exact,
+        "claim": claim,
+        "shift": shift,
+        "emp_shift": emp_shift,
+        "sd": sd,
+    }
 
 
 @pytest.mark.filterwarnings("ignore::lastiterate.train.randomness.SeededRunWarning")
-@pytest.mark.parametrize(("kind", "secure", "n_models"), [("gd", False, 200), ("cgd", False, 200), ("gd", True, 120)])
+@pytest.mark.parametrize(
+    ("kind", "secure", "n_models"), [("gd", False, 200), ("cgd", False, 200), ("gd", True, 120)]
+)
 def test_last_iterate_has_the_claimed_gaussian_law(kind, secure, n_models):
     res = noise_check(kind, n_models, secure)
     assert res["failed"] == [], res
     assert res["mu_exact"] <= res["claim"]  # the accountant's claim covers the exact privacy loss
-    assert res["mu_exact"] > 0.7 * res["claim"]  # tight enough that half the noise exceeds the claim
+    assert (
+        res["mu_exact"] > 0.7 * res["claim"]
+    )  # tight enough that half the noise exceeds the claim
 
 
 def test_the_computed_law_is_not_vacuous():

@@ -73,7 +73,11 @@ def test_mlp_per_example_equals_autograd(method, loss):
     model = ModuleModel(net, loss, method=method)
     g = torch.Generator().manual_seed(2)
     X = torch.randn(11, 5, generator=g, dtype=torch.float64)
-    y = torch.randint(0, K, (11,), generator=g) if loss == "cross-entropy" else torch.randn(11, generator=g, dtype=torch.float64)
+    y = (
+        torch.randint(0, K, (11,), generator=g)
+        if loss == "cross-entropy"
+        else torch.randn(11, generator=g, dtype=torch.float64)
+    )
     _assert_matches_autograd(model, X, y, rtol=1e-9)
 
 

@@ -41,7 +41,9 @@ DELTA = 1e-5
 
 
 def _dp_gaussian(mu: float) -> dpl.PrivacyLossDistribution:
-    return dpl.from_gaussian_mechanism(1.0 / mu, sensitivity=1.0, value_discretization_interval=1e-4)
+    return dpl.from_gaussian_mechanism(
+        1.0 / mu, sensitivity=1.0, value_discretization_interval=1e-4
+    )
 
 
 # ---------------------------------------------------------------------- sensitivity
@@ -62,7 +64,9 @@ def test_claimed_mu_is_the_worst_scaled_change(adjacency, d):
     assert mech.claimed_mu() == pytest.approx(0.8, rel=1e-12)
     rng = np.random.default_rng(1)
     for _ in range(2000):  # random neighbours never exceed the claim
-        a = rng.uniform(-1, 1, d) * rng.choice([1.0, 0.0], d) + rng.choice([-1.0, 1.0, 0.0], d) * (rng.random(d) < 0.3)
+        a = rng.uniform(-1, 1, d) * rng.choice([1.0, 0.0], d) + rng.choice([-1.0, 1.0, 0.0], d) * (
+            rng.random(d) < 0.3
+        )
         a = np.clip(a, -1, 1)
         b = None if adjacency == "add-remove" else np.clip(rng.uniform(-1, 1, d), -1, 1)
         assert mech.scaled_change(a, b) <= 0.8 * (1 + 1e-12)
@@ -94,7 +98,13 @@ def _empirical_mu(mech, D, D2, draws, rng):
 
     X1 = np.array([flat(mech.release(D, rng)) for _ in range(draws)])
     X2 = np.array([flat(mech.release(D2, rng)) for _ in range(draws)])
-    noise = np.concatenate([np.full(mech.d, mech.sigma_sum), np.full(mech.d, mech.sigma_square), [mech.sigma_count or 1.0]])
+    noise = np.concatenate(
+        [
+            np.full(mech.d, mech.sigma_sum),
+            np.full(mech.d, mech.sigma_square),
+            [mech.sigma_count or 1.0],
+        ]
+    )
     for j in range(2 * mech.d + (mech.sigma_count is not None)):  # the noise stds are those claimed
         v = X1[:, j].var(ddof=1) / noise[j] ** 2
         lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], draws - 1) / (draws - 1)
@@ -145,7 +155,9 @@ def test_private_moments_are_accurate_with_a_large_budget_and_clip_to_the_range(
 @pytest.mark.parametrize("eps1,delta1,mu", [(1.0, 5e-6, 0.5), (0.3, 1e-6, 1.0), (3.0, 2e-6, 0.2)])
 def test_approximate_dp_with_gaussian_matches_dp_accounting(eps1, delta1, mu):
     ours = approximate_dp_gaussian_epsilon(eps1, delta1, mu, DELTA)
-    pair = dpl.from_privacy_parameters(DifferentialPrivacyParameters(eps1, delta1), value_discretization_interval=1e-4)
+    pair = dpl.from_privacy_parameters(
+        DifferentialPrivacyParameters(eps1, delta1), value_discretization_interval=1e-4
+    )
     ref = pair.compose(_dp_gaussian(mu)).get_epsilon_for_delta(DELTA)
     assert ours == pytest.approx(ref, rel=1e-5)
     assert approximate_dp_gaussian_delta(ours, eps1, delta1, mu) <= DELTA
@@ -167,25 +179,48 @@ def test_gdp_training_composes_exactly_like_two_gaussians():
     ref = _dp_gaussian(mu_t).compose(_dp_gaussian(0.4)).get_epsilon_for_delta(DELTA)
     assert g.mu == pytest.approx(math.hypot(mu_t, 0.4), rel=1e-12)
     assert g.epsilon == pytest.approx(ref, rel=1e-3) and g.epsilon <= ref * (1 + 1e-6)
-    assert g.epsilon > rep.best.epsilon and g.covered and g.preprocessing_epsilon == gdp_epsilon(DELTA, 0.4)
+    assert (
+        g.epsilon > rep.best.epsilon
+        and g.covered
+        and g.preprocessing_epsilon == gdp_epsilon(DELTA, 0.4)
+    )
 
 
 def test_non_gdp_training_is_never_under_reported():
     """Poisson-subsampled training (no GDP result): the composition is at least the exact PLD of
     the whole mechanism (dp_accounting, replace-one) and not far above it."""
-    run = Run(algorithm="sgd", sampling="poisson", n=1000, batch_size=50, steps=60, lr=0.1, noise_multiplier=1.0, clip=1.0)
+    run = Run(
+        algorithm="sgd",
+        sampling="poisson",
+        n=1000,
+        batch_size=50,
+        steps=60,
+        lr=0.1,
+        noise_multiplier=1.0,
+        clip=1.0,
+    )
     rep = account(run, delta=DELTA)
     assert all(r.mu is None for r in rep.results if r.kind == "bound")
-    g = compose_with_preprocessing(rep, Preprocessing("private", "test", 0.3),
-                                   account_at=lambda d1: account(run, delta=d1))
-    step = dpl.from_gaussian_mechanism(1.0, sensitivity=1.0, sampling_prob=0.05, value_discretization_interval=1e-4,
-                                       neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    g = compose_with_preprocessing(
+        rep, Preprocessing("private", "test", 0.3), account_at=lambda d1: account(run, delta=d1)
+    )
+    step = dpl.from_gaussian_mechanism(
+        1.0,
+        sensitivity=1.0,
+        sampling_prob=0.05,
+        value_discretization_interval=1e-4,
+        neighboring_relation=NeighboringRelation.REPLACE_ONE,
+    )
     exact = step.self_compose(60).compose(_dp_gaussian(0.3)).get_epsilon_for_delta(DELTA)
     assert exact * (1 - 1e-4) <= g.epsilon <= 1.5 * exact
     assert g.epsilon >= rep.best.epsilon and len(g.candidates) >= 2
     with pytest.raises(ParameterError):  # nothing to compose exactly and no way to re-account
-        compose_with_preprocessing(rep.__class__(rep.run, rep.query, tuple(r for r in rep.results if not r.rdp),
-                                                 rep.not_applicable), Preprocessing("private", "t", 0.3))
+        compose_with_preprocessing(
+            rep.__class__(
+                rep.run, rep.query, tuple(r for r in rep.results if not r.rdp), rep.not_applicable
+            ),
+            Preprocessing("private", "t", 0.3),
+        )
 
 
 def test_free_and_uncovered_preprocessing():
@@ -213,7 +248,9 @@ def test_meet_budget_lowers_the_training_target_until_the_composition_fits():
     s = split_budget(2.0, DELTA, 0.1)
     calls = []
 
-    def composed(t):  # a non-GDP training whose composition costs 0.3 more than the GDP split assumed
+    def composed(
+        t,
+    ):  # a non-GDP training whose composition costs 0.3 more than the GDP split assumed
         calls.append(t)
         return t + 0.3 + (s.epsilon - s.training_epsilon)
 
@@ -236,7 +273,11 @@ def test_parse_range():
 
 def test_auto_scaling_uses_declared_ranges_or_clips_rows_only():
     digits, rec = preprocess(load_dataset("digits", standardize=False), feature_norm=1.0)
-    assert rec.scaling == "public-range" and rec.mu == 0.0 and rec.details["feature_range"] == [0.0, 16.0]
+    assert (
+        rec.scaling == "public-range"
+        and rec.mu == 0.0
+        and rec.details["feature_range"] == [0.0, 16.0]
+    )
     assert digits.X_train.min() >= 0 and np.linalg.norm(digits.X_train, axis=1).max() <= 1 + 1e-12
     raw = load_dataset("breast-cancer", standardize=False)
     bc, rec = preprocess(raw, feature_norm=1.0)
@@ -257,8 +298,14 @@ def test_regression_targets_follow_the_scaling():
     raw = load_dataset("diabetes", standardize=False)
     ds, rec = preprocess(raw, target_range="0,400")
     assert np.abs(ds.y_train).max() <= 1 and rec.details["target_range"] == [0.0, 400.0]
-    ds, rec = preprocess(raw, scaling="private", feature_range="-1,1", target_range="0,400", statistics_mu=2.0,
-                         rng=np.random.default_rng(0))
+    ds, rec = preprocess(
+        raw,
+        scaling="private",
+        feature_range="-1,1",
+        target_range="0,400",
+        statistics_mu=2.0,
+        rng=np.random.default_rng(0),
+    )
     assert abs(ds.y_train.mean()) < 0.3 and rec.mu == pytest.approx(2.0)
     ds, rec = preprocess(raw)
     assert any("targets not scaled" in n for n in ds.notes)
@@ -267,8 +314,25 @@ def test_regression_targets_follow_the_scaling():
 
 
 # ---------------------------------------------------------------------- the train CLI
-TRAIN = ["train", "--model", "logreg", "--algorithm", "gd", "--epochs", "5", "--lr", "0.5", "--noise-std", "0.05",
-         "--clip", "1", "--feature-norm", "1", "--l2", "0.01"]
+TRAIN = [
+    "train",
+    "--model",
+    "logreg",
+    "--algorithm",
+    "gd",
+    "--epochs",
+    "5",
+    "--lr",
+    "0.5",
+    "--noise-std",
+    "0.05",
+    "--clip",
+    "1",
+    "--feature-norm",
+    "1",
+    "--l2",
+    "0.01",
+]
 
 
 def _strict_json(text):
@@ -289,27 +353,64 @@ def _run(args, capsys):
 def test_default_run_reports_the_preprocessing_and_covers_it(capsys):
     code, cap = _run([*TRAIN, "--dataset", "digits", "--json"], capsys)
     out = _strict_json(cap.out)
-    assert code == 0 and out["preprocessing"]["scaling"] == "public-range" and out["preprocessing"]["covered"]
-    assert out["guarantee"]["covers_preprocessing"] and out["guarantee"]["epsilon"] == out["best"]["epsilon"]
+    assert (
+        code == 0
+        and out["preprocessing"]["scaling"] == "public-range"
+        and out["preprocessing"]["covered"]
+    )
+    assert (
+        out["guarantee"]["covers_preprocessing"]
+        and out["guarantee"]["epsilon"] == out["best"]["epsilon"]
+    )
     code, cap = _run([*TRAIN, "--dataset", "breast-cancer"], capsys)
     assert code == 0 and "Preprocessing: no feature scaling" in cap.out
     assert "Releasing only the final model is" in cap.out
-    # only the non-private diagnostics are flagged NOT covered; the preprocessing and the headline are covered
+    # only the non-private diagnostics are flagged NOT covered; the preprocessing and the
+    # headline are covered
     flagged = [line for line in cap.out.splitlines() if "NOT covered" in line]
-    assert flagged and all("non-private" in line or "private training and test data" in line for line in flagged)
+    assert flagged and all(
+        "non-private" in line or "private training and test data" in line for line in flagged
+    )
 
 
 def test_private_statistics_are_in_the_headline_epsilon(capsys):
-    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
-                      "--statistics-mu", "0.3", "--json"], capsys)
+    code, cap = _run(
+        [
+            *TRAIN,
+            "--dataset",
+            "breast-cancer",
+            "--scaling",
+            "private",
+            "--feature-range",
+            "0,3000",
+            "--statistics-mu",
+            "0.3",
+            "--json",
+        ],
+        capsys,
+    )
     out = _strict_json(cap.out)
     assert code == 0
     mu_t = out["best"]["mu"]
     ref = _dp_gaussian(mu_t).compose(_dp_gaussian(0.3)).get_epsilon_for_delta(DELTA)
     assert out["guarantee"]["epsilon"] == pytest.approx(ref, rel=1e-3)
-    assert out["guarantee"]["epsilon"] > out["best"]["epsilon"] and out["guarantee"]["preprocessing_mu"] == pytest.approx(0.3)
-    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
-                      "--statistics-mu", "0.3"], capsys)
+    assert out["guarantee"]["epsilon"] > out["best"]["epsilon"] and out["guarantee"][
+        "preprocessing_mu"
+    ] == pytest.approx(0.3)
+    code, cap = _run(
+        [
+            *TRAIN,
+            "--dataset",
+            "breast-cancer",
+            "--scaling",
+            "private",
+            "--feature-range",
+            "0,3000",
+            "--statistics-mu",
+            "0.3",
+        ],
+        capsys,
+    )
     text = cap.out
     assert "Preprocessing: features standardised with PRIVATE means and variances" in text
     assert "preprocessing included" in text and "Training alone" in text
@@ -317,20 +418,45 @@ def test_private_statistics_are_in_the_headline_epsilon(capsys):
 
 def test_target_epsilon_splits_the_budget_and_meets_it(capsys):
     args = [a for a in TRAIN if a not in ("--noise-std", "0.05")]
-    code, cap = _run([*args, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
-                      "--target-epsilon", "1.5", "--statistics-share", "0.25", "--json"], capsys)
+    code, cap = _run(
+        [
+            *args,
+            "--dataset",
+            "breast-cancer",
+            "--scaling",
+            "private",
+            "--feature-range",
+            "0,3000",
+            "--target-epsilon",
+            "1.5",
+            "--statistics-share",
+            "0.25",
+            "--json",
+        ],
+        capsys,
+    )
     out = _strict_json(cap.out)
     assert code == 0
     split = out["preprocessing"]["budget_split"]
-    assert split["statistics_share"] == 0.25 and out["guarantee"]["preprocessing_mu"] == pytest.approx(split["statistics_mu"])
-    assert out["guarantee"]["epsilon"] <= 1.5 and out["guarantee"]["epsilon"] > 1.45  # GDP: the split is tight
+    assert split["statistics_share"] == 0.25 and out["guarantee"][
+        "preprocessing_mu"
+    ] == pytest.approx(split["statistics_mu"])
+    assert (
+        out["guarantee"]["epsilon"] <= 1.5 and out["guarantee"]["epsilon"] > 1.45
+    )  # GDP: the split is tight
     assert out["best"]["epsilon"] <= split["training_epsilon"] + 1e-9
 
 
 def test_data_public_is_labelled_not_covered(capsys):
-    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "data-public", "--json"], capsys)
+    code, cap = _run(
+        [*TRAIN, "--dataset", "breast-cancer", "--scaling", "data-public", "--json"], capsys
+    )
     out = _strict_json(cap.out)
-    assert code == 0 and not out["guarantee"]["covers_preprocessing"] and out["preprocessing"]["mu"] is None
+    assert (
+        code == 0
+        and not out["guarantee"]["covers_preprocessing"]
+        and out["preprocessing"]["mu"] is None
+    )
     assert "NOT covered" in out["preprocessing"]["description"]
     code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "data-public"], capsys)
     assert "preprocessing NOT covered" in cap.out
@@ -342,13 +468,16 @@ def test_data_public_is_labelled_not_covered(capsys):
     assert "NOT covered" in " ".join(buf.getvalue().split())
 
 
-@pytest.mark.parametrize("extra", [
-    ["--dataset", "breast-cancer", "--scaling", "private"],  # no range to clip to
-    ["--dataset", "digits", "--feature-range", "1,0"],
-    ["--dataset", "digits", "--feature-range", "0,1;0,2"],  # wrong number of pairs
-    ["--dataset", "digits", "--scaling", "private", "--statistics-mu", "-1"],
-    ["--dataset", "digits", "--target-range", "0,1"],  # classification
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--dataset", "breast-cancer", "--scaling", "private"],  # no range to clip to
+        ["--dataset", "digits", "--feature-range", "1,0"],
+        ["--dataset", "digits", "--feature-range", "0,1;0,2"],  # wrong number of pairs
+        ["--dataset", "digits", "--scaling", "private", "--statistics-mu", "-1"],
+        ["--dataset", "digits", "--target-range", "0,1"],  # classification
+    ],
+)
 def test_bad_preprocessing_input_is_one_line_exit_2(extra, capsys):
     code, cap = _run([*TRAIN, *extra], capsys)
     assert code == 2 and cap.out == "" and len(cap.err.strip().splitlines()) == 1
@@ -358,14 +487,48 @@ def test_ledger_records_the_preprocessing_cost(tmp_path, capsys):
     from lastiterate.train.ledger import read_ledger, steps_counted
 
     led = tmp_path / "privacy.jsonl"
-    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
-                      "--ledger", str(led), "--json"], capsys)
+    code, cap = _run(
+        [
+            *TRAIN,
+            "--dataset",
+            "breast-cancer",
+            "--scaling",
+            "private",
+            "--feature-range",
+            "0,3000",
+            "--ledger",
+            str(led),
+            "--json",
+        ],
+        capsys,
+    )
     out = _strict_json(cap.out)
     recs = read_ledger(led)
     last = recs[-1]
-    assert code == 0 and last["event"] == "preprocessing" and last["preprocessing"]["mu"] == pytest.approx(0.5)
+    assert (
+        code == 0
+        and last["event"] == "preprocessing"
+        and last["preprocessing"]["mu"] == pytest.approx(0.5)
+    )
     assert last["guarantee_with_preprocessing"]["epsilon"] == out["guarantee"]["epsilon"]
     assert steps_counted(recs, out["run_id"]) == out["steps"]
-    code, cap = _run([*TRAIN, "--dataset", "breast-cancer", "--scaling", "private", "--feature-range", "0,3000",
-                      "--checkpoint", str(tmp_path / "c.pt"), "--resume"], capsys)
-    assert code == 2 and "spend their budget twice" in cap.err and len(cap.err.strip().splitlines()) == 1
+    code, cap = _run(
+        [
+            *TRAIN,
+            "--dataset",
+            "breast-cancer",
+            "--scaling",
+            "private",
+            "--feature-range",
+            "0,3000",
+            "--checkpoint",
+            str(tmp_path / "c.pt"),
+            "--resume",
+        ],
+        capsys,
+    )
+    assert (
+        code == 2
+        and "spend their budget twice" in cap.err
+        and len(cap.err.strip().splitlines()) == 1
+    )

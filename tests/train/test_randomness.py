@@ -33,8 +33,27 @@ from lastiterate.train.sampling import make_sampler
 from lastiterate.train.trainer import NoisyCGD, NoisyGD, NoisySGD
 
 # the issue's example
-EXAMPLE = ["train", "--dataset", "breast-cancer", "--model", "logreg", "--algorithm", "gd", "--epochs", "20",
-           "--lr", "0.5", "--noise-std", "0.05", "--clip", "1", "--feature-norm", "1", "--l2", "0.01"]
+EXAMPLE = [
+    "train",
+    "--dataset",
+    "breast-cancer",
+    "--model",
+    "logreg",
+    "--algorithm",
+    "gd",
+    "--epochs",
+    "20",
+    "--lr",
+    "0.5",
+    "--noise-std",
+    "0.05",
+    "--clip",
+    "1",
+    "--feature-norm",
+    "1",
+    "--l2",
+    "0.01",
+]
 ODD_SEED = 918273645
 
 
@@ -55,17 +74,20 @@ def breast_cancer():
 
 
 def _replay(data, seed):
-    """The issue's example trained with ``seed`` through the Python API (what an adversary replays)."""
+    """The issue's example trained with ``seed`` through the Python API (what an
+    adversary replays)."""
     model = GLM(data.n_features, 1, "binary-logistic", dtype=torch.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededRunWarning)
         NoisyGD(model, lr=0.5, noise_std=0.05, clip=1.0, l2=0.01, feature_norm=1.0, seed=seed).fit(
-            data.X_train, data.y_train, epochs=20, account=False)
+            data.X_train, data.y_train, epochs=20, account=False
+        )
     return parameters_digest(model)
 
 
 def _numbers_in(text):
-    """Every integer an adversary could read in ``text`` as a candidate seed (decimal and hex runs)."""
+    """Every integer an adversary could read in ``text`` as a candidate seed
+    (decimal and hex runs)."""
     found = {int(s) for s in re.findall(r"\d+", text)}
     found |= {int(s, 16) for s in re.findall(r"[0-9a-f]{8,}", text)}
     return found
@@ -98,27 +120,44 @@ def test_seeded_cli_run_reproduces_warns_once_and_never_prints_its_seed(tmp_path
     shas = []
     for k in range(2):
         ledger, ck = tmp_path / f"l{k}.jsonl", tmp_path / f"c{k}.pt"
-        out, err = _cli([*EXAMPLE, "--json", "--seed", str(ODD_SEED), "--ledger", str(ledger), "--checkpoint", str(ck)],
-                        capsys)
+        out, err = _cli(
+            [
+                *EXAMPLE,
+                "--json",
+                "--seed",
+                str(ODD_SEED),
+                "--ledger",
+                str(ledger),
+                "--checkpoint",
+                str(ck),
+            ],
+            capsys,
+        )
         assert err.count("\n") == 1 and err.startswith("warning: ") and SEED_WARNING in err
         js = json.loads(out)
         assert js["randomness"]["seeded"] is True and js["randomness"]["warning"] == SEED_WARNING
         for published in (out, err, ledger.read_text()):
             assert str(ODD_SEED) not in published and f"{ODD_SEED:x}" not in published
-        assert load_checkpoint(ck)["rng"]["seed"] == ODD_SEED  # the owner-only checkpoint keeps it (resume)
+        assert (
+            load_checkpoint(ck)["rng"]["seed"] == ODD_SEED
+        )  # the owner-only checkpoint keeps it (resume)
         shas.append(js["parameters_sha256"])
     assert shas[0] == shas[1]
     text, err = _cli([*EXAMPLE, "--seed", str(ODD_SEED)], capsys)
     assert "SEEDED" in text and str(ODD_SEED) not in text and err.count("\n") == 1
     # the split seed is separate from the noise seed
-    other_split, _ = _cli([*EXAMPLE, "--json", "--seed", str(ODD_SEED), "--split-seed", "1"], capsys)
+    other_split, _ = _cli(
+        [*EXAMPLE, "--json", "--seed", str(ODD_SEED), "--split-seed", "1"], capsys
+    )
     assert json.loads(other_split)["parameters_sha256"] != shas[0]
 
 
 def test_default_run_keeps_its_secret_in_the_checkpoint_only(tmp_path, capsys):
     ledger, ck = tmp_path / "l.jsonl", tmp_path / "c.pt"
     out, err = _cli([*EXAMPLE, "--json", "--ledger", str(ledger), "--checkpoint", str(ck)], capsys)
-    text, _ = _cli([*EXAMPLE, "--ledger", str(ledger), "--checkpoint", str(ck)], capsys)  # overwrites ck
+    text, _ = _cli(
+        [*EXAMPLE, "--ledger", str(ledger), "--checkpoint", str(ck)], capsys
+    )  # overwrites ck
     rng = load_checkpoint(ck)["rng"]
     assert rng["seed"] is None and len(bytes.fromhex(rng["root_hex"])) == 16
     root = bytes.fromhex(rng["root_hex"])
@@ -127,7 +166,10 @@ def test_default_run_keeps_its_secret_in_the_checkpoint_only(tmp_path, capsys):
     published = out + err + text + ledger.read_text()
     for s in secrets_:
         assert s not in published
-    assert repr(Randomness.from_checkpoint_state(rng)) == "Randomness(source='os-entropy', secure=False)"
+    assert (
+        repr(Randomness.from_checkpoint_state(rng))
+        == "Randomness(source='os-entropy', secure=False)"
+    )
 
 
 def _toy(n=40, d=3, seed=0):
@@ -143,8 +185,9 @@ def test_python_default_is_fresh_per_run_and_silent():
         warnings.simplefilter("error", SeededRunWarning)
         for _ in range(2):
             m = GLM(3, 1, "binary-logistic")
-            res = NoisySGD(m, batch_size=8, sampling="poisson", lr=0.5, noise_std=0.1, clip=1.0).fit(X, y, epochs=2,
-                                                                                                  account=False)
+            res = NoisySGD(
+                m, batch_size=8, sampling="poisson", lr=0.5, noise_std=0.1, clip=1.0
+            ).fit(X, y, epochs=2, account=False)
             assert res.randomness["seeded"] is False and res.randomness["warning"] is None
             digests.append(parameters_digest(m))
         # one method object fitted twice: fresh randomness for the second run too
@@ -166,8 +209,9 @@ def test_python_seeded_run_reproduces_and_warns():
     def run(seed, **kw):
         m = GLM(3, 1, "binary-logistic")
         with pytest.warns(SeededRunWarning, match="never reused"):
-            res = NoisyCGD(m, batch_size=8, lr=0.5, noise_std=0.1, clip=1.0, seed=seed, **kw).fit(X, y, epochs=2,
-                                                                                                 account=False)
+            res = NoisyCGD(m, batch_size=8, lr=0.5, noise_std=0.1, clip=1.0, seed=seed, **kw).fit(
+                X, y, epochs=2, account=False
+            )
         assert res.randomness["seeded"] is True and res.randomness["warning"] == SEED_WARNING
         return parameters_digest(m)
 
@@ -182,7 +226,14 @@ def test_resume_of_a_default_run_uses_the_checkpoint_secret(tmp_path, secure):
     import shutil
 
     X, y = _toy(n=48)
-    kw = {"batch_size": 12, "sampling": "shuffle", "lr": 0.5, "noise_std": 0.1, "clip": 1.0, "secure": secure}
+    kw = {
+        "batch_size": 12,
+        "sampling": "shuffle",
+        "lr": 0.5,
+        "noise_std": 0.1,
+        "clip": 1.0,
+        "secure": secure,
+    }
 
     class Crash(Exception):
         pass
@@ -193,7 +244,9 @@ def test_resume_of_a_default_run_uses_the_checkpoint_secret(tmp_path, secure):
 
     ck = tmp_path / "c.pt"
     with pytest.raises(Crash):
-        NoisySGD(GLM(3, 1, "binary-logistic"), **kw).fit(X, y, epochs=5, checkpoint=ck, on_epoch=crash, account=False)
+        NoisySGD(GLM(3, 1, "binary-logistic"), **kw).fit(
+            X, y, epochs=5, checkpoint=ck, on_epoch=crash, account=False
+        )
     saved = tmp_path / "saved.pt"
     shutil.copy(ck, saved)
     digests = []
@@ -219,12 +272,18 @@ def test_secure_gaussian_is_the_claimed_normal():
     assert SECURE_GAUSSIAN_TERMS == 4  # 2n with n = 2, as Opacus' secure_mode
     # different steps, streams and keys give different draws; the same ones reproduce
     z10 = r.secure_gaussian(3, (0,), 10, 0.7)
-    assert np.array_equal(z10, Randomness.from_seed(11, secure=True).secure_gaussian(3, (0,), 10, 0.7))
+    assert np.array_equal(
+        z10, Randomness.from_seed(11, secure=True).secure_gaussian(3, (0,), 10, 0.7)
+    )
     assert not np.array_equal(z10, r.secure_gaussian(3, (1,), 10, 0.7))
     assert not np.array_equal(z10, r.secure_gaussian(4, (0,), 10, 0.7))
-    assert not np.array_equal(z10, Randomness.from_seed(12, secure=True).secure_gaussian(3, (0,), 10, 0.7))
+    assert not np.array_equal(
+        z10, Randomness.from_seed(12, secure=True).secure_gaussian(3, (0,), 10, 0.7)
+    )
     a, b = Randomness.fresh(secure=True), Randomness.fresh(secure=True)
-    assert not np.array_equal(a.secure_gaussian(3, (0,), 10, 1.0), b.secure_gaussian(3, (0,), 10, 1.0))
+    assert not np.array_equal(
+        a.secure_gaussian(3, (0,), 10, 1.0), b.secure_gaussian(3, (0,), 10, 1.0)
+    )
 
 
 def test_secure_batches_have_the_sampler_semantics():
@@ -259,7 +318,13 @@ def test_randomness_state_and_bad_input():
     back = Randomness.from_checkpoint_state(st)
     assert np.array_equal(back.generator(1, 2).random(4), r.generator(1, 2).random(4))
     assert st["root_hex"] not in repr(r) + json.dumps(r.describe()) + json.dumps(r.fingerprint())
-    for bad in (None, {}, {**st, "root_hex": "zz"}, {**st, "root_hex": "00"}, {**st, "secure": "no"}):
+    for bad in (
+        None,
+        {},
+        {**st, "root_hex": "zz"},
+        {**st, "root_hex": "00"},
+        {**st, "secure": "no"},
+    ):
         with pytest.raises(ParameterError):
             Randomness.from_checkpoint_state(bad)
     for seed in (-1, 1.5, True, "3"):
@@ -269,7 +334,9 @@ def test_randomness_state_and_bad_input():
         NoisyGD(GLM(3, 1, "binary-logistic"), lr=0.5, noise_std=0.1, clip=1.0, secure="yes")
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--seed", "-1"), ("--split-seed", "-1"), ("--split-seed", str(2**32))])
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--seed", "-1"), ("--split-seed", "-1"), ("--split-seed", str(2**32))]
+)
 def test_cli_bad_seed_is_one_line(capsys, flag, value):
     capsys.readouterr()
     assert main([*EXAMPLE, flag, value]) == 2
@@ -278,10 +345,18 @@ def test_cli_bad_seed_is_one_line(capsys, flag, value):
 
 
 def test_seeded_default_mode_draws_the_documented_stream():
-    """seed s: the noise of step t is torch.randn from SeedSequence([s, stream, t]) (the earlier scheme)."""
+    """seed s: the noise of step t is torch.randn from SeedSequence([s, stream, t])
+    (the earlier scheme)."""
     r = Randomness.from_seed(4)
     g = torch.Generator()
     g.manual_seed(int(np.random.SeedSequence([4, 21, 9]).generate_state(1, dtype=np.uint64)[0]))
-    assert torch.equal(r.gaussian(21, 9, 5, 0.3, torch.float64), torch.randn(5, generator=g, dtype=torch.float64) * 0.3)
-    assert np.array_equal(make_sampler("sgd", 30, 5, "uniform", seed=4).batch(3),
-                          np.sort(np.random.default_rng(np.random.SeedSequence([4, 13, 3])).choice(30, 5, replace=False)))
+    assert torch.equal(
+        r.gaussian(21, 9, 5, 0.3, torch.float64),
+        torch.randn(5, generator=g, dtype=torch.float64) * 0.3,
+    )
+    assert np.array_equal(
+        make_sampler("sgd", 30, 5, "uniform", seed=4).batch(3),
+        np.sort(
+            np.random.default_rng(np.random.SeedSequence([4, 13, 3])).choice(30, 5, replace=False)
+        ),
+    )

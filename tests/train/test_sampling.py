@@ -19,10 +19,16 @@ def _run(s: Sampler, steps: int) -> Run:
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 500), b=st.integers(1, 500), scheme=st.sampled_from(["cyclic", "shuffle", "uniform", "poisson"]))
+@given(
+    n=st.integers(1, 500),
+    b=st.integers(1, 500),
+    scheme=st.sampled_from(["cyclic", "shuffle", "uniform", "poisson"]),
+)
 def test_partition_and_constants_match_run(n, b, scheme):
     b = min(b, n)
-    s = make_sampler("cgd" if scheme == "cyclic" else "sgd", n, b, None if scheme == "cyclic" else scheme, seed=1)
+    s = make_sampler(
+        "cgd" if scheme == "cyclic" else "sgd", n, b, None if scheme == "cyclic" else scheme, seed=1
+    )
     run = _run(s, 3)
     assert s.l == run.l
     assert s.b_min == run.b_min
@@ -53,7 +59,11 @@ def test_cyclic_order_repeats_every_epoch(n, b):
 def test_cyclic_identity_partition():
     s = make_sampler("cgd", 10, 4, permute=False)
     assert [p.tolist() for p in s.partition] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
-    assert [p.tolist() for p in balanced_partition(np.arange(10), 3)] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert [p.tolist() for p in balanced_partition(np.arange(10), 3)] == [
+        [0, 1, 2, 3],
+        [4, 5, 6],
+        [7, 8, 9],
+    ]
 
 
 def test_shuffle_is_a_fresh_partition_each_epoch():
@@ -122,7 +132,9 @@ def test_steps_for_epochs_match_run(scheme, epochs):
     if scheme == "full":
         s = make_sampler("gd", n)
     else:
-        s = make_sampler("cgd" if scheme == "cyclic" else "sgd", n, b, None if scheme == "cyclic" else scheme)
+        s = make_sampler(
+            "cgd" if scheme == "cyclic" else "sgd", n, b, None if scheme == "cyclic" else scheme
+        )
     run = Run(**s.run_kwargs(), n=n, lr=0.1, epochs=epochs, noise_std=1.0, clip=1.0)
     assert s.steps_for_epochs(epochs) == run.T
     ends = s.epoch_ends(run.T)

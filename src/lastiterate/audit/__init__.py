@@ -28,6 +28,11 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "audit_canary": "canary",
+    "CanaryAuditResult": "canary",
+    "TrainerSpec": "canary",
+    "gradient_canary": "canary",
+    "input_canary": "canary",
     "AuditResult": "report",
     "ClaimCheck": "report",
     "audit_run": "report",
@@ -60,6 +65,11 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CanaryAuditResult",
+    "TrainerSpec",
+    "audit_canary",
+    "gradient_canary",
+    "input_canary",
     "DKW",
     "AuditResult",
     "Bonferroni",

@@ -46,8 +46,6 @@ __all__ = [
     "linear_unconstrained_mu",
     "projected_walk_curve",
     "projected_walk_schedule_curve",
-    "thm42_mu",
-    "thm45_mu",
     "walk_bins_needed",
 ]
 
@@ -148,14 +146,14 @@ def cgd_quadratic_mu(
     return abs(dmean) / math.sqrt(var)
 
 
-def thm42_mu(T: int, c: float, mu0: float) -> float:
+def _reference_gd_mu(T: int, c: float, mu0: float) -> float:
     """Bok-Su-Altschuler Thm 4.2 (docs/theorems.md 2.2): mu0 sqrt((1+c)/(1-c) (1-c^T)/(1+c^T))."""
     if c == 1.0:
         return mu0 * math.sqrt(T)
     return mu0 * math.sqrt((1 + c) / (1 - c) * (1 - c**T) / (1 + c**T))
 
 
-def thm45_mu(E: int, l: int, c: float, mu0_b: float) -> float:
+def _reference_cgd_mu(E: int, l: int, c: float, mu0_b: float) -> float:
     """Bok-Su-Altschuler Thm 4.5 (docs/theorems.md 2.3): NoisyCGD, mu0_b = L/(b sigma)."""
     return mu0_b * math.sqrt(
         1

@@ -199,8 +199,8 @@ def gdp_result(
         raise ValueError(f"{spec_id}: mu={mu!r} must be >= 0")
     if mu > MU_MAX:
         raise NotApplicable(
-            f"gives mu = {mu:.4g} > {MU_MAX:g}: epsilon would exceed 5e11 (no meaningful guarantee) and "
-            "cannot be evaluated accurately"
+            f"gives mu = {mu:.4g} > {MU_MAX:g}: epsilon would exceed 5e11 (no meaningful "
+            "guarantee) and cannot be evaluated accurately"
         )
     if query.delta is not None:
         eps, delta = float(gdp_epsilon(query.delta, mu)), query.delta

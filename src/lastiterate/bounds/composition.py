@@ -95,6 +95,36 @@ def gdp_composition_sgd(run: Run, query: Query) -> Result:
     return _sgd_pld_result("gdp-composition", run, query)
 
 
+def _full_batch_gaussian_mu(run: Run) -> float | None:
+    """Per-step GDP parameter when every step surely uses the differing example (rate q = 1).
+
+    Then the subsampled mechanism is the plain Gaussian: C_1(G_mu) = G_mu (DRS22 Def. 6), and
+    the Poisson pair with q = 1 is N(0, z^2) vs N(1, z^2) (add/remove, mu = 1/z) or N(-1, z^2) vs
+    N(1, z^2) (replace, clipped, mu = 2/z); its T-fold composition is exactly G_{mu sqrt(T)}
+    (docs/theorems.md 1.1), so no PLD is needed.  None when q < 1.
+    """
+    if run.p < 1.0:
+        return None
+    if run.sampling_scheme == "uniform":
+        return run.L / (run.b * run.sigma)
+    if run.adjacency == "replace" and run.clip is None:
+        return run.L / (run.b * run.sigma)
+    z = _clip_noise_multiplier(run)
+    return (2.0 if run.adjacency == "replace" else 1.0) / z
+
+
+def _full_batch_result(bound_id: str, mu0: float, run: Run, query: Query) -> Result:
+    """Exact G_{mu0 sqrt(T)} for a subsampled run whose rate is 1 (see :func:`_full_batch_gaussian_mu`)."""
+    return gdp_result(
+        bound_id, theorem="sampling rate 1: T Gaussian steps compose to G_{mu sqrt(T)} (exact)",
+        reference="Dong, Roth, Su 2022, Cor. 3.3 (Gaussian composition); C_1(G_mu) = G_mu (Def. 6)",
+        mu=mu0 * math.sqrt(run.T), query=query, run=run,
+        assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme} with rate 1"),
+        details={"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T,
+                 "discretization": "none (closed form)"},
+    )
+
+
 def _sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
     key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip)
@@ -125,9 +155,11 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
         if run.adjacency != "replace":
             raise NotApplicable("uniform fixed-size batches are analysed under replace-one adjacency (C_p operator)")
         mu0 = run.L / (run.b * run.sigma)
-        one = pld.symmetric_subsampled_gaussian_pld(run.p, mu0)
         return (
-            one.self_compose(run.T),
+            pld.on_feasible_grid(
+                lambda d: pld.symmetric_subsampled_gaussian_pld(run.p, mu0, discretization=d, with_lower=True)
+                .self_compose(run.T)
+            ),
             "Thm 4.8: C_p(G_mu)^{⊗T}",
             "Bok, Su, Altschuler 2024, Thm 4.8; Dong, Roth, Su 2022, Thm 9",
             {"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T},
@@ -135,9 +167,13 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     if run.adjacency == "replace" and run.clip is None:
         return _revealed_sampling_pld(run)
     z = _clip_noise_multiplier(run)
-    one = pld.poisson_subsampled_gaussian_pld(run.p, z, adjacency=_pld_adjacency(run.adjacency))
+    adjacency = _pld_adjacency(run.adjacency)
     return (
-        one.self_compose(run.T),
+        pld.on_feasible_grid(
+            lambda d: pld.poisson_subsampled_gaussian_pld(
+                run.p, z, adjacency=adjacency, discretization=d, with_lower=True
+            ).self_compose(run.T)
+        ),
         "Poisson-subsampled Gaussian, T-fold composition",
         "Bu, Dong, Long, Su 2020 (paper 004), Sec. 3; dp_accounting PLD",
         {"noise_multiplier": z, "sampling_rate": run.p, "compositions": run.T},
@@ -201,18 +237,34 @@ def _revealed_sampling_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
 
 def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, details: dict[str, Any], run: Run, query: Query) -> Result:
     det = dict(details)
+    bracket = getattr(pld_obj, "has_lower", False)
     if query.delta is not None:
-        eps, delta = float(pld_obj.epsilon(query.delta)), query.delta
+        delta = query.delta
+        if bracket:
+            est = pld_obj.epsilon_with_error(delta)
+            eps = float(est.upper)
+            det.update(_epsilon_bracket(eps, est.lower))
+        else:
+            eps = float(pld_obj.epsilon(delta))
     else:
         assert query.epsilon is not None  # Query holds exactly one of delta and epsilon
-        eps, delta = float(query.epsilon), float(pld_obj.delta(query.epsilon))
+        eps = float(query.epsilon)
+        if bracket:
+            upper, lower = pld_obj.delta_with_error(eps)
+            delta = float(upper)
+            det.update({"delta_upper": delta, "delta_lower": None if lower is None else float(lower)})
+        else:
+            delta = float(pld_obj.delta(eps))
     det["discretization"] = getattr(pld_obj, "discretization", None)
     err = getattr(pld_obj, "error", None)
     if err is not None:
         # every reported value is pessimistic: rounded up on a grid of this width, with this much
         # truncated mass already added to delta
         det["truncation_mass"] = float(err.truncation_mass)
-        det["error"] = "pessimistic discretisation: an upper bound; grid width and truncated mass above"
+        det["error"] = (
+            "pessimistic discretisation and FFT error bound: an upper bound; epsilon_lower (from the "
+            "optimistic PLD) is a certified lower bound on the exact epsilon of the same mechanism"
+        )
     return Result(
         bound=bound_id, theorem=theorem, reference=reference, kind="bound", epsilon=eps, delta=delta,
         mu=None, rdp=None, details=det, assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme}"),
@@ -220,7 +272,19 @@ def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, de
     )
 
 
+def _epsilon_bracket(upper: float, lower: float | None) -> dict[str, Any]:
+    """``epsilon_upper`` (reported), ``epsilon_lower`` and the bracket's relative width (JSON-safe)."""
+    if lower is None or not math.isfinite(upper):
+        return {"epsilon_upper": upper if math.isfinite(upper) else None, "epsilon_lower": lower,
+                "epsilon_bracket_relative_width": None}
+    width = 0.0 if upper == 0.0 else (upper - lower) / upper
+    return {"epsilon_upper": upper, "epsilon_lower": float(lower), "epsilon_bracket_relative_width": width}
+
+
 def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
+    mu_full = _full_batch_gaussian_mu(run)
+    if mu_full is not None:
+        return _full_batch_result(bound_id, mu_full, run, query)
     pld_obj, theorem, reference, details = _sgd_pld(run)
     if run.sampling_scheme == "uniform":
         from lastiterate.notions.clt import clt_mu_symmetric
@@ -234,6 +298,9 @@ def pld_composition(run: Run, query: Query) -> Result:
     """Privacy-loss-distribution composition of every step's mechanism (pessimistic discretisation)."""
 
     if run.algorithm == "sgd" and run.sampling_scheme != "shuffle":
+        mu_full = _full_batch_gaussian_mu(run)
+        if mu_full is not None:
+            return _full_batch_result("pld-composition", mu_full, run, query)
         pld_obj, theorem, reference, details = _sgd_pld(run)
     else:
         # The privacy-loss distribution of G_mu composed k times is exactly that of G_{mu sqrt(k)}

@@ -40,7 +40,8 @@ REFERENCE = "Ye, Shokri 2022, Differentially Private Learning Needs Hidden State
 
 # ============================================================================ formulas
 def ys22_thm33_rho(step_mu: float, c: float, l: int, E: float) -> float:
-    """YS22 Thm 3.3 zCDP-type constant of NoisyCGD (``eps_R(alpha) = rho alpha``), docs/theorems.md 2.3:
+    """YS22 Thm 3.3 zCDP-type constant of NoisyCGD (``eps_R(alpha) = rho alpha``),
+    docs/theorems.md 2.3:
 
         rho = (step_mu^2 / 2) (1 + c^{l-2} (1-c^2) (1 - c^{l(E-1)}) / (1-c^l)^2),
 
@@ -71,13 +72,19 @@ def ys22_thmd6_rho(step_mu: float, c: float, c_ys: float, T: float) -> float:
 def _checks(run: Run) -> tuple[float, float]:
     """Shared assumptions; returns (eta, c)."""
     if run.adjacency != "replace":
-        raise NotApplicable(f"YS22 bounds are stated for replace-one adjacency; the run declares adjacency={run.adjacency}")
+        raise NotApplicable(
+            "YS22 bounds are stated for replace-one adjacency; the run declares "
+            f"adjacency={run.adjacency}"
+        )
     eta = run.eta  # NotApplicable for a learning-rate schedule
     c = run.c
     if c is None:
         raise NotApplicable(f"no contraction: {run.contraction_note}")
     if not c < 1.0:
-        raise NotApplicable(f"needs strong convexity (contraction c < 1); the run only gives c = {c:g} ({run.contraction_note})")
+        raise NotApplicable(
+            "needs strong convexity (contraction c < 1); the run only gives c = "
+            f"{c:g} ({run.contraction_note})"
+        )
     return eta, float(c)
 
 
@@ -108,17 +115,29 @@ def _linear_rdp_result(
     by the limit values (:func:`_limit_details` of ``rho_limit``, the supremum over T)."""
     details.update(_limit_details(rho_limit, query))
     return rdp_result(
-        BOUND_ID, theorem=theorem, reference=reference,
-        rdp=lambda a: rho * a, query=query, run=run, linear_rho=rho, details=details,
+        BOUND_ID,
+        theorem=theorem,
+        reference=reference,
+        rdp=lambda a: rho * a,
+        query=query,
+        run=run,
+        linear_rho=rho,
+        details=details,
         assumptions=assumptions,
     )
 
 
 # ============================================================================ bounds
-@register(BOUND_ID, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE, algorithms=("cgd",))
+@register(
+    BOUND_ID,
+    theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)",
+    reference=REFERENCE,
+    algorithms=("cgd",),
+)
 def ys22_noisy_cgd(run: Run, query: Query) -> Result:
     """YS22 Thm 3.3: NoisyCGD on strongly convex, smooth losses is ``(alpha, rho alpha)``-RDP for
-    every alpha > 1 with rho = ``ys22_thm33_rho(L/(b sigma), c, l, E)`` (docs/theorems.md 2.3) [C, V].
+    every alpha > 1 with rho = ``ys22_thm33_rho(L/(b sigma), c, l, E)``
+    (docs/theorems.md 2.3) [C, V].
 
     Uses ``E = run.uses`` (worst-case uses of an example), ``b = run.b_min``, ``l = run.l``,
     ``c = run.c`` (needs c < 1), constant step, replace-one.  A published upper bound, used here as
@@ -130,12 +149,23 @@ def ys22_noisy_cgd(run: Run, query: Query) -> Result:
     if l < 2:
         # the recovered exponent c^(l-2) is only meaningful for a cycle of >= 2 batches (it divides
         # by c for l = 1); refusing is always safe, and gd-type bounds cover a single batch
-        raise NotApplicable("YS22 Thm 3.3 (as recovered, exponent l-2) needs at least 2 batches per epoch")
+        raise NotApplicable(
+            "YS22 Thm 3.3 (as recovered, exponent l-2) needs at least 2 batches per epoch"
+        )
     rho = ys22_thm33_rho(step_mu, c, l, E)
     return _linear_rdp_result(
-        run, query, theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 3.3",
-        rho=rho, rho_limit=ys22_thm33_rho(step_mu, c, l, math.inf),
-        details={"epochs_used": E, "batches_per_epoch": l, "contraction": c, "per_step_mu": step_mu},
+        run,
+        query,
+        theorem="YS22 Thm 3.3 (NoisyCGD, strongly convex)",
+        reference=REFERENCE + ", Thm 3.3",
+        rho=rho,
+        rho_limit=ys22_thm33_rho(step_mu, c, l, math.inf),
+        details={
+            "epochs_used": E,
+            "batches_per_epoch": l,
+            "contraction": c,
+            "per_step_mu": step_mu,
+        },
         assumptions=(
             f"strongly convex, smooth losses: each step is c-Lipschitz with c = {c:.10g} < 1",
             "replace-one adjacency; constant learning rate; comparison baseline of paper 000",
@@ -143,7 +173,12 @@ def ys22_noisy_cgd(run: Run, query: Query) -> Result:
     )
 
 
-@register(BOUND_ID, theorem="YS22 Thm D.6 (NoisyGD, strongly convex)", reference=REFERENCE, algorithms=("gd",))
+@register(
+    BOUND_ID,
+    theorem="YS22 Thm D.6 (NoisyGD, strongly convex)",
+    reference=REFERENCE,
+    algorithms=("gd",),
+)
 def ys22_noisy_gd(run: Run, query: Query) -> Result:
     """YS22 Thm D.6 (full batch) as coded in paper 000's ``plot_intro.py`` (Fig. 1 "prior RDP"):
     ``(alpha, rho alpha)``-RDP, rho = (L/(n sigma))^2 ((1+c)/(1-c)) (1 - c_ys^T).
@@ -158,18 +193,31 @@ def ys22_noisy_gd(run: Run, query: Query) -> Result:
     eta, c = _checks(run)
     m = run.m
     if m is None or not m > 0:
-        raise NotApplicable("YS22 Thm D.6 needs the strong-convexity constant m (c_ys = 1 - lr*m/2); only a contraction was declared")
+        raise NotApplicable(
+            "YS22 Thm D.6 needs the strong-convexity constant m (c_ys = 1 - lr*m/2); only "
+            "a contraction was declared"
+        )
     c_ys = min(1.0 - eta * m / 2.0, (1.0 + c) / 2.0)
     if not 0.0 <= c_ys < 1.0:
         raise NotApplicable(f"c_ys = 1 - lr*m/2 = {c_ys:g} is outside [0, 1)")
     step_mu = run.L / (run.n * run.sigma)
     rho = ys22_thmd6_rho(step_mu, c, c_ys, run.T)
     return _linear_rdp_result(
-        run, query, theorem="YS22 Thm D.6 (NoisyGD, strongly convex)", reference=REFERENCE + ", Thm D.6 (as coded in paper 000)",
-        rho=rho, rho_limit=ys22_thmd6_rho(step_mu, c, c_ys, math.inf),
+        run,
+        query,
+        theorem="YS22 Thm D.6 (NoisyGD, strongly convex)",
+        reference=REFERENCE + ", Thm D.6 (as coded in paper 000)",
+        rho=rho,
+        rho_limit=ys22_thmd6_rho(step_mu, c, c_ys, math.inf),
         details={"contraction": c, "c_ys": c_ys, "per_step_mu": step_mu, "steps": run.T},
         assumptions=(
-            f"m-strongly convex (m = {m:g}), smooth losses: c = {c:.10g} < 1; c_ys = {c_ys:.10g} [R-]",
-            "replace-one adjacency; constant learning rate; comparison baseline of paper 000 Fig. 1",
+            (
+                f"m-strongly convex (m = {m:g}), smooth losses: "
+                f"c = {c:.10g} < 1; c_ys = {c_ys:.10g} [R-]"
+            ),
+            (
+                "replace-one adjacency; constant learning rate; comparison "
+                "baseline of paper 000 Fig. 1"
+            ),
         ),
     )

@@ -6,12 +6,13 @@ diameter D, the Renyi divergence of the LAST iterate stops growing after ~Dn/(L 
 
 Notation map (docs/theorems.md 0.1, 4)
 ---------------------------------
-AT22 write ``w_{t+1} = Pi_K[w_t - eta (G_t + Z_t)]``, ``Z_t ~ N(0, sigma^2 I)`` (sigma = canonical sigma)
-and their ``L`` is the Lipschitz constant.  Every ``2 L_AT`` of the paper (replace adjacency) is the
-canonical sensitivity ``L``.  (Under remove adjacency Remark B.2 replaces ``2 L_AT`` by ``L_AT`` for a
-FIXED normaliser; the library runs add/remove only with Poisson batches, which these theorems do not
-cover, and :class:`~lastiterate.run.Run` refuses add/remove for gd, cgd, shuffled and uniform
-batches, whose normaliser or partition depends on the data.)  Hence, in canonical units, always
+AT22 write ``w_{t+1} = Pi_K[w_t - eta (G_t + Z_t)]``, ``Z_t ~ N(0, sigma^2 I)`` (sigma = canonical
+sigma) and their ``L`` is the Lipschitz constant.  Every ``2 L_AT`` of the paper (replace
+adjacency) is the canonical sensitivity ``L``.  (Under remove adjacency Remark B.2 replaces ``2
+L_AT`` by ``L_AT`` for a FIXED normaliser; the library runs add/remove only with Poisson batches,
+which these theorems do not cover, and :class:`~lastiterate.run.Run` refuses add/remove for gd,
+cgd, shuffled and uniform batches, whose normaliser or partition depends on the data.)  Hence, in
+canonical units, always
 
     per-step shift s = eta L / b,   Q = S_alpha(b/n, b sigma_2 / L),   D~ = D + eta L / n (B.1).
 
@@ -21,22 +22,26 @@ Implemented theorems (all RDP, valid for every alpha > 1 and sigma > 0, Remark B
       eps = alpha/(2 eta^2 sigma^2) min{ T s^2, min_{Tt in 1..T} Tt (D~/Tt + s)^2 },  s = eta L / n.
 * (B.2) Noisy-SGD with uniformly random size-b batches, convex:
       eps = min{ T S_alpha(b/n, b sigma/L),
-                 min_{sigma1^2 + sigma2^2 = sigma^2} min_{Tt in 1..T-1} Tt Q + alpha D^2/(2 eta^2 sigma1^2 Tt) }.
+                 min_{sigma1^2 + sigma2^2 = sigma^2} min_{Tt in 1..T-1} Tt Q + alpha D^2/(2
+                     eta^2 sigma1^2 Tt) }.
 * (B.3) the same for c-contractive steps (m-strongly convex, c < 1): the diameter term becomes
       alpha D^2 (1 - c^2) / (2 eta^2 sigma1^2 (c^{-2 Tt} - 1)).
-  (The seed OCR shows "(1 - c)2"; the derivation from Prop. 5.6 requires (1 - c^2), docs/theorems.md 4.2.)
+  (The seed OCR shows "(1 - c)2"; the derivation from Prop. 5.6 requires (1 - c^2),
+  docs/theorems.md 4.2.)
 * (5.7) non-uniform step sizes eta_t <= 2/M (Noisy-SGD, and full batch as b = n):
       eps = min{ T S_alpha(b/n, b sigma/L),
-                 min_tau (T - tau) Q + (T - tau - 1) alpha D^2 / (2 sigma1^2 (sum_{t=tau+1}^{T-1} eta_t)^2) }.
+                 min_tau (T - tau) Q + (T - tau - 1) alpha D^2 / (2 sigma1^2
+                     (sum_{t=tau+1}^{T-1} eta_t)^2) }.
   The printed (5.7) sums over T - tau - 1 step sizes while (3.6) uses T - tau; we implement (5.7)
   literally, the LARGER of the two readings.
 * Thm 5.8 (Noisy-CGD, cyclic batches) -- derived non-asymptotic form, see :func:`cgd_shift_cost`.
   The paper only gives the asymptotic ``alpha L^2/sigma^2 (1/b^2 + min{T, Tbar}/n^2)``.  Its proof
   applies Prop. 3.2 to the CNI of the cyclic updates (no noise split, per-step noise eta sigma) with
-  s_t = eta L / b at the steps that use the differing example (once per epoch, at a position fixed by
-  its batch) and 0 elsewhere.  We evaluate that bound exactly:
+  s_t = eta L / b at the steps that use the differing example (once per epoch, at a position fixed
+  by its batch) and 0 elsewhere.  We evaluate that bound exactly:
 
-      eps(alpha) = alpha / (2 eta^2 sigma^2) * max_{position} min{ cost_0, min_{tau >= 1} cost_tau },
+      eps(alpha) = alpha / (2 eta^2 sigma^2) * max_{position} min{ cost_0,
+          min_{tau >= 1} cost_tau },
 
   where cost_tau = min sum_{t > tau} a_t^2 subject to z_t = D~ + sum (s_i - a_i) >= 0 and z_T = 0
   (Prop. 3.2; D~ = D + eta L/b_min as in the proof of Thm 5.8) and cost_0 is the same with initial
@@ -59,17 +64,18 @@ integer orders (closed form) only to find the order of the best conversion and t
 (:func:`refined_split_window_curve`); the reported curve itself uses only the two-direction values.
 
 Sensitivity: (B.1), Thm 5.8 and the full-batch (B.2)/(B.3) need ``L`` to bound only the DIFFERING
-pair ``||g_i(x) - g'_i(x)||``.  Noisy-SGD (B.2)/(B.3)/(5.7) with q < 1 needs more than a bound on ANY
-two examples: every per-example gradient in a ball of radius L/2 (a clip norm C, L = 2C; see below).
+pair ``||g_i(x) - g'_i(x)||``.  Noisy-SGD (B.2)/(B.3)/(5.7) with q < 1 needs more than a
+bound on ANY two examples: every per-example gradient in a ball of radius L/2 (a clip norm
+C, L = 2C; see below).
 
 Assumptions that the Run cannot express are listed in every result: the per-example losses are
-convex, M-smooth and L_AT-Lipschitz (every gradient of norm <= L/2), with the clipping (if any) never
-active (a clipped gradient step need not be non-expansive), and the projection is onto a closed
-convex set of diameter D.  Bounded gradients matter for Noisy-SGD: with fixed-size batches under
-replace-one adjacency, a batch that does not hold the differing example holds another one instead,
-so one step compares (1-q) A + q B with (1-q) A + q B'; S_alpha bounds this only when the three
-gradient offsets are bounded by L (checked numerically for points in a ball of radius L/2; with only
-|g - g'| <= L bounded, the step can leak linearly in q).
+convex, M-smooth and L_AT-Lipschitz (every gradient of norm <= L/2), with the clipping (if any)
+never active (a clipped gradient step need not be non-expansive), and the projection is onto a
+closed convex set of diameter D.  Bounded gradients matter for Noisy-SGD: with fixed-size batches
+under replace-one adjacency, a batch that does not hold the differing example holds another one
+instead, so one step compares (1-q) A + q B with (1-q) A + q B'; S_alpha bounds this only when the
+three gradient offsets are bounded by L (checked numerically for points in a ball of radius L/2;
+with only |g - g'| <= L bounded, the step can leak linearly in q).
 """
 
 from __future__ import annotations
@@ -88,14 +94,14 @@ from lastiterate.errors import NotApplicable
 from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
 
-#: Why subsampled RDP terms need a clip norm (shared with pabi): S_alpha bounds the sampled pair only
-#: when every per-example gradient lies in a ball of radius L/2; a sensitivity sup ||g - g'|| <= L
-#: alone allows configurations whose divergence exceeds S_alpha (found numerically: an equilateral
-#: triple of gradients exceeds it by 1% at q = 0.1, alpha = 2).
+#: Why subsampled RDP terms need a clip norm (shared with pabi): S_alpha bounds the sampled pair
+#: only when every per-example gradient lies in a ball of radius L/2; a sensitivity sup ||g - g'||
+#: <= L alone allows configurations whose divergence exceeds S_alpha (found numerically: an
+#: equilateral triple of gradients exceeds it by 1% at q = 0.1, alpha = 2).
 GRADIENT_BOUND_REASON = (
     "needs per-example gradients bounded in norm by L/2 (clipping, or L/2-Lipschitz losses): a "
-    "sensitivity alone bounds only differences, for which the sampled-Gaussian term can be exceeded; "
-    "declare the clip norm C (L = 2C)"
+    "sensitivity alone bounds only differences, for which the sampled-Gaussian term can be "
+    "exceeded; declare the clip norm C (L = 2C)"
 )
 
 REFERENCE = "Altschuler, Talwar 2022 (paper 003)"
@@ -118,6 +124,7 @@ __all__ = [
     "split_window_rdp",
     "window_diameter_factor",
 ]
+
 
 # ============================================================================ window (PABI) term
 def window_diameter_factor(N: np.ndarray | float, c: float) -> np.ndarray:
@@ -162,7 +169,9 @@ def _continuous_window(Q: np.ndarray, K: np.ndarray, c: float) -> np.ndarray:
     return np.where(Q > 0, n_star, np.inf)
 
 
-def best_window(Q: np.ndarray, K: np.ndarray, c: float, n_max: float) -> tuple[np.ndarray, np.ndarray]:
+def best_window(
+    Q: np.ndarray, K: np.ndarray, c: float, n_max: float
+) -> tuple[np.ndarray, np.ndarray]:
     """min over integers N in [1, n_max] of N Q + K g_c(N), elementwise; returns (value, N).
 
     h is convex in N, so the integer minimum is at the floor or ceiling of the continuous minimiser
@@ -188,10 +197,13 @@ def best_window(Q: np.ndarray, K: np.ndarray, c: float, n_max: float) -> tuple[n
 
 
 # ============================================================================ (B.1) full batch
-def b1_rho(*, D: float, eta: float, sigma: float, L: float, n: int, T: int) -> tuple[float, dict[str, Any]]:
+def b1_rho(
+    *, D: float, eta: float, sigma: float, L: float, n: int, T: int
+) -> tuple[float, dict[str, Any]]:
     """(B.1) as the slope rho of the linear RDP curve eps(alpha) = rho alpha (canonical units).
 
-        rho = 1/(2 eta^2 sigma^2) min{ T s^2, min_{Tt in 1..T} (D~ + Tt s)^2 / Tt },  s = eta L/n, D~ = D + s.
+        rho = 1/(2 eta^2 sigma^2) min{ T s^2, min_{Tt in 1..T} (D~ + Tt s)^2 / Tt },  s =
+            eta L/n, D~ = D + s.
 
     The inner term is convex in Tt with optimum D~/s; the floor/ceiling are checked.
     """
@@ -215,14 +227,50 @@ def b1_rho_limit(*, D: float, eta: float, sigma: float, L: float, n: int) -> flo
     s = eta * L / n
     Dt = D + s
     t_star = Dt / s
-    best = min((Dt + t * s) ** 2 / t for t in {max(1, math.floor(t_star)), max(1, math.ceil(t_star))})
+    best = min(
+        (Dt + t * s) ** 2 / t for t in {max(1, math.floor(t_star)), max(1, math.ceil(t_star))}
+    )
     return best / (2.0 * eta**2 * sigma**2)
 
 
 # ============================================================================ sampled Gaussian
 #: integer orders of the fast locating pass (mixture-first direction only, closed form)
-PROXY_ORDERS = np.array([2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 160,
-                         192, 256, 320, 384, 512, 640, 768, 1024], dtype=float)
+PROXY_ORDERS = np.array(
+    [
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        10,
+        12,
+        14,
+        16,
+        20,
+        24,
+        28,
+        32,
+        40,
+        48,
+        56,
+        64,
+        80,
+        96,
+        128,
+        160,
+        192,
+        256,
+        320,
+        384,
+        512,
+        640,
+        768,
+        1024,
+    ],
+    dtype=float,
+)
 #: orders of the exact pass around the located order a*: 1 + (a* - 1) * FINE_FACTORS (ratio ~1.12)
 FINE_FACTORS = np.geomspace(0.5, 2.0, 13)
 _EXACT_CACHE: dict[tuple[float, float, float, str], float] = {}
@@ -231,7 +279,9 @@ MAX_TABLE_ORDER = 1e4 + 1.0
 _EXACT_CACHE_MAX = 500_000
 
 
-def sampled_gaussian(q: float, noise_multiplier: float, alpha: float, direction: str = "max") -> float:
+def sampled_gaussian(
+    q: float, noise_multiplier: float, alpha: float, direction: str = "max"
+) -> float:
     """S_alpha(q, noise_multiplier) of docs/theorems.md 1.9 at one order: the max of both directions
     (``sampled_gaussian_rdp(..., direction="max")``), cached.
 
@@ -250,7 +300,12 @@ def sampled_gaussian(q: float, noise_multiplier: float, alpha: float, direction:
         from lastiterate.notions.rdp import sampled_gaussian_rdp
 
         try:
-            val = float(np.asarray(sampled_gaussian_rdp(q, noise_multiplier, [alpha], direction=direction), dtype=float)[0])
+            val = float(
+                np.asarray(
+                    sampled_gaussian_rdp(q, noise_multiplier, [alpha], direction=direction),
+                    dtype=float,
+                )[0]
+            )
         except (ValueError, ArithmeticError):  # ParameterError is a ValueError
             val = gauss
         if not val >= 0:  # NaN or negative would under-report
@@ -265,23 +320,29 @@ def sampled_gaussian(q: float, noise_multiplier: float, alpha: float, direction:
 class SGMTable:
     """Upper bounds on S_alpha(q, s_j) for several noise multipliers s_j at ANY order alpha > 1.
 
-    S_alpha is computed exactly (:func:`sampled_gaussian`) at the table ``orders``.  Between two table
-    orders we use the chord of phi(alpha) = (alpha - 1) S_alpha: phi is convex in alpha (for each
-    direction it is the logarithm of a moment generating function in alpha, and a max of convex
+    S_alpha is computed exactly (:func:`sampled_gaussian`) at the table ``orders``.  Between two
+    table orders we use the chord of phi(alpha) = (alpha - 1) S_alpha: phi is convex in alpha (for
+    each direction it is the logarithm of a moment generating function in alpha, and a max of convex
     functions is convex) and phi(1) = 0, so the chord lies above phi:
 
-        S_alpha <= [phi(a_i) + (alpha - a_i)(phi(a_{i+1}) - phi(a_i))/(a_{i+1} - a_i)] / (alpha - 1),
+        S_alpha <= [phi(a_i) + (alpha - a_i)(phi(a_{i+1}) - phi(a_i))/(a_{i+1} -
+            a_i)] / (alpha - 1),
 
-    exact at the table orders.  Below the first order the chord from (1, 0) gives S_alpha <= S_{a_0};
-    above the last order (and above :data:`MAX_TABLE_ORDER`) the Gaussian bound alpha/(2 s^2) is used.  (If a tabulated value is itself
-    an upper bound, the chord of upper bounds is still above the chord of the true values.)
+    exact at the table orders.  Below the first order the chord from (1, 0) gives S_alpha <=
+    S_{a_0}; above the last order (and above :data:`MAX_TABLE_ORDER`) the Gaussian bound alpha/(2
+    s^2) is used.  (If a tabulated value is itself an upper bound, the chord of upper bounds is
+    still above the chord of the true values.)
 
     ``direction="mixture-first"`` (integer orders: a fast closed form) is used ONLY by the locating
     pass of :func:`refined_split_window_curve`, never for a reported bound.
     """
 
     def __init__(
-        self, q: float, noise_multipliers: np.ndarray, orders: Sequence[float] | np.ndarray, direction: str = "max"
+        self,
+        q: float,
+        noise_multipliers: np.ndarray,
+        orders: Sequence[float] | np.ndarray,
+        direction: str = "max",
     ) -> None:
         self.q = float(q)
         self.s = np.atleast_1d(np.asarray(noise_multipliers, dtype=float))
@@ -290,7 +351,12 @@ class SGMTable:
         if self.q >= 1.0:
             self.phi = None
             return
-        vals = np.array([[sampled_gaussian(self.q, float(s), float(a), direction) for a in o.tolist()] for s in self.s.tolist()])
+        vals = np.array(
+            [
+                [sampled_gaussian(self.q, float(s), float(a), direction) for a in o.tolist()]
+                for s in self.s.tolist()
+            ]
+        )
         self.phi = vals.reshape(len(self.s), len(o)) * (o - 1.0)[None, :]
 
     def upper(self, alpha: float) -> np.ndarray:
@@ -308,7 +374,10 @@ class SGMTable:
             val = self.phi[:, 0] / (o[0] - 1.0)
         else:
             a0, a1 = o[i - 1], o[i]
-            val = (self.phi[:, i - 1] + (alpha - a0) * (self.phi[:, i] - self.phi[:, i - 1]) / (a1 - a0)) / (alpha - 1.0)
+            val = (
+                self.phi[:, i - 1]
+                + (alpha - a0) * (self.phi[:, i] - self.phi[:, i - 1]) / (a1 - a0)
+            ) / (alpha - 1.0)
             val = val * (1.0 + 1e-9)  # floating-point margin on the chord
         return np.minimum(np.maximum(val, 0.0), gauss)
 
@@ -332,9 +401,31 @@ def _best_order(curve: Callable[[float], float], query: Query) -> float:
     return best_a
 
 
-# ============================================================================ (B.2)/(B.3) noise split
-#: the full noise-split grid (lambda = sigma1^2 / sigma^2, the PABI share; sigma2^2 = (1 - lambda) sigma^2)
-LAMBDA_GRID = np.array([0.02, 0.05, 0.1, 0.16, 0.23, 0.3, 0.37, 0.44, 0.5, 0.56, 0.63, 0.7, 0.77, 0.84, 0.9, 0.95, 0.98])
+# ============================================================================
+# (B.2)/(B.3) noise split
+#: the full noise-split grid (lambda = sigma1^2 / sigma^2, the PABI share;
+#: sigma2^2 = (1 - lambda) sigma^2)
+LAMBDA_GRID = np.array(
+    [
+        0.02,
+        0.05,
+        0.1,
+        0.16,
+        0.23,
+        0.3,
+        0.37,
+        0.44,
+        0.5,
+        0.56,
+        0.63,
+        0.7,
+        0.77,
+        0.84,
+        0.9,
+        0.95,
+        0.98,
+    ]
+)
 #: a fine split grid for q = 1 (the plain Gaussian: no S_alpha evaluations needed)
 LAMBDA_FINE_Q1 = np.linspace(0.005, 0.995, 199)
 
@@ -345,11 +436,11 @@ class SplitWindowCurve:
 
         eps(alpha) = min{ T Delta(alpha, sigma),
                           min_lambda min_{N in 1..n_max} N Delta(alpha, sigma sqrt(1 - lambda))
-                                                        + alpha D^2 g_c(N) / (2 eta^2 lambda sigma^2) }
+                                + alpha D^2 g_c(N) / (2 eta^2 lambda sigma^2) }
 
     with Delta(alpha, s2) = S_alpha(q, b s2 / L) (AT22 B.2/B.3; c = 1 or c < 1) or, for paper 002,
-    max(S_alpha(q, b s2/L), q alpha (L/b)^2/(2 s2^2)) and c = 1 + eta M > 1.  ``n_max = T - 1`` for the
-    bound at T and ``inf`` for the T -> infinity limit.  lambda = sigma1^2/sigma^2 runs over
+    max(S_alpha(q, b s2/L), q alpha (L/b)^2/(2 s2^2)) and c = 1 + eta M > 1.  ``n_max = T - 1`` for
+    the bound at T and ``inf`` for the T -> infinity limit.  lambda = sigma1^2/sigma^2 runs over
     ``lambdas`` and N is optimised in closed form, separately for every alpha; S_alpha comes from an
     :class:`SGMTable` on ``orders`` (exact there, a rigorous chord bound in between).
     """
@@ -411,7 +502,7 @@ def _neighbour_lambdas(lam: float | None) -> np.ndarray:
     if lam is None:
         return LAMBDA_GRID[[0, 8, -1]]
     k = int(np.argmin(np.abs(LAMBDA_GRID - lam)))
-    return LAMBDA_GRID[max(k - 1, 0): k + 2]
+    return LAMBDA_GRID[max(k - 1, 0) : k + 2]
 
 
 def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
@@ -421,16 +512,24 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
     1. locating pass (not a bound): S_alpha replaced by the mixture-first direction at integer
        orders (closed form), the whole split grid; it gives the order a* of the best conversion and
        the split lambda*;
-    2. the returned curve: exact S_alpha (both directions) for the full noise and for lambda* and its
-       grid neighbours, at 13 orders spanning (a* - 1)/2 .. 2 (a* - 1) plus the report orders.  It is
-       a valid bound at every alpha (see :class:`SGMTable` outside the table).
+    2. the returned curve: exact S_alpha (both directions) for the full noise and for lambda* and
+       its grid neighbours, at 13 orders spanning (a* - 1)/2 .. 2 (a* - 1) plus the report orders.
+       It is a valid bound at every alpha (see :class:`SGMTable` outside the table).
     """
     report = np.asarray(query.report_orders, dtype=float)
     windows = params.get("n_max", 0) >= 1
-    if params.get("q", 0.0) >= 1.0:  # plain Gaussian: no S_alpha evaluations, use the fine split grid
-        return SplitWindowCurve(lambdas=LAMBDA_FINE_Q1 if windows else np.zeros(0), orders=report, **params)
-    proxy = SplitWindowCurve(lambdas=LAMBDA_GRID if windows else np.zeros(0), orders=PROXY_ORDERS,
-                             direction="mixture-first", **params)
+    if (
+        params.get("q", 0.0) >= 1.0
+    ):  # plain Gaussian: no S_alpha evaluations, use the fine split grid
+        return SplitWindowCurve(
+            lambdas=LAMBDA_FINE_Q1 if windows else np.zeros(0), orders=report, **params
+        )
+    proxy = SplitWindowCurve(
+        lambdas=LAMBDA_GRID if windows else np.zeros(0),
+        orders=PROXY_ORDERS,
+        direction="mixture-first",
+        **params,
+    )
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
     orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])
@@ -439,26 +538,49 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
 
 
 def split_window_rdp(
-    alpha: float, *, q: float, b: int, L: float, sigma: float, eta: float, D: float, T: int, c: float = 1.0,
+    alpha: float,
+    *,
+    q: float,
+    b: int,
+    L: float,
+    sigma: float,
+    eta: float,
+    D: float,
+    T: int,
+    c: float = 1.0,
     lambdas: np.ndarray | None = None,
 ) -> float:
     """(B.2) (c = 1) or (B.3) (c < 1) at one order alpha (canonical units), S_alpha exact at alpha,
     the split over :data:`LAMBDA_GRID` (or ``lambdas``)."""
-    curve = SplitWindowCurve(q=q, b=b, L=L, sigma=sigma, eta=eta, D=D, c=c, T=T, n_max=T - 1,
-                             lambdas=LAMBDA_GRID if lambdas is None else lambdas, orders=[alpha])
+    curve = SplitWindowCurve(
+        q=q,
+        b=b,
+        L=L,
+        sigma=sigma,
+        eta=eta,
+        D=D,
+        c=c,
+        T=T,
+        n_max=T - 1,
+        lambdas=LAMBDA_GRID if lambdas is None else lambdas,
+        orders=[alpha],
+    )
     return curve(alpha)
 
 
-# ============================================================================ (5.7) step-size schedule
+# ============================================================================ (5.7)
+# step-size schedule
 @dataclass
 class ScheduleCurve:
     """Eq. (5.7) of AT22 (non-uniform step sizes; contraction c <= 1 used as c = 1):
 
         eps(alpha) = min{ T S_alpha(q, b sigma/L),
-                          min_lambda min_{j in 2..T} j Q + (j - 1) alpha D^2 / (2 lambda sigma^2 (sum_{t=T-j+1}^{T-1} eta_t)^2) }
+                          min_lambda min_{j in 2..T} j Q + (j - 1) alpha D^2 / (2 lambda sigma^2
+                              (sum_{t=T-j+1}^{T-1} eta_t)^2) }
 
-    with j = T - tau and Q = S_alpha(q, b sigma sqrt(1-lambda)/L).  For given (Q, K) the minimum over j
-    of j Q + K r_j is attained at a vertex of the lower convex hull of {(j, r_j)}, computed once.
+    with j = T - tau and Q = S_alpha(q, b sigma sqrt(1-lambda)/L).  For given (Q, K) the
+    minimum over j of j Q + K r_j is attained at a vertex of the lower convex hull of {(j,
+    r_j)}, computed once.
     """
 
     q: float
@@ -500,8 +622,11 @@ class ScheduleCurve:
         i = int(np.argmin(v))
         if comp <= v[i]:
             return comp, {"branch": "composition (tau = 0)"}
-        return float(v[i]), {"branch": "eq. 5.7 window", "sigma1_share": float(self.lambdas[i]),
-                             "window": int(self._j[k[i]])}
+        return float(v[i]), {
+            "branch": "eq. 5.7 window",
+            "sigma1_share": float(self.lambdas[i]),
+            "window": int(self._j[k[i]]),
+        }
 
     def __call__(self, alpha: float) -> float:
         return self.evaluate(alpha)[0]
@@ -512,19 +637,28 @@ def refined_schedule_curve(query: Query, **params: Any) -> ScheduleCurve:
     report = np.asarray(query.report_orders, dtype=float)
     if params.get("q", 0.0) >= 1.0:
         return ScheduleCurve(lambdas=LAMBDA_GRID, orders=report, **params)
-    proxy = ScheduleCurve(lambdas=LAMBDA_GRID, orders=PROXY_ORDERS, direction="mixture-first", **params)
+    proxy = ScheduleCurve(
+        lambdas=LAMBDA_GRID, orders=PROXY_ORDERS, direction="mixture-first", **params
+    )
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
     orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])
-    return ScheduleCurve(lambdas=_neighbour_lambdas(choice.get("sigma1_share")), orders=orders, **params)
+    return ScheduleCurve(
+        lambdas=_neighbour_lambdas(choice.get("sigma1_share")), orders=orders, **params
+    )
 
 
-def schedule_rdp(alpha: float, *, q: float, b: int, L: float, sigma: float, D: float, schedule: Sequence[float]) -> float:
+def schedule_rdp(
+    alpha: float, *, q: float, b: int, L: float, sigma: float, D: float, schedule: Sequence[float]
+) -> float:
     """Eq. (5.7) at one order alpha (canonical units), S_alpha exact at alpha."""
-    return ScheduleCurve(q=q, b=b, L=L, sigma=sigma, D=D, schedule=schedule, lambdas=LAMBDA_GRID, orders=[alpha])(alpha)
+    return ScheduleCurve(
+        q=q, b=b, L=L, sigma=sigma, D=D, schedule=schedule, lambdas=LAMBDA_GRID, orders=[alpha]
+    )(alpha)
 
 
-# ============================================================================ Thm 5.8: cyclic batches
+# ============================================================================ Thm
+# 5.8: cyclic batches
 def _cgd_window_min(g: np.ndarray, n_max: np.ndarray, Dt: float, s: float, l: int) -> np.ndarray:
     """min over windows N in [1, n_max] (per position g) of the optimal sum of squared shifts.
 
@@ -589,9 +723,9 @@ def cgd_shift_cost(*, D: float, s: float, l: int, T: int) -> tuple[float, dict[s
     (Prop. 3.2 for tau >= 1 with distance D~ = D + s; Prop. 2.17 for tau = 0), for Noisy-CGD with
     per-use shift ``s`` (= eta L / b_min) and ``l`` batches per epoch.
 
-    The RDP is ``alpha * cost / (2 eta^2 sigma^2)``.  D~ = D + s follows the proof of Thm 5.8 (Prop 3.2
-    itself needs only D; the larger value is the conservative reading and guarantees D~ >= s, which
-    makes the taut string's shape the one computed by :func:`_cgd_window_min`).
+    The RDP is ``alpha * cost / (2 eta^2 sigma^2)``.  D~ = D + s follows the proof of Thm 5.8 (Prop
+    3.2 itself needs only D; the larger value is the conservative reading and guarantees D~ >= s,
+    which makes the taut string's shape the one computed by :func:`_cgd_window_min`).
     """
     Dt = D + s
     G = min(l, T)
@@ -602,11 +736,15 @@ def cgd_shift_cost(*, D: float, s: float, l: int, T: int) -> tuple[float, dict[s
     i = int(np.argmax(per_g))
     return float(per_g[i]), {
         "worst_position_from_end": int(g[i]),
-        "branch": "composition (Prop. 2.17)" if c0[i] <= win[i] else "diameter-aware PABI (Prop. 3.2)",
+        "branch": "composition (Prop. 2.17)"
+        if c0[i] <= win[i]
+        else "diameter-aware PABI (Prop. 3.2)",
     }
 
 
-def cgd_rho(*, D: float, eta: float, sigma: float, L: float, b_min: int, l: int, T: int) -> tuple[float, dict[str, Any]]:
+def cgd_rho(
+    *, D: float, eta: float, sigma: float, L: float, b_min: int, l: int, T: int
+) -> tuple[float, dict[str, Any]]:
     """Noisy-CGD (derived Thm 5.8): eps(alpha) = rho alpha with rho = cost / (2 eta^2 sigma^2)."""
     s = eta * L / b_min
     cost, det = cgd_shift_cost(D=D, s=s, l=l, T=T)
@@ -617,8 +755,8 @@ def cgd_rho_limit(*, D: float, eta: float, sigma: float, L: float, b_min: int, l
     """sup over T of :func:`cgd_rho` (other parameters fixed).
 
     For each position g the tau = 0 cost f(T) is non-decreasing in T and the best window h(T) =
-    min_{N <= T-1} is non-increasing, so sup_T min(f, h) = max(h(T0), f(T0 - 1)) at the first T0 with
-    f(T0) >= h(T0) (found by bisection, vectorised over g).
+    min_{N <= T-1} is non-increasing, so sup_T min(f, h) = max(h(T0), f(T0 - 1)) at the first T0
+    with f(T0) >= h(T0) (found by bisection, vectorised over g).
     """
     s = eta * L / b_min
     Dt = D + s
@@ -643,7 +781,9 @@ def cgd_rho_limit(*, D: float, eta: float, sigma: float, L: float, b_min: int, l
         f0 = _cgd_cost0(g, T0, s, l)
         h0 = _cgd_window_min(g, T0 - 1.0, Dt, s, l)
         cand.append(np.minimum(f0, h0))
-        cand.append(np.minimum(_cgd_cost0(g, T0 - 1.0, s, l), _cgd_window_min(g, T0 - 2.0, Dt, s, l)))
+        cand.append(
+            np.minimum(_cgd_cost0(g, T0 - 1.0, s, l), _cgd_window_min(g, T0 - 2.0, Dt, s, l))
+        )
         cand.append(np.where(f0 >= h0, h0, f0))
     sup_g = np.maximum.reduce(cand)
     # for T >= hi the value is <= h(hi) (already included); for T <= lo it is <= f(lo) (included)
@@ -652,10 +792,10 @@ def cgd_rho_limit(*, D: float, eta: float, sigma: float, L: float, b_min: int, l
 
 # ============================================================================ applicability
 _ASSUME_LIPSCHITZ = (
-    "per-example losses convex and M-smooth with every per-example gradient of norm <= L/2 (replace-one; "
-    "<= L under add/remove), i.e. L_AT-Lipschitz with L = 2 L_AT: the sampled-Gaussian term needs bounded "
-    "gradients, not only a bounded difference between neighbours; any clipping must be inactive (a clipped "
-    "gradient step need not be non-expansive)"
+    "per-example losses convex and M-smooth with every per-example gradient of norm <= L/2 "
+    "(replace-one; <= L under add/remove), i.e. L_AT-Lipschitz with L = 2 L_AT: the "
+    "sampled-Gaussian term needs bounded gradients, not only a bounded difference between "
+    "neighbours; any clipping must be inactive (a clipped gradient step need not be non-expansive)"
 )
 
 
@@ -664,11 +804,15 @@ def _require_common(run: Run) -> tuple[float, float]:
     if run.D is None:
         raise NotApplicable("pabi needs a diameter D (projection onto a bounded convex set)")
     if run.c is None:
-        raise NotApplicable(f"pabi needs non-expansive gradient steps (convex, lr <= 2/M): {run.contraction_note}")
+        raise NotApplicable(
+            f"pabi needs non-expansive gradient steps (convex, lr <= 2/M): {run.contraction_note}"
+        )
     if run.M is None and not run.contraction_note.startswith("declared"):
-        raise NotApplicable("pabi needs smoothness M (lr <= 2/M makes a gradient step non-expansive)")
-    # c = 0 (e.g. lr = 1/M with m = M) is evaluated as the tiny c = 1e-300, which keeps log(c) finite:
-    # a c-contraction is also a c'-contraction for every c' >= c, so the bound stays valid.
+        raise NotApplicable(
+            "pabi needs smoothness M (lr <= 2/M makes a gradient step non-expansive)"
+        )
+    # c = 0 (e.g. lr = 1/M with m = M) is evaluated as the tiny c = 1e-300, which keeps log(c)
+    # finite: a c-contraction is also a c'-contraction for every c' >= c, so the bound stays valid.
     return float(run.D), max(float(run.c), 1e-300)
 
 
@@ -680,38 +824,88 @@ def _epsilon_limit(rdp_limit: Callable[[float], float], query: Query) -> dict[st
     return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
 
 
-def _result(run: Run, query: Query, *, theorem: str, rdp: Callable[[float], float], details: dict[str, Any],
-            assumptions: Sequence[str], linear_rho: float | None = None) -> Result:
+def _result(
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    rdp: Callable[[float], float],
+    details: dict[str, Any],
+    assumptions: Sequence[str],
+    linear_rho: float | None = None,
+) -> Result:
     return rdp_result(
-        "pabi", theorem=theorem, reference=REFERENCE + ", " + theorem, rdp=rdp, query=query, run=run,
-        details=details, assumptions=tuple(assumptions), linear_rho=linear_rho,
+        "pabi",
+        theorem=theorem,
+        reference=REFERENCE + ", " + theorem,
+        rdp=rdp,
+        query=query,
+        run=run,
+        details=details,
+        assumptions=tuple(assumptions),
+        linear_rho=linear_rho,
     )
 
 
 # ============================================================================ registered bounds
-@register("pabi", theorem="(B.1)/(B.2)/(B.3) full batch", reference=REFERENCE + ", App. B", algorithms=("gd",))
+@register(
+    "pabi",
+    theorem="(B.1)/(B.2)/(B.3) full batch",
+    reference=REFERENCE + ", App. B",
+    algorithms=("gd",),
+)
 def pabi_gd(run: Run, query: Query) -> Result:
-    """Full-batch noisy GD with projection (AT22 App. B): the smallest of (B.1), and (B.2)/(B.3) with
-    b = n (the sampled Gaussian with q = 1 is the plain Gaussian), all of the form rho * alpha.
+    """Full-batch noisy GD with projection (AT22 App. B): the smallest of (B.1), and (B.2)/(B.3)
+    with b = n (the sampled Gaussian with q = 1 is the plain Gaussian), all of the form rho * alpha.
     With a step-size schedule: eq. (5.7) with q = 1.
     """
     D, c = _require_common(run)
     L, n, sigma, T = run.L, run.n, run.sigma, run.T
-    assumptions = [_ASSUME_LIPSCHITZ, f"projection onto a convex set of diameter D={D:g}", "full batch (b = n)"]
+    assumptions = [
+        _ASSUME_LIPSCHITZ,
+        f"projection onto a convex set of diameter D={D:g}",
+        "full batch (b = n)",
+    ]
     if not run.constant_lr:
-        curve = ScheduleCurve(q=1.0, b=n, L=L, sigma=sigma, D=D, schedule=run.lr_schedule, lambdas=LAMBDA_GRID, orders=())
+        curve = ScheduleCurve(
+            q=1.0,
+            b=n,
+            L=L,
+            sigma=sigma,
+            D=D,
+            schedule=run.lr_schedule,
+            lambdas=LAMBDA_GRID,
+            orders=(),
+        )
         val, det = curve.evaluate(2.0)
-        rho = val / 2.0  # q = 1: every term is linear in alpha, the optimiser does not depend on alpha
-        return _result(run, query, theorem="eq. (5.7) (non-uniform step sizes, full batch)",
-                       rdp=lambda a: rho * a, details={"rho": rho, **det}, linear_rho=rho,
-                       assumptions=assumptions + ["every lr_t <= 2/M"])
+        rho = (
+            val / 2.0
+        )  # q = 1: every term is linear in alpha, the optimiser does not depend on alpha
+        return _result(
+            run,
+            query,
+            theorem="eq. (5.7) (non-uniform step sizes, full batch)",
+            rdp=lambda a: rho * a,
+            details={"rho": rho, **det},
+            linear_rho=rho,
+            assumptions=assumptions + ["every lr_t <= 2/M"],
+        )
     eta = run.eta
     rho1, det1 = b1_rho(D=D, eta=eta, sigma=sigma, L=L, n=n, T=T)
     lim1 = b1_rho_limit(D=D, eta=eta, sigma=sigma, L=L, n=n)
     # (B.2)/(B.3) with q = 1: linear in alpha, so the split optimisation is done once (at alpha = 2)
     cs = c if c < 1 else 1.0
     split_curve = functools.partial(
-        SplitWindowCurve, q=1.0, b=n, L=L, sigma=sigma, eta=eta, D=D, c=cs, lambdas=LAMBDA_FINE_Q1, orders=()
+        SplitWindowCurve,
+        q=1.0,
+        b=n,
+        L=L,
+        sigma=sigma,
+        eta=eta,
+        D=D,
+        c=cs,
+        lambdas=LAMBDA_FINE_Q1,
+        orders=(),
     )
     val2, det2 = split_curve(T=T, n_max=T - 1).evaluate(2.0)
     rho2 = val2 / 2.0
@@ -722,44 +916,84 @@ def pabi_gd(run: Run, query: Query) -> Result:
     else:
         rho, theorem, det = rho2, f"({which}) with b = n (noise split)", dict(det2)
     rho_lim = min(lim1, lim2)
-    details: dict[str, Any] = {"rho": rho, "rho_limit": rho_lim, "rho_B1": rho1, f"rho_{which}": rho2, "contraction": c, **det}
+    details: dict[str, Any] = {
+        "rho": rho,
+        "rho_limit": rho_lim,
+        "rho_B1": rho1,
+        f"rho_{which}": rho2,
+        "contraction": c,
+        **det,
+    }
     details.update(_epsilon_limit(lambda a: rho_lim * a, query))
-    return _result(run, query, theorem=theorem, rdp=lambda a: rho * a, details=details, linear_rho=rho,
-                   assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"])
+    return _result(
+        run,
+        query,
+        theorem=theorem,
+        rdp=lambda a: rho * a,
+        details=details,
+        linear_rho=rho,
+        assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"],
+    )
 
 
-@register("pabi", theorem="(B.2)/(B.3)/(5.7) Noisy-SGD", reference=REFERENCE + ", App. B, eq. 5.7", algorithms=("sgd",))
+@register(
+    "pabi",
+    theorem="(B.2)/(B.3)/(5.7) Noisy-SGD",
+    reference=REFERENCE + ", App. B, eq. 5.7",
+    algorithms=("sgd",),
+)
 def pabi_sgd(run: Run, query: Query) -> Result:
-    """Noisy-SGD with uniformly random size-b batches (AT22 Thm 3.1 / 5.1 in the non-asymptotic forms
-    (B.2) (convex) and (B.3) (c < 1); eq. (5.7) for a step-size schedule).  The noise split and the
-    window are optimised per order alpha inside the RDP curve (:func:`refined_split_window_curve`)."""
+    """Noisy-SGD with uniformly random size-b batches (AT22 Thm 3.1 / 5.1 in the non-asymptotic
+    forms (B.2) (convex) and (B.3) (c < 1); eq. (5.7) for a step-size schedule).  The noise split
+    and the window are optimised per order alpha inside the RDP curve
+    (:func:`refined_split_window_curve`)."""
     if run.sampling_scheme != "uniform":
         raise NotApplicable(
-            f"Thm B.2 needs uniform sampling (AT22 draw a uniformly random batch of size b each step); "
-            f"got sampling={run.sampling_scheme}"
+            "Thm B.2 needs uniform sampling (AT22 draw a uniformly random batch of size b each "
+            f"step); got sampling={run.sampling_scheme}"
         )
     if run.adjacency != "replace":
         raise NotApplicable(
-            "pabi for sgd is certified under replace-one adjacency only: with fixed-size batches an "
-            "added/removed example swaps out another one, so the per-step shift is not halved"
+            "pabi for sgd is certified under replace-one adjacency only: with fixed-size batches "
+            "an added/removed example swaps out another one, so the per-step shift is not halved"
         )
     if run.clip is None and run.p < 1:
         raise NotApplicable(GRADIENT_BOUND_REASON)
     D, c = _require_common(run)
     q, b, L, sigma, T = run.p, run.b, run.L, run.sigma, run.T
-    assumptions = [_ASSUME_LIPSCHITZ, f"projection onto a convex set of diameter D={D:g}",
-                   f"uniformly random batches of size b={b} drawn independently each step (q = b/n = {q:g})"]
+    assumptions = [
+        _ASSUME_LIPSCHITZ,
+        f"projection onto a convex set of diameter D={D:g}",
+        f"uniformly random batches of size b={b} drawn independently each step (q = b/n = {q:g})",
+    ]
     if not run.constant_lr:
-        curve = refined_schedule_curve(query, q=q, b=b, L=L, sigma=sigma, D=D, schedule=run.lr_schedule)
-        return _with_choice(_result(run, query, theorem="eq. (5.7) (non-uniform step sizes)", rdp=curve,
-                                    details={"sampling_rate": q}, assumptions=assumptions + ["every lr_t <= 2/M"]), curve)
+        curve = refined_schedule_curve(
+            query, q=q, b=b, L=L, sigma=sigma, D=D, schedule=run.lr_schedule
+        )
+        return _with_choice(
+            _result(
+                run,
+                query,
+                theorem="eq. (5.7) (non-uniform step sizes)",
+                rdp=curve,
+                details={"sampling_rate": q},
+                assumptions=assumptions + ["every lr_t <= 2/M"],
+            ),
+            curve,
+        )
     eta = run.eta
     cs = c if c < 1 else 1.0
     which = "(B.3) strongly convex" if cs < 1 else "(B.2) convex"
     params = {"q": q, "b": b, "L": L, "sigma": sigma, "eta": eta, "D": D, "c": cs, "T": T}
     window_curve = refined_split_window_curve(query, n_max=T - 1, **params)
-    res = _result(run, query, theorem=which, rdp=window_curve, details={"sampling_rate": q, "contraction": c},
-                  assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"])
+    res = _result(
+        run,
+        query,
+        theorem=which,
+        rdp=window_curve,
+        details={"sampling_rate": q, "contraction": c},
+        assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"],
+    )
     res = _with_choice(res, window_curve)
     if query.delta is not None:
         lim = refined_split_window_curve(query, n_max=math.inf, **{**params, "T": math.inf})
@@ -776,26 +1010,47 @@ def _with_choice(res: Result, curve: Any) -> Result:
     return dataclasses.replace(res, details={**res.details, **choice})
 
 
-@register("pabi", theorem="Thm 5.8 Noisy-CGD (derived from Prop. 3.2)", reference=REFERENCE + ", Thm 5.8, Prop. 3.2", algorithms=("cgd",))
+@register(
+    "pabi",
+    theorem="Thm 5.8 Noisy-CGD (derived from Prop. 3.2)",
+    reference=REFERENCE + ", Thm 5.8, Prop. 3.2",
+    algorithms=("cgd",),
+)
 def pabi_cgd(run: Run, query: Query) -> Result:
     """Noisy-CGD (cyclic batches): the exact non-asymptotic form of Thm 5.8's proof, see
     :func:`cgd_shift_cost`.  Convex case (c = 1 is used even when c < 1: valid, not tight)."""
     if run.adjacency != "replace":
         raise NotApplicable(
-            "pabi for cgd is certified under replace-one adjacency only (removing an example re-partitions the cyclic batches)"
+            "pabi for cgd is certified under replace-one adjacency only (removing an example "
+            "re-partitions the cyclic batches)"
         )
     D, _c = _require_common(run)
     if not run.constant_lr:
-        raise NotApplicable("lr schedule with cgd: eq. 5.7 is stated for Noisy-SGD; not derived for cyclic batches")
+        raise NotApplicable(
+            "lr schedule with cgd: eq. 5.7 is stated for Noisy-SGD; not derived for cyclic batches"
+        )
     eta, sigma, L, b_min, l, T = run.eta, run.sigma, run.L, run.b_min, int(run.l), run.T
     rho, det = cgd_rho(D=D, eta=eta, sigma=sigma, L=L, b_min=b_min, l=l, T=T)
     rho_lim = cgd_rho_limit(D=D, eta=eta, sigma=sigma, L=L, b_min=b_min, l=l)
     rho_lim = max(rho_lim, rho)
-    details: dict[str, Any] = {"rho": rho, "rho_limit": rho_lim, "per_use_shift": eta * L / b_min, **det}
+    details: dict[str, Any] = {
+        "rho": rho,
+        "rho_limit": rho_lim,
+        "per_use_shift": eta * L / b_min,
+        **det,
+    }
     details.update(_epsilon_limit(lambda a: rho_lim * a, query))
     return _result(
-        run, query, theorem="Thm 5.8 (Noisy-CGD; exact form of Prop. 3.2 with the cyclic shift pattern)",
-        rdp=lambda a: rho * a, details=details, linear_rho=rho,
-        assumptions=[_ASSUME_LIPSCHITZ, f"projection onto a convex set of diameter D={D:g}",
-                     f"cyclic batches in a fixed order, smallest batch b_min={b_min}", f"lr={eta:g} <= 2/M"],
+        run,
+        query,
+        theorem="Thm 5.8 (Noisy-CGD; exact form of Prop. 3.2 with the cyclic shift pattern)",
+        rdp=lambda a: rho * a,
+        details=details,
+        linear_rho=rho,
+        assumptions=[
+            _ASSUME_LIPSCHITZ,
+            f"projection onto a convex set of diameter D={D:g}",
+            f"cyclic batches in a fixed order, smallest batch b_min={b_min}",
+            f"lr={eta:g} <= 2/M",
+        ],
     )

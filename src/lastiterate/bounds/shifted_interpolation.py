@@ -28,18 +28,19 @@ exactly, and gives their contraction-aware bounded combination (c < 1 and z = D)
 
 NoisySGD (uniform size-b batches, p = b/n) uses Lemma C.12: a Gaussian of std s perturbed, with
 probability p, by two DIFFERENT vectors of norm <= R is at least ``C_p(G_{2R/s})``.  With
-``R = eta L / b`` and a noise share ``theta sigma^2`` this is ``C_p(G_{2 L / (b sigma sqrt(theta))})``;
-``theta = 1/2`` gives the paper's ``2 sqrt(2) L / (b sigma)``.  The f-DP curves are composed with the
-numerical PLD engine (``lastiterate.notions.pld``), never with the CLT; the CLT versions (Props
-C.14 / C.15) are registered separately as ``kind="estimate"``.
+``R = eta L / b`` and a noise share ``theta sigma^2`` this is ``C_p(G_{2 L / (b sigma
+sqrt(theta))})``; ``theta = 1/2`` gives the paper's ``2 sqrt(2) L / (b sigma)``.  The f-DP curves
+are composed with the numerical PLD engine (``lastiterate.notions.pld``), never with the CLT; the
+CLT versions (Props C.14 / C.15) are registered separately as ``kind="estimate"``.
 
 Sensitivity: which examples ``L`` must cover (``lastiterate.run.SENSITIVITY_MEANING``).  The
 NoisyGD and NoisyCGD theorems (4.2, 4.3, 4.5, 4.6, C.3) need only the DIFFERING pair: the two maps
 differ at one index i, by ``eta ||g_i(x) - g'_i(x)|| / b <= eta L / b``.  The NoisySGD theorems
 (Lemma C.12 and the C_p operator of Thms 4.8-4.10, and the CLT Props C.14 / C.15) compare batches
-that may hold DIFFERENT examples, so ``L`` must bound ``||g(x; z) - g(x; z')||`` for ANY two possible
-examples z, z' and every x (clip norm C: L = 2C).  Adjacency is replace-one only; add/remove runs
-of gd/cgd/shuffled/uniform batches are refused by :class:`~lastiterate.run.Run` itself.
+that may hold DIFFERENT examples, so ``L`` must bound ``||g(x; z) - g(x; z')||`` for ANY two
+possible examples z, z' and every x (clip norm C: L = 2C).  Adjacency is replace-one only;
+add/remove runs of gd/cgd/shuffled/uniform batches are refused by
+:class:`~lastiterate.run.Run` itself.
 
 Every result carries, in ``details``: the chosen window (``tau``, ``window_steps`` or
 ``window_epochs``), the noise split ``theta`` where relevant, ``mu_limit`` / ``epsilon_limit``
@@ -132,7 +133,8 @@ def thm42_mu(step_mu: float, c: float, T: float) -> float:
         mu = (L/(n sigma)) sqrt( (1+c)/(1-c) * (1-c^T)/(1+c^T) ),    c = max(|1-eta m|, |1-eta M|).
 
     ``step_mu = L/(n sigma)``.  ``T = inf`` gives the limit ``step_mu sqrt((1+c)/(1-c))``; ``c = 1``
-    gives composition ``step_mu sqrt(T)`` (Thm 4.1).  Reference: docs/theorems.md 2.2; Thm C.5/Lemma C.6.
+    gives composition ``step_mu sqrt(T)`` (Thm 4.1).  Reference: docs/theorems.md
+    2.2; Thm C.5/Lemma C.6.
     """
     if c >= 1.0:
         return step_mu * math.sqrt(T)
@@ -157,7 +159,9 @@ def shift_window_mu(
     if c >= 1.0:
         R = z_over_noise + step_mu * N / period
     else:
-        R = _power_array(c, N) * z_over_noise + step_mu * c ** (period - 1) * _one_minus_power_array(c, N) / one_minus_power(c, period)
+        R = _power_array(c, N) * z_over_noise + step_mu * c ** (
+            period - 1
+        ) * _one_minus_power_array(c, N) / one_minus_power(c, period)
     return np.sqrt(R * R / geometric_weight(c, N))
 
 
@@ -198,7 +202,9 @@ def thm45_mu(step_mu: float, c: float, l: int, E: float) -> float:
     return step_mu * math.sqrt(1 + factor)
 
 
-def thm46_window_mu(step_mu: float, D_over_noise: float, l: int, k: np.ndarray | float, c: float = 1.0) -> np.ndarray:
+def thm46_window_mu(
+    step_mu: float, D_over_noise: float, l: int, k: np.ndarray | float, c: float = 1.0
+) -> np.ndarray:
     """Thm 4.6 (NoisyCGD, convex, M-smooth, eta <= 2/M, diameter D), window of ``k`` whole epochs
     before the last use, ``1 <= k <= E-1`` [V via Tables 10-12 (mu*); wording R+]:
 
@@ -221,7 +227,14 @@ def thm46_mu_star(step_mu: float, D_over_noise: float, l: int) -> float:
     return math.sqrt(step_mu**2 + 3 * D_over_noise * step_mu / l + step_mu**2 / l * max(k, 1))
 
 
-def integer_argmin(func: Callable[[np.ndarray], np.ndarray], lo: int, hi: int, *, dense: int = 200_000, grid: int = 4000) -> tuple[int, float]:
+def integer_argmin(
+    func: Callable[[np.ndarray], np.ndarray],
+    lo: int,
+    hi: int,
+    *,
+    dense: int = 200_000,
+    grid: int = 4000,
+) -> tuple[int, float]:
     """Minimise ``func`` (vectorised) over the integers ``lo..hi``.
 
     Exhaustive when the range has at most ``dense`` points; otherwise a geometric grid of about
@@ -251,8 +264,11 @@ def integer_argmin(func: Callable[[np.ndarray], np.ndarray], lo: int, hi: int, *
     return int(xs[i]), float(vals[i])
 
 
-def _convex_integer_argmin(func: Callable[[np.ndarray], np.ndarray], x0: float, lo: int, hi: int) -> tuple[int, float]:
-    """Minimiser over integers in [lo, hi] of a function convex in x with continuous minimiser x0."""
+def _convex_integer_argmin(
+    func: Callable[[np.ndarray], np.ndarray], x0: float, lo: int, hi: int
+) -> tuple[int, float]:
+    """Minimiser over integers in [lo, hi] of a function convex in x with
+    continuous minimiser x0."""
     cands = {lo, hi}
     for x in (math.floor(x0), math.ceil(x0)):
         cands.add(int(min(max(x, lo), hi)))
@@ -280,8 +296,8 @@ def _bounded_windows(
 
     ``win_c`` is the contraction-aware window bound (searched exhaustively up to ``n_sat``, where
     ``c^N`` saturates), ``win_1`` the c = 1 window bound (convex, continuous minimiser ``x0``).
-    Returns the best ``(length, mu)`` of each among lengths 1..``longest`` (none when ``longest < 1``)
-    and the best value of each over all lengths (their T -> infinity limits)."""
+    Returns the best ``(length, mu)`` of each among lengths 1..``longest`` (none when ``longest <
+    1``) and the best value of each over all lengths (their T -> infinity limits)."""
     found: list[tuple[int, float]] = []
     if longest >= 1:
         found.append(integer_argmin(win_c, 1, min(longest, n_sat)))
@@ -295,7 +311,9 @@ def _bounded_windows(
 def _common_checks(run: Run) -> float:
     """Assumptions shared by every theorem of paper 000; returns the constant step ``eta``."""
     if run.adjacency != "replace":
-        raise NotApplicable(f"paper 000 analyses replace-one adjacency; the run declares adjacency={run.adjacency}")
+        raise NotApplicable(
+            f"paper 000 analyses replace-one adjacency; the run declares adjacency={run.adjacency}"
+        )
     eta = run.eta  # raises NotApplicable("needs a constant learning rate...") for a schedule
     return eta
 
@@ -303,7 +321,9 @@ def _common_checks(run: Run) -> float:
 def _require_contraction(run: Run) -> float:
     c = run.c
     if c is None:
-        raise NotApplicable(f"no strong convexity or (convexity + diameter) declared: {run.contraction_note}")
+        raise NotApplicable(
+            f"no strong convexity or (convexity + diameter) declared: {run.contraction_note}"
+        )
     return float(c)
 
 
@@ -311,7 +331,8 @@ def _require_strong_convexity(run: Run) -> float:
     c = _require_contraction(run)
     if not c < 1.0:
         raise NotApplicable(
-            f"needs strong convexity (contraction c < 1); the run only gives c = {c:g} ({run.contraction_note})"
+            "needs strong convexity (contraction c < 1); the run only gives c = "
+            f"{c:g} ({run.contraction_note})"
         )
     return c
 
@@ -326,7 +347,9 @@ def _geometry_notes(run: Run, c: float) -> list[str]:
     notes = [f"each noiseless step is c-Lipschitz with c = {c:.10g} ({run.contraction_note})"]
     if run.D is not None:
         notes.append(f"iterates projected onto a convex set of diameter D = {run.D:g}")
-    notes.append("replace-one adjacency; constant learning rate; same initialisation for both datasets")
+    notes.append(
+        "replace-one adjacency; constant learning rate; same initialisation for both datasets"
+    )
     return notes
 
 
@@ -335,7 +358,9 @@ def _limit_details(mu_limit: float, query: Query) -> dict[str, Any]:
     from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
 
     out: dict[str, Any] = {"mu_limit": float(mu_limit)}
-    if not mu_limit <= MU_MAX:  # infinite, or beyond what the Gaussian profile evaluates: no finite limit reported
+    if (
+        not mu_limit <= MU_MAX
+    ):  # infinite, or beyond what the Gaussian profile evaluates: no finite limit reported
         out["epsilon_limit"] = math.inf
         return out
     if query.delta is not None:
@@ -362,8 +387,15 @@ def _shift_result(
     (:func:`_limit_details`), the geometry notes followed by the extra ``assumptions``."""
     details.update(_limit_details(mu_limit, query))
     return gdp_result(
-        BOUND_ID, theorem=theorem, reference=reference, mu=mu, query=query, run=run, kind=kind,
-        details=details, assumptions=_geometry_notes(run, c) + list(assumptions),
+        BOUND_ID,
+        theorem=theorem,
+        reference=reference,
+        mu=mu,
+        query=query,
+        run=run,
+        kind=kind,
+        details=details,
+        assumptions=_geometry_notes(run, c) + list(assumptions),
     )
 
 
@@ -381,8 +413,8 @@ def noisy_gd_strongly_convex(run: Run, query: Query) -> Result:
 
     Assumptions (NotApplicable otherwise): c < 1 (strong convexity, or declared contraction),
     constant step, replace-one.  Exact (equality) for quadratics when c = 1 - eta m; a projection
-    onto a convex set keeps the bound valid (post-processing).  Reference: docs/theorems.md 2.2, paper
-    000 Thm 4.2 / Thm C.5.
+    onto a convex set keeps the bound valid (post-processing).  Reference: docs/theorems.md 2.2,
+    paper 000 Thm 4.2 / Thm C.5.
     """
     _eta, c, step_mu = _gd_setup(run)
     c = _require_strong_convexity(run)
@@ -398,8 +430,14 @@ def noisy_gd_strongly_convex(run: Run, query: Query) -> Result:
         "crossover_steps": crossing_count(mu_limit, step_mu),
     }
     return _shift_result(
-        run, query, theorem="Thm 4.2 (NoisyGD, strongly convex)", reference=REFERENCE + ", Thm 4.2",
-        mu=mu, mu_limit=mu_limit, c=c, details=details,
+        run,
+        query,
+        theorem="Thm 4.2 (NoisyGD, strongly convex)",
+        reference=REFERENCE + ", Thm 4.2",
+        mu=mu,
+        mu_limit=mu_limit,
+        c=c,
+        details=details,
     )
 
 
@@ -414,7 +452,8 @@ def noisy_gd_bounded_convex(run: Run, query: Query) -> Result:
     integer optimum) and with tau = 0 from the common start (z_0 = 0), which is composition
     (Thm 4.1).  The smallest is reported.  ``details``: chosen ``tau``, ``mu_star`` (closed form),
     ``crossover_steps`` = T* = the first T at which Thm 4.1 reaches the T-independent optimum
-    (Table 8), ``epsilon_limit`` = the optimal-window value.  Reference: docs/theorems.md 2.2, Thm C.7.
+    (Table 8), ``epsilon_limit`` = the optimal-window value.  Reference:
+    docs/theorems.md 2.2, Thm C.7.
     """
     eta, c, step_mu = _gd_setup(run)
     D = _require_diameter(run)
@@ -443,8 +482,14 @@ def noisy_gd_bounded_convex(run: Run, query: Query) -> Result:
         "crossover_steps": crossing_count(mu_limit, step_mu),
     }
     return _shift_result(
-        run, query, theorem="Thm 4.3 (NoisyGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.3",
-        mu=mu, mu_limit=mu_limit, c=c, details=details,
+        run,
+        query,
+        theorem="Thm 4.3 (NoisyGD, convex, bounded domain)",
+        reference=REFERENCE + ", Thm 4.3",
+        mu=mu,
+        mu_limit=mu_limit,
+        c=c,
+        details=details,
     )
 
 
@@ -482,8 +527,14 @@ def noisy_gd_strongly_convex_bounded(run: Run, query: Query) -> Result:
         "crossover_steps": crossing_count(mu_limit, step_mu),
     }
     return _shift_result(
-        run, query, theorem="Thm C.3 (NoisyGD, strongly convex + bounded domain)", reference=REFERENCE + ", Thm C.3 (with Thms 4.2, 4.3)",
-        mu=mu, mu_limit=mu_limit, c=c, details=details,
+        run,
+        query,
+        theorem="Thm C.3 (NoisyGD, strongly convex + bounded domain)",
+        reference=REFERENCE + ", Thm C.3 (with Thms 4.2, 4.3)",
+        mu=mu,
+        mu_limit=mu_limit,
+        c=c,
+        details=details,
     )
 
 
@@ -532,8 +583,14 @@ def noisy_cgd_strongly_convex(run: Run, query: Query) -> Result:
         "crossover_epoch": crossing_count(mu_limit, step_mu),
     }
     return _shift_result(
-        run, query, theorem="Thm 4.5 (NoisyCGD, strongly convex)", reference=REFERENCE + ", Thm 4.5",
-        mu=mu, mu_limit=mu_limit, c=c, details=details,
+        run,
+        query,
+        theorem="Thm 4.5 (NoisyCGD, strongly convex)",
+        reference=REFERENCE + ", Thm 4.5",
+        mu=mu,
+        mu_limit=mu_limit,
+        c=c,
+        details=details,
     )
 
 
@@ -583,8 +640,14 @@ def noisy_cgd_bounded_convex(run: Run, query: Query) -> Result:
         "crossover_epoch": crossing_count(mu_limit, step_mu),
     }
     return _shift_result(
-        run, query, theorem="Thm 4.6 (NoisyCGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.6",
-        mu=mu, mu_limit=mu_limit, c=c, details=details,
+        run,
+        query,
+        theorem="Thm 4.6 (NoisyCGD, convex, bounded domain)",
+        reference=REFERENCE + ", Thm 4.6",
+        mu=mu,
+        mu_limit=mu_limit,
+        c=c,
+        details=details,
     )
 
 
@@ -606,7 +669,9 @@ def noisy_cgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
         (thm45_mu(step_mu, c, l, E), 0, "Thm 4.5 (common start)"),
         (step_mu * math.sqrt(E), 0, "composition (Thm 4.4)"),
     ]
-    windows, lim_c, lim_1 = _bounded_windows(win_c, win_1, k0, E - 1, max(1, _saturation_steps(c) // l + 1))
+    windows, lim_c, lim_1 = _bounded_windows(
+        win_c, win_1, k0, E - 1, max(1, _saturation_steps(c) // l + 1)
+    )
     labels = ("contraction-aware window (z_tau = D)", "Thm 4.6 window (c = 1)")
     cands.extend((val, kk, label) for (kk, val), label in zip(windows, labels))
     mu, k, chosen = min(cands, key=lambda x: x[0])
@@ -622,8 +687,14 @@ def noisy_cgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
         "crossover_epoch": crossing_count(mu_limit, step_mu),
     }
     return _shift_result(
-        run, query, theorem="Thm C.3 (NoisyCGD, strongly convex + bounded domain)", reference=REFERENCE + ", Thm C.3 (with Thms 4.5, 4.6)",
-        mu=mu, mu_limit=mu_limit, c=c, details=details,
+        run,
+        query,
+        theorem="Thm C.3 (NoisyCGD, strongly convex + bounded domain)",
+        reference=REFERENCE + ", Thm C.3 (with Thms 4.5, 4.6)",
+        mu=mu,
+        mu_limit=mu_limit,
+        c=c,
+        details=details,
     )
 
 
@@ -674,7 +745,13 @@ def _composer(p: float, mu: float) -> Any:
 
 
 def subsampled_gaussian_composition_value(
-    p: float, mu_sub: float, k: int, mu_gauss: float, query: Query, *, discretization: float | None = None
+    p: float,
+    mu_sub: float,
+    k: int,
+    mu_gauss: float,
+    query: Query,
+    *,
+    discretization: float | None = None,
 ) -> float:
     """epsilon at ``query.delta`` (or delta at ``query.epsilon``) of
 
@@ -686,13 +763,17 @@ def subsampled_gaussian_composition_value(
     ``inf`` when a parameter is beyond the engine's range (mu > 60)."""
     if mu_sub > _MAX_PLD_MU or mu_gauss > _MAX_PLD_MU:
         return math.inf
-    obj = _composer(float(p), float(mu_sub)).pld(int(k), float(mu_gauss), discretization=discretization)
+    obj = _composer(float(p), float(mu_sub)).pld(
+        int(k), float(mu_gauss), discretization=discretization
+    )
     if query.delta is not None:
         return float(obj.epsilon(query.delta))
     return float(obj.delta(float(query.epsilon)))  # type: ignore[arg-type]
 
 
-def _golden_integer_min(f: Callable[[int], float], lo: int, hi: int, *, guess: int | None = None, rel: float = 0.1) -> tuple[int, float]:
+def _golden_integer_min(
+    f: Callable[[int], float], lo: int, hi: int, *, guess: int | None = None, rel: float = 0.1
+) -> tuple[int, float]:
     """Minimise ``f`` over the integers in [lo, hi] by golden-section search on log(x) (to a
     relative bracket ``rel``), then the integer neighbours when the minimiser is small.  ``f`` is
     memoised; a non-unimodal ``f`` only costs tightness (every value is a valid bound)."""
@@ -735,7 +816,10 @@ def _golden_integer_min(f: Callable[[int], float], lo: int, hi: int, *, guess: i
 
 
 def _search_window_theta(
-    value: Callable[[int, float], float], hi: int, clt_nu: Callable[[float], float], theta_clt: float
+    value: Callable[[int, float], float],
+    hi: int,
+    clt_nu: Callable[[float], float],
+    theta_clt: float,
 ) -> tuple[float, int, float]:
     """Coarse search of the window length nu in 1..hi and the noise split theta.
 
@@ -787,11 +871,20 @@ def pld_default() -> float:
 
 def _sgd_composition_value(run: Run, query: Query, disc: float | None = None) -> float:
     """Thm 4.8 (composition, tau = 0): C_p(G_{L/(b sigma)})^{⊗T}."""
-    return subsampled_gaussian_composition_value(run.p, run.L / (run.b * run.sigma), run.T, 0.0, query, discretization=disc)
+    return subsampled_gaussian_composition_value(
+        run.p, run.L / (run.b * run.sigma), run.T, 0.0, query, discretization=disc
+    )
 
 
 def _sgd_result(
-    run: Run, query: Query, *, theorem: str, reference: str, value: float, details: dict[str, Any], assumptions: Sequence[str]
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    reference: str,
+    value: float,
+    details: dict[str, Any],
+    assumptions: Sequence[str],
 ) -> Result:
     if query.delta is not None:
         eps, delta = value, query.delta
@@ -802,8 +895,17 @@ def _sgd_result(
     details = dict(details)
     details.setdefault("discretization", pld.DEFAULT_DISCRETIZATION)
     return Result(
-        bound=BOUND_ID, theorem=theorem, reference=reference, kind="bound", epsilon=eps, delta=delta,
-        mu=None, rdp=None, details=details, assumptions=tuple(assumptions), adjacency=run.adjacency,
+        bound=BOUND_ID,
+        theorem=theorem,
+        reference=reference,
+        kind="bound",
+        epsilon=eps,
+        delta=delta,
+        mu=None,
+        rdp=None,
+        details=details,
+        assumptions=tuple(assumptions),
+        adjacency=run.adjacency,
     )
 
 
@@ -835,7 +937,9 @@ def _sgd_window_result(
     step_mu = run.L / (run.b * run.sigma)
     limit_value, nu_lim, th_lim = best_overall
     comp_coarse = _sgd_composition_value(run, query, SEARCH_DISCRETIZATION)
-    coarse: list[tuple[float, int, float | None, str]] = [(comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")]
+    coarse: list[tuple[float, int, float | None, str]] = [
+        (comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")
+    ]
     if T >= 2:
         if nu_lim <= T - 1:
             coarse.append((best_overall_at_T(), nu_lim, th_lim, "window"))
@@ -845,7 +949,9 @@ def _sgd_window_result(
             coarse.append(search(T - 1) + ("window",))
     best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
     disc = _final_discretization(best_coarse, query)
-    value = _sgd_composition_value(run, query, disc) if theta is None else window_value(nu, theta, disc)
+    value = (
+        _sgd_composition_value(run, query, disc) if theta is None else window_value(nu, theta, disc)
+    )
     comp = value if theta is None else comp_coarse
     details: dict[str, Any] = {
         "tau": T - nu,
@@ -858,15 +964,23 @@ def _sgd_window_result(
         "per_step_mu": step_mu,
         "sampling_rate": p,
         "composition_" + ("epsilon" if query.delta is not None else "delta"): comp,
-        "composition_discretization": (disc or pld_default()) if theta is None else SEARCH_DISCRETIZATION,
+        "composition_discretization": (disc or pld_default())
+        if theta is None
+        else SEARCH_DISCRETIZATION,
         "optimal_window_steps": nu_lim,
         "optimal_theta": th_lim,
         **reading_details,
         _limit_key(query): max(limit_value, value),
     }
     return _sgd_result(
-        run, query, theorem=theorem, reference=reference, value=value, details=details,
-        assumptions=_geometry_notes(run, c) + ["uniformly random size-b batches (p = b/n), drawn independently each step"],
+        run,
+        query,
+        theorem=theorem,
+        reference=reference,
+        value=value,
+        details=details,
+        assumptions=_geometry_notes(run, c)
+        + ["uniformly random size-b batches (p = b/n), drawn independently each step"],
     )
 
 
@@ -913,15 +1027,16 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
     """Thm 4.10 [R+]: NoisySGD with uniformly random size-b batches (p = b/n) on convex, M-smooth
     losses (eta <= 2/M) over a convex set of diameter D is f-DP for every tau in 1..T-1 with
 
-        f = C_p(G_{2L/(b sigma sqrt(theta))})^{⊗(T-tau)} ⊗ G_{D/(eta sigma sqrt(1-theta) sqrt(T-tau))},
+        f = C_p(G_{2L/(b sigma sqrt(theta))})^{⊗(T-tau)} ⊗ G_{D/(eta sigma
+            sqrt(1-theta) sqrt(T-tau))},
 
     for every noise split theta in (0, 1) (Z = Z1 + Z2, Var Z1 = theta sigma^2: Z1 absorbs the
     subsampled gradient difference via Lemma C.12, Z2 the interpolation shifts D/(T-tau) per step).
     theta = 1/2 is the printed statement (factors 2 sqrt(2) L/(b sigma) and sqrt(2) D/(eta sigma
     sqrt(T-tau))); the factor 2 of Lemma C.12 (two different vectors) is kept with L the canonical
-    sensitivity, the larger of the readings of docs/theorems.md 0.1 / 2.4.  tau = 0 (common start) is
-    Thm 4.8's composition C_p(G_{L/(b sigma)})^{⊗T}, used as the fallback (it dominates the tau = 0
-    case of the formula).  The compositions are evaluated with the pessimistic PLD engine (never
+    sensitivity, the larger of the readings of docs/theorems.md 0.1 / 2.4.  tau = 0 (common start)
+    is Thm 4.8's composition C_p(G_{L/(b sigma)})^{⊗T}, used as the fallback (it dominates the tau =
+    0 case of the formula).  The compositions are evaluated with the pessimistic PLD engine (never
     the CLT); the window and theta are searched on a coarse grid (CLT only as a starting guess;
     every evaluated point is a valid bound) and the chosen one recomputed at the default grid.
 
@@ -938,7 +1053,12 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
 
     def window_value(nu: int, theta: float, disc: float | None) -> float:
         return subsampled_gaussian_composition_value(
-            p, lemma_c12_mu(step_mu, theta), nu, r / math.sqrt((1 - theta) * nu), query, discretization=disc
+            p,
+            lemma_c12_mu(step_mu, theta),
+            nu,
+            r / math.sqrt((1 - theta) * nu),
+            query,
+            discretization=disc,
         )
 
     def clt_nu(theta: float) -> float:
@@ -952,16 +1072,25 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
     theta_clt = _best_theta_by_clt(clt_mu2)
 
     def search(hi: int) -> tuple[float, int, float]:
-        return _search_window_theta(lambda k, th: window_value(k, th, SEARCH_DISCRETIZATION), hi, clt_nu, theta_clt)
+        return _search_window_theta(
+            lambda k, th: window_value(k, th, SEARCH_DISCRETIZATION), hi, clt_nu, theta_clt
+        )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
     best_overall = search(nu_cap)  # coarse grid: itself a valid (pessimistic) bound
     return _sgd_window_result(
-        run, query, theorem="Thm 4.10 (NoisySGD, convex, bounded domain)", reference=REFERENCE + ", Thm 4.10", c=c,
-        window_value=window_value, search=search, best_overall=best_overall,
+        run,
+        query,
+        theorem="Thm 4.10 (NoisySGD, convex, bounded domain)",
+        reference=REFERENCE + ", Thm 4.10",
+        c=c,
+        window_value=window_value,
+        search=search,
+        best_overall=best_overall,
         best_overall_at_T=lambda: best_overall[0],  # the window bound does not depend on T
         gaussian_mu=lambda nu, theta: r / math.sqrt((1 - theta) * nu),
-        geometry_details={}, reading_details={},
+        geometry_details={},
+        reading_details={},
     )
 
 
@@ -979,7 +1108,8 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
     """Thm 4.9 [R-], conservative reading: NoisySGD with uniform size-b batches on m-strongly
     convex, M-smooth losses (eta < 2/M, c < 1) is f-DP for every tau in 1..T-1 and theta in (0,1):
 
-        f = C_p(G_{2L/(b sigma sqrt(theta))})^{⊗(T-tau)} ⊗ G_{2L c^{T-tau}(1-c^tau)/(b sigma (1-c) sqrt(1-theta))}.
+        f = C_p(G_{2L/(b sigma sqrt(theta))})^{⊗(T-tau)} ⊗ G_{2L c^{T-tau}(1-c^tau)/(b sigma
+            (1-c) sqrt(1-theta))}.
 
     Why this reading.  The recovered "most likely" form has C_p(G_{2L/(b sigma)}) in the first
     T-tau-1 factors and the split 2 sqrt(2) only in the last one; our own derivation (auxiliary
@@ -1003,7 +1133,12 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
 
     def window_value(nu: int, theta: float, tau: float, disc: float | None) -> float:
         return subsampled_gaussian_composition_value(
-            p, lemma_c12_mu(step_mu, theta), nu, thm49_gaussian_mu(step_mu, c, theta, nu, tau), query, discretization=disc
+            p,
+            lemma_c12_mu(step_mu, theta),
+            nu,
+            thm49_gaussian_mu(step_mu, c, theta, nu, tau),
+            query,
+            discretization=disc,
         )
 
     def clt_nu(theta: float) -> float:
@@ -1025,14 +1160,20 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
 
     def search(hi: int, tau_of: Callable[[int], float]) -> tuple[float, int, float]:
         return _search_window_theta(
-            lambda k, th: window_value(k, th, tau_of(k), SEARCH_DISCRETIZATION), hi, clt_nu, theta_clt
+            lambda k, th: window_value(k, th, tau_of(k), SEARCH_DISCRETIZATION),
+            hi,
+            clt_nu,
+            theta_clt,
         )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
     best_overall = search(nu_cap, lambda k: math.inf)  # coarse: a valid bound
     _, nu_lim, th_lim = best_overall
     return _sgd_window_result(
-        run, query, theorem="Thm 4.9 (NoisySGD, strongly convex)", reference=REFERENCE + ", Thm 4.9 (conservative reading)",
+        run,
+        query,
+        theorem="Thm 4.9 (NoisySGD, strongly convex)",
+        reference=REFERENCE + ", Thm 4.9 (conservative reading)",
         c=c,
         window_value=lambda nu, theta, disc: window_value(nu, theta, T - nu, disc),
         search=lambda hi: search(hi, lambda k: T - k),
@@ -1041,7 +1182,9 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
         best_overall_at_T=lambda: window_value(nu_lim, th_lim, T - nu_lim, SEARCH_DISCRETIZATION),
         gaussian_mu=lambda nu, theta: thm49_gaussian_mu(step_mu, c, theta, nu, T - nu),
         geometry_details={"contraction": c},
-        reading_details={"reading": "conservative: noise split in every factor, factor 2 in the gap [R-]"},
+        reading_details={
+            "reading": "conservative: noise split in every factor, factor 2 in the gap [R-]"
+        },
     )
 
 
@@ -1079,12 +1222,24 @@ def noisy_sgd_bounded_convex_clt(run: Run, query: Query) -> Result:
     nu, mu = _convex_integer_argmin(mu_of, nu0, 1, T)
     nu_lim, mu_lim = _optimal_window(mu_of, nu0)
     details: dict[str, Any] = {
-        "tau": T - nu, "window_steps": nu, "theta": 0.5, "clt_h": h,
-        "mu_closed_form": 2 * math.sqrt(r * p * math.sqrt(h)), "optimal_window_steps": nu_lim,
+        "tau": T - nu,
+        "window_steps": nu,
+        "theta": 0.5,
+        "clt_h": h,
+        "mu_closed_form": 2 * math.sqrt(r * p * math.sqrt(h)),
+        "optimal_window_steps": nu_lim,
     }
     return _shift_result(
-        run, query, theorem="Prop C.15 (NoisySGD, convex, bounded domain; CLT)", reference=REFERENCE + ", Prop C.15",
-        mu=mu, mu_limit=mu_lim, c=c, details=details, kind="estimate", assumptions=_CLT_ASSUMPTIONS,
+        run,
+        query,
+        theorem="Prop C.15 (NoisySGD, convex, bounded domain; CLT)",
+        reference=REFERENCE + ", Prop C.15",
+        mu=mu,
+        mu_limit=mu_lim,
+        c=c,
+        details=details,
+        kind="estimate",
+        assumptions=_CLT_ASSUMPTIONS,
     )
 
 
@@ -1106,21 +1261,38 @@ def noisy_sgd_strongly_convex_clt(run: Run, query: Query) -> Result:
         raise NotApplicable("CLT parameter overflows (per-step mu too large for the approximation)")
 
     def mu_of(nu: np.ndarray, tau: np.ndarray | None = None) -> np.ndarray:
-        gap = _power_array(c, nu) * (1.0 if tau is None else _one_minus_power_array(c, tau)) / (1 - c)
+        gap = (
+            _power_array(c, nu) * (1.0 if tau is None else _one_minus_power_array(c, tau)) / (1 - c)
+        )
         return np.sqrt(2 * h * p * p * nu + 2 * (2 * step_mu * gap) ** 2)
 
     nu, mu = integer_argmin(lambda x: mu_of(x, T - x), 1, T)
     nu_lim, mu_lim = integer_argmin(mu_of, 1, max(2, _saturation_steps(c)))
-    details: dict[str, Any] = {"tau": T - nu, "window_steps": nu, "clt_h": h, "optimal_window_steps": nu_lim}
+    details: dict[str, Any] = {
+        "tau": T - nu,
+        "window_steps": nu,
+        "clt_h": h,
+        "optimal_window_steps": nu_lim,
+    }
     if 0 < c < 1:
         a2 = p * p * h * (1 - c) ** 2 / (8 * step_mu**2 * -math.log(c))
         if 0 < a2 < 1:
             nu_star = math.log(a2) / (2 * math.log(c))
             details["nu_star_closed_form"] = nu_star
-            details["mu_closed_form"] = math.sqrt(2 * p * p * h * nu_star + p * p * h / -math.log(c))
+            details["mu_closed_form"] = math.sqrt(
+                2 * p * p * h * nu_star + p * p * h / -math.log(c)
+            )
     return _shift_result(
-        run, query, theorem="Prop C.14 (NoisySGD, strongly convex; CLT)", reference=REFERENCE + ", Prop C.14",
-        mu=mu, mu_limit=mu_lim, c=c, details=details, kind="estimate", assumptions=_CLT_ASSUMPTIONS,
+        run,
+        query,
+        theorem="Prop C.14 (NoisySGD, strongly convex; CLT)",
+        reference=REFERENCE + ", Prop C.14",
+        mu=mu,
+        mu_limit=mu_lim,
+        c=c,
+        details=details,
+        kind="estimate",
+        assumptions=_CLT_ASSUMPTIONS,
     )
 
 
@@ -1145,17 +1317,43 @@ def noisy_sgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
 # ``epsilon_limit`` is the smallest, which is what the epoch calibrator reads.
 THM_SGD_BOTH = "Thms 4.9 + 4.10 (NoisySGD, strongly convex + bounded domain)"
 _REGISTRATION: tuple[tuple[Callable[[Run, Query], Result], str, str, str], ...] = (
-    (noisy_gd_strongly_convex_bounded, "Thm C.3 (NoisyGD, strongly convex + bounded domain)", "gd", "bound"),
+    (
+        noisy_gd_strongly_convex_bounded,
+        "Thm C.3 (NoisyGD, strongly convex + bounded domain)",
+        "gd",
+        "bound",
+    ),
     (noisy_gd_strongly_convex, "Thm 4.2 (NoisyGD, strongly convex)", "gd", "bound"),
     (noisy_gd_bounded_convex, "Thm 4.3 (NoisyGD, convex, bounded domain)", "gd", "bound"),
-    (noisy_cgd_strongly_convex_bounded, "Thm C.3 (NoisyCGD, strongly convex + bounded domain)", "cgd", "bound"),
+    (
+        noisy_cgd_strongly_convex_bounded,
+        "Thm C.3 (NoisyCGD, strongly convex + bounded domain)",
+        "cgd",
+        "bound",
+    ),
     (noisy_cgd_strongly_convex, "Thm 4.5 (NoisyCGD, strongly convex)", "cgd", "bound"),
     (noisy_cgd_bounded_convex, "Thm 4.6 (NoisyCGD, convex, bounded domain)", "cgd", "bound"),
     (noisy_sgd_strongly_convex_bounded, THM_SGD_BOTH, "sgd", "bound"),
     (noisy_sgd_bounded_convex, "Thm 4.10 (NoisySGD, convex, bounded domain)", "sgd", "bound"),
     (noisy_sgd_strongly_convex, "Thm 4.9 (NoisySGD, strongly convex)", "sgd", "bound"),
-    (noisy_sgd_bounded_convex_clt, "Prop C.15 (NoisySGD, convex, bounded domain; CLT)", "sgd", "estimate"),
-    (noisy_sgd_strongly_convex_clt, "Prop C.14 (NoisySGD, strongly convex; CLT)", "sgd", "estimate"),
+    (
+        noisy_sgd_bounded_convex_clt,
+        "Prop C.15 (NoisySGD, convex, bounded domain; CLT)",
+        "sgd",
+        "estimate",
+    ),
+    (
+        noisy_sgd_strongly_convex_clt,
+        "Prop C.14 (NoisySGD, strongly convex; CLT)",
+        "sgd",
+        "estimate",
+    ),
 )
 for _func, _theorem, _algorithm, _kind in _REGISTRATION:
-    register(BOUND_ID, theorem=_theorem, reference=REFERENCE, kind=_kind, algorithms=(_algorithm,))(_func)  # type: ignore[arg-type]
+    register(
+        BOUND_ID,
+        theorem=_theorem,
+        reference=REFERENCE,
+        kind=_kind,  # type: ignore[arg-type]
+        algorithms=(_algorithm,),
+    )(_func)

@@ -19,12 +19,16 @@ from lastiterate.cli.common import (
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "account", help="every valid guarantee for releasing the last iterate",
-        description="Account a described run under every applicable theorem and name the tightest. "
-                    f"Exit status: 0 with a guarantee, {EXIT_NO_BOUND} when no bound applies, 2 on invalid input.",
+        "account",
+        help="every valid guarantee for releasing the last iterate",
+        description="Account a described run under every applicable theorem and name the "
+        f"tightest. Exit status: 0 with a guarantee, {EXIT_NO_BOUND} when no bound "
+        "applies, 2 on invalid input.",
     )
     add_run_flags(p, noise=True)
-    p.add_argument("--orders", type=orders, help="Renyi orders A,B,... at which RDP results report their curve")
+    p.add_argument(
+        "--orders", type=orders, help="Renyi orders A,B,... at which RDP results report their curve"
+    )
     p.add_argument("--plot", type=Path, help="write the tradeoff curves of all results to this PNG")
     p.set_defaults(func=cmd_account)
 
@@ -34,7 +38,9 @@ def cmd_account(args: argparse.Namespace) -> int:
 
     apply_config(args)
     run = run_from_args(args)
-    report = account(run, delta=args.delta, epsilon=args.epsilon, bounds=args.bound, orders=args.orders)
+    report = account(
+        run, delta=args.delta, epsilon=args.epsilon, bounds=args.bound, orders=args.orders
+    )
     if args.plot is not None:
         from lastiterate.plotting import plot_report
 

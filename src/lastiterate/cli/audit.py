@@ -3,12 +3,16 @@
     lastiterate audit {auto,quadratic,linear} <the account run flags> [--samples N] [--seed S]
         [--alpha A] [--delta DELTA] [--position J] [--pair {auto,difference,antipodal}]
         [--bound ID ...] [--json]
+    lastiterate audit canary --dataset D --model logreg <train flags> [--canary {gradient,input}]
+        [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--noise-scale F] [--json]
 
 Simulates N chains per world on the worst-case pair for the run (quadratic with the extremal
 curvature, or a linear loss; with ``--diameter`` the linear pair is the projected random walk),
 certifies mu and epsilon lower bounds at confidence 1 - alpha, and compares them (and the exact
-reference value, where known) with every guarantee.  Exit status: 0 (ok / inconclusive),
-1 (VIOLATION), 2 (invalid input).
+reference value, where known) with every guarantee.  The ``canary`` scenario audits the trainer
+itself instead: it trains models with and without a canary and compares the final models
+(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`).  Exit status: 0 (ok /
+inconclusive), 1 (VIOLATION), 2 (invalid input).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lastiterate.cli.audit_canary import add_canary_flags, cmd_audit_canary, refuse_canary_flags
 from lastiterate.cli.common import (
     UsageError,
     add_run_flags,
@@ -25,7 +30,9 @@ from lastiterate.cli.common import (
 )
 from lastiterate.errors import ParameterError, check_in_range, check_positive_int, check_scale
 
-SCENARIOS = ("auto", "quadratic", "linear")
+SCENARIOS = ("auto", "quadratic", "linear", "canary")
+#: chains per world when --samples is not given
+DEFAULT_SAMPLES = 200_000
 #: simulated work per world (chains x steps) above which the audit is refused: about 5e9 chain-steps
 #: take several minutes on one core, and the user chose both factors
 MAX_CHAIN_STEPS = 5e9
@@ -33,25 +40,33 @@ MAX_CHAIN_STEPS = 5e9
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("audit", help="Monte-Carlo audit of the accountant's claims for a run")
-    p.add_argument("scenario", choices=SCENARIOS, help="loss pair: quadratic, linear (projected walk with --diameter), or auto")
+    p.add_argument("scenario", choices=SCENARIOS,
+                   help="loss pair: quadratic, linear (projected walk with --diameter), or auto; "
+                        "canary: train models with and without a canary and audit the final models")
     add_run_flags(p, noise=False)
     a = p.add_argument_group("audit")
-    a.add_argument("--samples", type=int, default=200_000, help="chains per world (default 200000)")
+    a.add_argument("--samples", type=int, help=f"chains per world (default {DEFAULT_SAMPLES})")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     a.add_argument("--alpha", type=float, default=1e-3, help="false-alarm probability of the lower bounds (default 1e-3)")
     a.add_argument("--position", type=int, help="cgd: batch index of the differing example (default the last)")
     a.add_argument("--pair", choices=("auto", "difference", "antipodal"), default="auto",
                    help="differing gradients: g=0 vs g'=-L u (difference), +-L/2 u (antipodal, clipped); "
                         "auto = antipodal with --clip, difference otherwise")
-    a.add_argument("--noise-scale", type=float, default=1.0, help="mutation testing: simulate noise_std * this factor")
+    a.add_argument("--noise-scale", type=float, default=1.0,
+                   help="mutation testing: simulate (canary: train with) noise_std * this factor")
     a.add_argument("--sensitivity-scale", type=float, default=1.0, help="mutation testing: simulate sensitivity * this factor")
+    add_canary_flags(p)
     p.set_defaults(func=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     apply_config(args)
+    if args.scenario == "canary":
+        return cmd_audit_canary(args)
+    refuse_canary_flags(args)
     run = run_from_args(args)
-    n_samples = check_positive_int("samples", args.samples, minimum=10)
+    samples = DEFAULT_SAMPLES if args.samples is None else args.samples
+    n_samples = check_positive_int("samples", samples, minimum=10)
     if n_samples > 50_000_000:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
     if n_samples * run.T > MAX_CHAIN_STEPS:

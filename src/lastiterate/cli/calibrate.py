@@ -1,4 +1,5 @@
-"""``lastiterate calibrate``: the smallest noise or the most epochs within an (epsilon, delta) budget."""
+"""``lastiterate calibrate``: the smallest noise or the most epochs within an
+(epsilon, delta) budget."""
 
 from __future__ import annotations
 
@@ -20,8 +21,13 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("calibrate", help="smallest noise or most epochs within a budget")
     add_run_flags(p, noise=False)
     p.add_argument("--epsilon", type=finite_float, required=True, help="target epsilon")
-    p.add_argument("--solve", choices=("noise", "epochs"), required=True,
-                   help="noise: the smallest noise std for the given steps; epochs: the most epochs for the given noise")
+    p.add_argument(
+        "--solve",
+        choices=("noise", "epochs"),
+        required=True,
+        help="noise: the smallest noise std for the given steps; epochs: the most "
+        "epochs for the given noise",
+    )
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -36,12 +42,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             if args.steps is None and args.epochs is None:
                 raise UsageError("--steps or --epochs is required with --solve noise")
             run = run_from_args(args, noise_std=1.0, noise_multiplier=None)
-            cal = calibrate_noise(run, epsilon=args.epsilon, delta=delta, bounds=args.bound, progress=bar.step)
+            cal = calibrate_noise(
+                run, epsilon=args.epsilon, delta=delta, bounds=args.bound, progress=bar.step
+            )
         else:
             if args.noise_std is None and args.noise_multiplier is None:
-                raise UsageError("--noise-std or --noise-multiplier is required with --solve epochs")
+                raise UsageError(
+                    "--noise-std or --noise-multiplier is required with --solve epochs"
+                )
             run = run_from_args(args, epochs=1, steps=None)
-            cal = calibrate_epochs(run, epsilon=args.epsilon, delta=delta, bounds=args.bound, progress=bar.step)
+            cal = calibrate_epochs(
+                run, epsilon=args.epsilon, delta=delta, bounds=args.bound, progress=bar.step
+            )
     finally:
         bar.close()
     out = cal.to_json()
@@ -50,14 +62,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return 0
     best = out["best"]
     if args.solve == "noise":
-        z = f" (noise multiplier {out['noise_multiplier']:.6g})" if out["noise_multiplier"] is not None else ""
-        print(f"Smallest noise std meeting ({args.epsilon:g}, {delta:g})-DP: sigma = {out['noise_std']:.6g}{z}")
+        z = (
+            f" (noise multiplier {out['noise_multiplier']:.6g})"
+            if out["noise_multiplier"] is not None
+            else ""
+        )
+        print(
+            f"Smallest noise std meeting ({args.epsilon:g}, {delta:g})-DP: sigma = "
+            f"{out['noise_std']:.6g}{z}"
+        )
     else:
-        epochs = ("unlimited (a convergent bound stays within the budget)" if out["epochs"] is None
-                  else f"{out['epochs']:g}")
+        epochs = (
+            "unlimited (a convergent bound stays within the budget)"
+            if out["epochs"] is None
+            else f"{out['epochs']:g}"
+        )
         print(f"Largest number of epochs within ({args.epsilon:g}, {delta:g})-DP: {epochs}")
     if best.get("for_any_number_of_epochs"):
-        print(f"Guarantee for any number of epochs: {best['bound']} ({best['theorem']}), epsilon = {best['epsilon']:.6g}")
+        print(
+            f"Guarantee for any number of epochs: {best['bound']} ({best['theorem']}), "
+            f"epsilon = {best['epsilon']:.6g}"
+        )
     else:
-        print(f"Best bound there: {best['bound']} ({best['theorem']}), epsilon = {best['epsilon']:.6g}")
+        print(
+            f"Best bound there: {best['bound']} ({best['theorem']}), "
+            f"epsilon = {best['epsilon']:.6g}"
+        )
     return 0

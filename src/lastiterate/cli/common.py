@@ -22,7 +22,9 @@ EXIT_OK = 0
 EXIT_VIOLATION = 1  # ``audit`` found a claim below its certified lower bound
 EXIT_USAGE = 2  # invalid input: one line on stderr
 EXIT_NO_BOUND = 3  # ``account``: the input is valid but no theorem gives a guarantee
-EXIT_INTERNAL = 70  # a bug in lastiterate (EX_SOFTWARE): one line, the traceback with LASTITERATE_DEBUG=1
+EXIT_INTERNAL = (
+    70  # a bug in lastiterate (EX_SOFTWARE): one line, the traceback with LASTITERATE_DEBUG=1
+)
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (``| head -1``): 128 + SIGPIPE
 
@@ -49,9 +51,13 @@ def orders(text: str) -> list[float]:
     try:
         values = [float(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"orders={text!r} is invalid: must be comma-separated numbers > 1") from None
+        raise argparse.ArgumentTypeError(
+            f"orders={text!r} is invalid: must be comma-separated numbers > 1"
+        ) from None
     if not values or any(not (a > 1) or not math.isfinite(a) for a in values):
-        raise argparse.ArgumentTypeError(f"orders={text!r} is invalid: every order must be a finite number > 1")
+        raise argparse.ArgumentTypeError(
+            f"orders={text!r} is invalid: every order must be a finite number > 1"
+        )
     return values
 
 
@@ -70,46 +76,76 @@ def finite_float(text: str) -> float:
 #: what the sensitivity L means (help text, README, JSON)
 SENSITIVITY_HELP = (
     "gradient sensitivity L: a bound on ||g(x;z) - g(x;z')|| for ANY two possible examples z, z' "
-    "(replace-one; sampled batches need all pairs, not only the differing one; --clip C gives L = 2C), "
-    "or on ||g(x;z)|| under add-remove (L = C)"
+    "(replace-one; sampled batches need all pairs, not only the differing one; --clip C gives L = "
+    "2C), or on ||g(x;z)|| under add-remove (L = C)"
 )
 
 
 def add_run_flags(p: argparse.ArgumentParser, *, noise: bool) -> None:
     """The flags that describe a :class:`lastiterate.run.Run` and the privacy query."""
     g = p.add_argument_group("run")
-    g.add_argument("--algorithm", choices=RUN_CHOICES["algorithm"], help="full batch, cyclic batches, sampled batches")
+    g.add_argument(
+        "--algorithm",
+        choices=RUN_CHOICES["algorithm"],
+        help="full batch, cyclic batches, sampled batches",
+    )
     g.add_argument("--n", type=int, help="number of examples")
-    g.add_argument("--batch-size", type=int, help="batch size b (expected size for Poisson sampling)")
+    g.add_argument(
+        "--batch-size", type=int, help="batch size b (expected size for Poisson sampling)"
+    )
     steps = g.add_mutually_exclusive_group()
     steps.add_argument("--steps", type=int, help="number of noisy steps T")
     steps.add_argument("--epochs", type=finite_float, help="number of epochs E")
     g.add_argument("--lr", type=finite_float, help="learning rate (constant)")
     nz = g.add_mutually_exclusive_group()
-    nz.add_argument("--noise-std", type=finite_float, help="std sigma of the noise on the AVERAGED gradient")
-    nz.add_argument("--noise-multiplier", type=finite_float,
-                    help="Opacus noise multiplier z (needs --clip): sigma = z*C/b")
+    nz.add_argument(
+        "--noise-std", type=finite_float, help="std sigma of the noise on the AVERAGED gradient"
+    )
+    nz.add_argument(
+        "--noise-multiplier",
+        type=finite_float,
+        help="Opacus noise multiplier z (needs --clip): sigma = z*C/b",
+    )
     g.add_argument("--clip", type=finite_float, help="per-example gradient clip norm C")
     g.add_argument("--sensitivity", type=finite_float, help=SENSITIVITY_HELP)
     g.add_argument("--strong-convexity", type=finite_float, help="strong convexity m")
     g.add_argument("--smoothness", type=finite_float, help="smoothness M")
     g.add_argument("--convex", action="store_true", default=None, help="declare the losses convex")
-    g.add_argument("--contraction", type=finite_float, help="contraction factor c of one step (c < 1: strongly convex)")
+    g.add_argument(
+        "--contraction",
+        type=finite_float,
+        help="contraction factor c of one step (c < 1: strongly convex)",
+    )
     g.add_argument("--diameter", type=finite_float, help="diameter D of the projection set")
-    g.add_argument("--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required)")
-    g.add_argument("--adjacency", choices=RUN_CHOICES["adjacency"], help="neighbouring relation (default replace)")
-    g.add_argument("--config", type=Path, help="TOML file with any of these flags (flags on the command line win)")
+    g.add_argument(
+        "--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required)"
+    )
+    g.add_argument(
+        "--adjacency",
+        choices=RUN_CHOICES["adjacency"],
+        help="neighbouring relation (default replace)",
+    )
+    g.add_argument(
+        "--config",
+        type=Path,
+        help="TOML file with any of these flags (flags on the command line win)",
+    )
     q = p.add_argument_group("query")
     dq = q.add_mutually_exclusive_group()
-    dq.add_argument("--delta", type=finite_float, help="report epsilon at this delta (default 1e-5)")
+    dq.add_argument(
+        "--delta", type=finite_float, help="report epsilon at this delta (default 1e-5)"
+    )
     if noise:
         dq.add_argument("--epsilon", type=finite_float, help="report delta at this epsilon instead")
-    q.add_argument("--bound", action="extend", nargs="+", metavar="ID",
-                   help="restrict to these bound ids (several after one flag, or repeated)")
+    q.add_argument(
+        "--bound",
+        action="extend",
+        nargs="+",
+        metavar="ID",
+        help="restrict to these bound ids (several after one flag, or repeated)",
+    )
     q.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(_parser=p)
-
-
 
 
 # ---------------------------------------------------------------------- config files
@@ -143,7 +179,9 @@ def _typed_config_value(key: str, value: Any, action: argparse.Action) -> Any:
         return items
     if action.choices is not None:
         if not isinstance(value, str) or value not in action.choices:
-            raise UsageError(f"{bad}: must be one of {', '.join(map(str, action.choices))}, not {value!r}")
+            raise UsageError(
+                f"{bad}: must be one of {', '.join(map(str, action.choices))}, not {value!r}"
+            )
         return value
     if action.type is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -197,14 +235,16 @@ def run_from_args(args: argparse.Namespace, **override: Any) -> Any:
 
 # ---------------------------------------------------------------------- output
 def print_json(obj: Any) -> None:
-    """One standard JSON object on stdout (no NaN or Infinity tokens; see :mod:`lastiterate.jsonutil`)."""
+    """One standard JSON object on stdout (no NaN or Infinity tokens; see
+    :mod:`lastiterate.jsonutil`)."""
     from lastiterate.jsonutil import dumps
 
     print(dumps(obj))
 
 
 class ProgressBar:
-    """A tqdm bar on stderr for long searches; silent when stderr is not a terminal or with --json."""
+    """A tqdm bar on stderr for long searches; silent when stderr is not a
+    terminal or with --json."""
 
     def __init__(self, desc: str, *, quiet: bool = False, total: int | None = None) -> None:
         self._bar = None

@@ -14,7 +14,12 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("convert", help="convert between privacy notions")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--mu", type=finite_float, help="Gaussian-DP parameter mu")
-    src.add_argument("--rdp-linear", type=finite_float, metavar="RHO", help="linear RDP curve eps(alpha) = RHO*alpha")
+    src.add_argument(
+        "--rdp-linear",
+        type=finite_float,
+        metavar="RHO",
+        help="linear RDP curve eps(alpha) = RHO*alpha",
+    )
     dq = p.add_mutually_exclusive_group()
     dq.add_argument("--delta", type=finite_float, help="report epsilon at this delta")
     dq.add_argument("--epsilon", type=finite_float, help="report delta at this epsilon (with --mu)")
@@ -47,10 +52,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
         delta = check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
         conv = rdp_linear_to_epsilon(rho, delta)
         eps = float(conv.epsilon)
-        out = {"epsilon": eps, "delta": delta, "mu": None, "rho": rho, "order": float(conv.order) if math.isfinite(conv.order) else None,
-               "conversion": conv.method}
-        text = (f"RDP eps(alpha) = {rho:g}*alpha implies ({eps:.6g}, {delta:.6g})-DP"
-                f"  [{conv.method}, order {conv.order:.4g}]")
+        out = {
+            "epsilon": eps,
+            "delta": delta,
+            "mu": None,
+            "rho": rho,
+            "order": float(conv.order) if math.isfinite(conv.order) else None,
+            "conversion": conv.method,
+        }
+        text = (
+            f"RDP eps(alpha) = {rho:g}*alpha implies ({eps:.6g}, {delta:.6g})-DP"
+            f"  [{conv.method}, order {conv.order:.4g}]"
+        )
     if args.json:
         print_json(out)
     else:

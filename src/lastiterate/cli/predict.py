@@ -18,14 +18,28 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "predict",
         help="apply a model file written by 'train --out' to new data",
-        description="Load MODEL.safetensors (and check its model card), replay the card's preprocessing on the raw "
-                    "features of --dataset and print one prediction per row (class label or target).",
+        description="Load MODEL.safetensors (and check its model card), replay the "
+        "card's preprocessing on the raw features of --dataset and print one prediction "
+        "per row (class label or target).",
     )
-    p.add_argument("--model", required=True, metavar="MODEL.safetensors", help="model file written by 'lastiterate train --out'")
-    p.add_argument("--dataset", required=True, metavar="FILE",
-                   help="FILE.npz with an array X (or X_test / x_test) of raw features, optionally y (then accuracy / MSE "
-                        "is reported), or FILE.npy holding X")
-    p.add_argument("--json", action="store_true", help="print one JSON object (predictions, guarantee, model card path)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL.safetensors",
+        help="model file written by 'lastiterate train --out'",
+    )
+    p.add_argument(
+        "--dataset",
+        required=True,
+        metavar="FILE",
+        help="FILE.npz with an array X (or X_test / x_test) of raw features, optionally y (then "
+        "accuracy / MSE is reported), or FILE.npy holding X",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (predictions, guarantee, model card path)",
+    )
     p.set_defaults(func=run_predict)
 
 
@@ -37,13 +51,27 @@ def run_predict(args: argparse.Namespace) -> int:
     pred = released.predict(X)
     quality = released.score(pred, y) if y is not None else None
     if args.json:
-        print_json({
-            "model": args.model, "card": str(card_path(args.model)), "n": len(pred), "task": released.card.get("task"),
-            "predictions": pred.tolist(), "quality": quality, "guarantee": released.guarantee,
-        })
+        print_json(
+            {
+                "model": args.model,
+                "card": str(card_path(args.model)),
+                "n": len(pred),
+                "task": released.card.get("task"),
+                "predictions": pred.tolist(),
+                "quality": quality,
+                "guarantee": released.guarantee,
+            }
+        )
         return 0
     out = sys.stdout
     out.write("\n".join(str(v) for v in pred.tolist()) + ("\n" if len(pred) else ""))
-    score = "" if quality is None else "; " + ", ".join(f"{k} {v:.4g}" for k, v in quality.items()) + " against y"
-    print(f"{len(pred)} predictions{score}; {released.guarantee.get('statement', '')}", file=sys.stderr)
+    score = (
+        ""
+        if quality is None
+        else "; " + ", ".join(f"{k} {v:.4g}" for k, v in quality.items()) + " against y"
+    )
+    print(
+        f"{len(pred)} predictions{score}; {released.guarantee.get('statement', '')}",
+        file=sys.stderr,
+    )
     return 0

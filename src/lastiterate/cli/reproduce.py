@@ -13,7 +13,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("reproduce", help="regenerate the papers' tables and figures")
     p.add_argument("name", nargs="?", help="experiment name, 'all' or 'list'")
     p.add_argument("--out", default="reproduce-out", help="output folder (default reproduce-out)")
-    p.add_argument("--quick", action="store_true", help="smaller grids where an experiment supports it")
+    p.add_argument(
+        "--quick", action="store_true", help="smaller grids where an experiment supports it"
+    )
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -28,14 +30,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     names = list(registry) if args.name == "all" else [args.name]
     for name in names:
         if name not in registry:
-            raise UsageError(f"name={name!r} is invalid: must be one of all, list, " + ", ".join(registry))
+            raise UsageError(
+                f"name={name!r} is invalid: must be one of all, list, " + ", ".join(registry)
+            )
     outdir = Path(args.out)
     if outdir.exists() and not outdir.is_dir():
         raise UsageError(f"out={args.out!r} is invalid: exists and is not a folder")
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"out={args.out!r} is invalid: cannot create the folder ({exc.strerror or exc})") from None
+        raise UsageError(
+            f"out={args.out!r} is invalid: cannot create the folder ({exc.strerror or exc})"
+        ) from None
     bar = ProgressBar("reproducing", total=len(names))
     try:
         for name in names:
@@ -48,7 +54,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print("  wrote " + ", ".join(str(p) for p in paths))
             if exp.comparisons:
                 agree = len(exp.comparisons) - len(bad)
-                print(f"  {agree}/{len(exp.comparisons)} printed values reproduced to the printed precision")
+                print(
+                    f"  {agree}/{len(exp.comparisons)} printed values "
+                    "reproduced to the printed precision"
+                )
                 for c in bad:
                     print(f"  differs: {c.line()}")
     finally:

@@ -19,8 +19,8 @@ from lastiterate.formatting import fmt_number as _fmt
 from lastiterate.run import RUN_CHOICES
 
 USAGE_EXAMPLE = (
-    "lastiterate train --dataset digits --model logreg --algorithm cgd --epochs 100 --batch-size 256 "
-    "--lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005"
+    "lastiterate train --dataset digits --model logreg --algorithm cgd --epochs 100 --batch-size "
+    "256 --lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005"
 )
 
 
@@ -29,76 +29,189 @@ def add_parser(sub: Any) -> None:
         "train",
         help="train a model with noisy GD/CGD/SGD and attach the last-iterate guarantee",
         description=(
-            "Train with the exact noisy gradient method the theorems assume, build the Run it executed, "
-            "and report the guarantee for releasing the final model (best bound and composition). "
+            "Train with the exact noisy gradient method the theorems assume, build the "
+            "Run it executed, and report the guarantee for releasing the final model "
+            "(best bound and composition). "
             "Example: " + USAGE_EXAMPLE
         ),
     )
     d = p.add_argument_group("data and model")
-    d.add_argument("--dataset", required=True,
-                   help="digits, breast-cancer, iris, wine, diabetes, FILE.npz (X, y[, X_test, y_test]) or a directory of MNIST IDX files")
-    d.add_argument("--model", required=True, choices=("logreg", "linreg", "mlp"),
-                   help="logreg: binary / multinomial logistic regression; linreg: least squares; mlp: a small network")
+    d.add_argument(
+        "--dataset",
+        required=True,
+        help="digits, breast-cancer, iris, wine, diabetes, FILE.npz (X, y[, X_test, y_test]) or a "
+        "directory of MNIST IDX files",
+    )
+    d.add_argument(
+        "--model",
+        required=True,
+        choices=("logreg", "linreg", "mlp"),
+        help="logreg: binary / multinomial logistic regression; linreg: least "
+        "squares; mlp: a small network",
+    )
     d.add_argument("--hidden", default="64", help="mlp hidden widths, comma-separated (default 64)")
-    d.add_argument("--activation", default="tanh", choices=("tanh", "relu", "sigmoid"), help="mlp activation")
-    d.add_argument("--intercept", action="store_true", help="fit an intercept (GLMs; adds 1 to ||x||^2 in the certificate)")
-    d.add_argument("--feature-norm", type=float, help="clip every feature row to this L2 norm R (needed for GLM certificates)")
-    d.add_argument("--test-size", type=float, default=0.2, help="test fraction when the data have no test set (default 0.2)")
-    d.add_argument("--no-standardize", action="store_true", help="same as --scaling clip-only (kept for old scripts)")
-    d.add_argument("--scaling", default="auto", choices=("auto", "public-range", "private", "clip-only", "data-public"),
-                   help="feature scaling, part of the mechanism (default auto: public-range when the data declare a range "
-                        "-- digits 0-16, MNIST 0-255 -- or --feature-range is given, else clip-only). private: means and "
-                        "variances released with the Gaussian mechanism (--statistics-mu), composed into the headline "
-                        "epsilon. data-public: the old training-set mean/std, treated as public -- NOT covered by the "
-                        "printed guarantee")
-    d.add_argument("--feature-range", help="declared public feature range LO,HI (all features) or LO1,HI1;LO2,HI2;... (one per feature)")
-    d.add_argument("--target-range", help="declared public range LO,HI of regression targets (mapped to [-1, 1])")
-    d.add_argument("--statistics-mu", type=float, default=0.5,
-                   help="GDP budget of --scaling private without --target-epsilon (default 0.5)")
-    d.add_argument("--statistics-share", type=float, default=0.1,
-                   help="with --scaling private and --target-epsilon: share of mu^2 given to the statistics (default 0.1)")
+    d.add_argument(
+        "--activation", default="tanh", choices=("tanh", "relu", "sigmoid"), help="mlp activation"
+    )
+    d.add_argument(
+        "--intercept",
+        action="store_true",
+        help="fit an intercept (GLMs; adds 1 to ||x||^2 in the certificate)",
+    )
+    d.add_argument(
+        "--feature-norm",
+        type=float,
+        help="clip every feature row to this L2 norm R (needed for GLM certificates)",
+    )
+    d.add_argument(
+        "--test-size",
+        type=float,
+        default=0.2,
+        help="test fraction when the data have no test set (default 0.2)",
+    )
+    d.add_argument(
+        "--no-standardize",
+        action="store_true",
+        help="same as --scaling clip-only (kept for old scripts)",
+    )
+    d.add_argument(
+        "--scaling",
+        default="auto",
+        choices=("auto", "public-range", "private", "clip-only", "data-public"),
+        help="feature scaling, part of the mechanism (default auto: public-range when the data "
+        "declare a range -- digits 0-16, MNIST 0-255 -- or --feature-range is given, else "
+        "clip-only). private: means and variances released with the Gaussian mechanism "
+        "(--statistics-mu), composed into the headline epsilon. data-public: the old training-set "
+        "mean/std, treated as public -- NOT covered by the printed guarantee",
+    )
+    d.add_argument(
+        "--feature-range",
+        help="declared public feature range LO,HI (all features) or "
+        "LO1,HI1;LO2,HI2;... (one per feature)",
+    )
+    d.add_argument(
+        "--target-range",
+        help="declared public range LO,HI of regression targets (mapped to [-1, 1])",
+    )
+    d.add_argument(
+        "--statistics-mu",
+        type=float,
+        default=0.5,
+        help="GDP budget of --scaling private without --target-epsilon (default 0.5)",
+    )
+    d.add_argument(
+        "--statistics-share",
+        type=float,
+        default=0.1,
+        help="with --scaling private and --target-epsilon: share of mu^2 given to "
+        "the statistics (default 0.1)",
+    )
     a = p.add_argument_group("algorithm")
-    a.add_argument("--algorithm", required=True, choices=RUN_CHOICES["algorithm"], help="full batch, fixed cyclic batches, sampled batches")
-    a.add_argument("--sampling", choices=RUN_CHOICES["sampling"], help="batch sampling for sgd (required with sgd)")
-    a.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
-                   help="sgd: the canonical update; adam: NoisyAdam (post-processing, composition only)")
+    a.add_argument(
+        "--algorithm",
+        required=True,
+        choices=RUN_CHOICES["algorithm"],
+        help="full batch, fixed cyclic batches, sampled batches",
+    )
+    a.add_argument(
+        "--sampling",
+        choices=RUN_CHOICES["sampling"],
+        help="batch sampling for sgd (required with sgd)",
+    )
+    a.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam"),
+        default="sgd",
+        help="sgd: the canonical update; adam: NoisyAdam (post-processing, composition only)",
+    )
     a.add_argument("--epochs", type=float, required=True, help="number of epochs E")
     a.add_argument("--lr", type=float, required=True, help="learning rate (constant)")
-    a.add_argument("--batch-size", type=int, help="batch size b (expected size for Poisson); not used by gd")
+    a.add_argument(
+        "--batch-size", type=int, help="batch size b (expected size for Poisson); not used by gd"
+    )
     nz = a.add_mutually_exclusive_group()
-    nz.add_argument("--noise-std", type=float, help="std sigma of the Gaussian on the AVERAGED gradient")
-    nz.add_argument("--noise-multiplier", type=float, help="Opacus noise multiplier z: sigma = z*C/b")
-    a.add_argument("--target-epsilon", type=float,
-                   help="privacy budget for the final model: alone, calibrates the noise for the planned epochs; "
-                        "with a noise flag, stops training at the last step within the budget")
-    a.add_argument("--clip", type=float, required=True, help="per-example gradient clip norm C (sensitivity L = 2C)")
-    a.add_argument("--diameter", type=float, help="project onto the L2 ball of this diameter D (radius D/2) after every step")
-    a.add_argument("--l2", type=float, default=0.0, help="L2 regularisation lambda (loss + lambda/2 ||x||^2; default 0)")
-    a.add_argument("--seed", type=int,
-                   help="seed of the batches and the noise, for exact reproducibility (default: fresh secret OS entropy "
-                        "every run). A seeded run's guarantee holds only while the seed stays secret and is never reused")
-    a.add_argument("--secure", action="store_true",
-                   help="noise and batches from a cryptographically secure generator, floating-point-safe Gaussian "
-                        "sampler (Holohan-Braghin 2021, as Opacus' secure_mode); slower")
-    a.add_argument("--split-seed", type=int, default=0,
-                   help="seed of the train/test split and the MLP initialisation (public, data-independent; default 0)")
-    a.add_argument("--threads", type=int, help="torch threads (default: 1 for small models, see NoisyMethod.fit)")
+    nz.add_argument(
+        "--noise-std", type=float, help="std sigma of the Gaussian on the AVERAGED gradient"
+    )
+    nz.add_argument(
+        "--noise-multiplier", type=float, help="Opacus noise multiplier z: sigma = z*C/b"
+    )
+    a.add_argument(
+        "--target-epsilon",
+        type=float,
+        help="privacy budget for the final model: alone, calibrates the noise for the planned "
+        "epochs; with a noise flag, stops training at the last step within the budget",
+    )
+    a.add_argument(
+        "--clip",
+        type=float,
+        required=True,
+        help="per-example gradient clip norm C (sensitivity L = 2C)",
+    )
+    a.add_argument(
+        "--diameter",
+        type=float,
+        help="project onto the L2 ball of this diameter D (radius D/2) after every step",
+    )
+    a.add_argument(
+        "--l2",
+        type=float,
+        default=0.0,
+        help="L2 regularisation lambda (loss + lambda/2 ||x||^2; default 0)",
+    )
+    a.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the batches and the noise, for exact reproducibility (default: fresh "
+        "secret OS entropy every run). A seeded run's guarantee holds only while the seed stays "
+        "secret and is never reused",
+    )
+    a.add_argument(
+        "--secure",
+        action="store_true",
+        help="noise and batches from a cryptographically secure generator, floating-point-safe "
+        "Gaussian sampler (Holohan-Braghin 2021, as Opacus' secure_mode); slower",
+    )
+    a.add_argument(
+        "--split-seed",
+        type=int,
+        default=0,
+        help="seed of the train/test split and the MLP initialisation (public, "
+        "data-independent; default 0)",
+    )
+    a.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads (default: 1 for small models, see NoisyMethod.fit)",
+    )
     o = p.add_argument_group("privacy bookkeeping and output")
-    o.add_argument("--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)")
+    o.add_argument(
+        "--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)"
+    )
     o.add_argument("--ledger", help="JSON-lines privacy ledger, appended after every epoch")
-    o.add_argument("--checkpoint", help="checkpoint file (safetensors + JSON, owner-only 0600), written atomically after every "
-                                         "epoch; it holds an intermediate iterate NOT covered by the guarantee: keep it private")
-    o.add_argument("--resume", action="store_true", help="continue from --checkpoint (same run and ledger)")
-    o.add_argument("--out", metavar="MODEL.safetensors",
-                   help="write the final model (safetensors) and its model card (MODEL.card.json: the guarantee, the Run, "
-                        "preprocessing, features; no seed, no diagnostics) -- see lastiterate.train.model_file")
+    o.add_argument(
+        "--checkpoint",
+        help="checkpoint file (safetensors + JSON, owner-only 0600), written atomically "
+        "after every epoch; it holds an intermediate iterate NOT covered by the "
+        "guarantee: keep it private",
+    )
+    o.add_argument(
+        "--resume", action="store_true", help="continue from --checkpoint (same run and ledger)"
+    )
+    o.add_argument(
+        "--out",
+        metavar="MODEL.safetensors",
+        help="write the final model (safetensors) and its model card (MODEL.card.json: the "
+        "guarantee, the Run, preprocessing, features; no seed, no diagnostics) -- see "
+        "lastiterate.train.model_file",
+    )
     o.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_train)
 
 
 NON_PRIVATE_NOTE = (
-    "computed from the private training and test data and from the training process: NOT covered by the "
-    "guarantee, keep private (the model card leaves them out)"
+    "computed from the private training and test data and from the training process: NOT covered "
+    "by the guarantee, keep private (the model card leaves them out)"
 )
 
 
@@ -123,7 +236,10 @@ def run_train(args: argparse.Namespace) -> int:
     if args.resume and not args.checkpoint:
         raise _usage("--resume needs --checkpoint FILE")
     if args.algorithm == "sgd" and args.sampling is None:
-        raise _usage("--sampling is required with --algorithm sgd: one of poisson, uniform, shuffle (no default is assumed)")
+        raise _usage(
+            "--sampling is required with --algorithm sgd: one of poisson, uniform, "
+            "shuffle (no default is assumed)"
+        )
     if args.algorithm != "sgd" and args.sampling is not None:
         raise _usage(f"--sampling only applies to --algorithm sgd, not {args.algorithm}")
     if args.algorithm != "gd" and args.batch_size is None:
@@ -133,7 +249,9 @@ def run_train(args: argparse.Namespace) -> int:
     check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
     if args.seed is not None:
         check_int_in_range("seed", args.seed, 0, 2**32 - 1)  # NumPy's legacy seed range
-    check_int_in_range("split_seed", args.split_seed, 0, 2**32 - 1)  # scikit-learn's split seed range
+    check_int_in_range(
+        "split_seed", args.split_seed, 0, 2**32 - 1
+    )  # scikit-learn's split seed range
     if args.threads is not None:
         check_int_in_range("threads", args.threads, 1, 256)
     if args.target_epsilon is not None:
@@ -160,42 +278,88 @@ def run_train(args: argparse.Namespace) -> int:
     )
 
     if args.no_standardize and args.scaling not in ("auto", "clip-only"):
-        raise _usage(f"--no-standardize means --scaling clip-only; it contradicts --scaling {args.scaling}")
+        raise _usage(
+            f"--no-standardize means --scaling clip-only; it contradicts --scaling {args.scaling}"
+        )
     if args.resume and args.scaling == "private":
-        raise _usage("--resume is not supported with --scaling private: the private statistics are not in the "
-                     "checkpoint, and drawing them again would spend their budget twice")
+        raise _usage(
+            "--resume is not supported with --scaling private: the private statistics are not in "
+            "the checkpoint, and drawing them again would spend their budget twice"
+        )
     scaling = "clip-only" if args.no_standardize else args.scaling
     split = None
     if scaling == "private" and args.target_epsilon is not None:
         split = pp.split_budget(args.target_epsilon, args.delta, args.statistics_share)
-    raw = load_dataset(args.dataset, seed=args.split_seed, test_size=args.test_size, standardize=False)
-    data, prep = pp.preprocess(raw, scaling=scaling, feature_range=args.feature_range, target_range=args.target_range,
-                               statistics_mu=split.statistics_mu if split else args.statistics_mu,
-                               feature_norm=args.feature_norm)
+    raw = load_dataset(
+        args.dataset, seed=args.split_seed, test_size=args.test_size, standardize=False
+    )
+    data, prep = pp.preprocess(
+        raw,
+        scaling=scaling,
+        feature_range=args.feature_range,
+        target_range=args.target_range,
+        statistics_mu=split.statistics_mu if split else args.statistics_mu,
+        feature_norm=args.feature_norm,
+    )
     dtype = torch.float64
     if args.model == "logreg":
         if data.task != "classification":
-            raise ParameterError("model", "logreg", f"needs class labels; {data.name} is a regression dataset (use linreg)")
-        assert data.n_classes is not None  # load_dataset sets n_classes for every classification dataset
+            raise ParameterError(
+                "model",
+                "logreg",
+                f"needs class labels; {data.name} is a regression dataset (use linreg)",
+            )
+        assert (
+            data.n_classes is not None
+        )  # load_dataset sets n_classes for every classification dataset
         if data.n_classes == 2:
-            model: Any = GLM(data.n_features, 1, "binary-logistic", intercept=args.intercept, dtype=dtype)
+            model: Any = GLM(
+                data.n_features, 1, "binary-logistic", intercept=args.intercept, dtype=dtype
+            )
         else:
-            model = GLM(data.n_features, data.n_classes, "multinomial-logistic", intercept=args.intercept, dtype=dtype)
+            model = GLM(
+                data.n_features,
+                data.n_classes,
+                "multinomial-logistic",
+                intercept=args.intercept,
+                dtype=dtype,
+            )
     elif args.model == "linreg":
         if data.task != "regression":
-            raise ParameterError("model", "linreg", f"needs real-valued targets; {data.name} is a classification dataset (use logreg or mlp)")
+            raise ParameterError(
+                "model",
+                "linreg",
+                f"needs real-valued targets; {data.name} is a classification "
+                "dataset (use logreg or mlp)",
+            )
         model = GLM(data.n_features, 1, "least-squares", intercept=args.intercept, dtype=dtype)
     else:
         if data.task == "classification":
-            assert data.n_classes is not None  # load_dataset sets n_classes for every classification dataset
-            net = mlp(data.n_features, int(data.n_classes), hidden, args.activation, seed=args.split_seed, dtype=dtype)
+            assert (
+                data.n_classes is not None
+            )  # load_dataset sets n_classes for every classification dataset
+            net = mlp(
+                data.n_features,
+                int(data.n_classes),
+                hidden,
+                args.activation,
+                seed=args.split_seed,
+                dtype=dtype,
+            )
             model = ModuleModel(net, "cross-entropy")
         else:
-            net = mlp(data.n_features, 1, hidden, args.activation, seed=args.split_seed, dtype=dtype)
+            net = mlp(
+                data.n_features, 1, hidden, args.activation, seed=args.split_seed, dtype=dtype
+            )
             model = ModuleModel(net, "mse")
 
     common: dict[str, Any] = {
-        "lr": args.lr, "clip": args.clip, "l2": args.l2, "diameter": args.diameter, "feature_norm": args.feature_norm, "seed": args.seed,
+        "lr": args.lr,
+        "clip": args.clip,
+        "l2": args.l2,
+        "diameter": args.diameter,
+        "feature_norm": args.feature_norm,
+        "seed": args.seed,
         "secure": args.secure,
     }
     if args.noise_std is not None:
@@ -237,8 +401,16 @@ def run_train(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # the seeded-run warning is printed below as one line
         warnings.simplefilter("ignore", SeededRunWarning)
         result = method.fit(
-            data.X_train, data.y_train, epochs=args.epochs, target_epsilon=target_for_stop, delta=args.delta,
-            ledger=args.ledger, checkpoint=args.checkpoint, resume=args.resume, progress=progress, threads=args.threads,
+            data.X_train,
+            data.y_train,
+            epochs=args.epochs,
+            target_epsilon=target_for_stop,
+            delta=args.delta,
+            ledger=args.ledger,
+            checkpoint=args.checkpoint,
+            resume=args.resume,
+            progress=progress,
+            threads=args.threads,
         )
     if result.randomness["warning"]:
         print(f"warning: {result.randomness['warning']}", file=sys.stderr)
@@ -248,14 +420,21 @@ def run_train(args: argparse.Namespace) -> int:
     rep = report.to_json()
     from lastiterate.accountant import account as _account
 
-    guarantee = pp.compose_with_preprocessing(report, prep, account_at=lambda d1: _account(result.run, delta=d1))
+    guarantee = pp.compose_with_preprocessing(
+        report, prep, account_at=lambda d1: _account(result.run, delta=d1)
+    )
     if args.ledger and prep.mu != 0.0:
         from lastiterate.train.ledger import Ledger
 
-        Ledger(args.ledger).open().append({
-            "run_id": result.run_id, "event": "preprocessing", "steps_done": result.steps,
-            "preprocessing": prep.to_json(), "guarantee_with_preprocessing": guarantee.to_json(),
-        })
+        Ledger(args.ledger).open().append(
+            {
+                "run_id": result.run_id,
+                "event": "preprocessing",
+                "steps_done": result.steps,
+                "preprocessing": prep.to_json(),
+                "guarantee_with_preprocessing": guarantee.to_json(),
+            }
+        )
     comp = composition_summary(report)
     cert = result.certificate
     model_file = None
@@ -263,8 +442,13 @@ def run_train(args: argparse.Namespace) -> int:
         from lastiterate.train.model_file import check_replay, model_card, save_model
 
         check_replay(data, raw)
-        card = model_card(result, data, method=type(method).__name__, preprocessing=prep.to_json(),
-                          with_preprocessing=guarantee.to_json())
+        card = model_card(
+            result,
+            data,
+            method=type(method).__name__,
+            preprocessing=prep.to_json(),
+            with_preprocessing=guarantee.to_json(),
+        )
         model_file = [str(p) for p in save_model(args.out, model, card)]
     out: dict[str, Any] = {
         "non_private_diagnostics": {
@@ -277,7 +461,9 @@ def run_train(args: argparse.Namespace) -> int:
             "test_mse": test_eval["mse"],
             "clipped_fraction": result.clipped_fraction,
         },
-        "model_file": None if model_file is None else {"parameters": model_file[0], "card": model_file[1]},
+        "model_file": None
+        if model_file is None
+        else {"parameters": model_file[0], "card": model_file[1]},
         "steps": result.steps,
         "planned_steps": result.planned_run.T,
         "epochs": result.run.E,
@@ -286,7 +472,10 @@ def run_train(args: argparse.Namespace) -> int:
         "run": result.run.setting(),
         "delta": rep["delta"],
         "guarantee": guarantee.to_json(),
-        "preprocessing": {**prep.to_json(), "budget_split": None if split is None else split.to_json()},
+        "preprocessing": {
+            **prep.to_json(),
+            "budget_split": None if split is None else split.to_json(),
+        },
         "best": rep["best"],
         "results": rep["results"],
         "not_applicable": rep["not_applicable"],
@@ -298,9 +487,12 @@ def run_train(args: argparse.Namespace) -> int:
         "resumed_from": result.resumed_from,
         "run_id": result.run_id,
         "dataset": data.describe(),
-        "model": {"kind": args.model, "family": getattr(model, "family", None),
-                  "per_example_gradients": "closed form" if isinstance(model, GLM) else model.method,
-                  "optimizer": args.optimizer},
+        "model": {
+            "kind": args.model,
+            "family": getattr(model, "family", None),
+            "per_example_gradients": "closed form" if isinstance(model, GLM) else model.method,
+            "optimizer": args.optimizer,
+        },
         "parameters_sha256": parameters_digest(model),
         "ledger": args.ledger,
         "checkpoint": args.checkpoint,
@@ -314,23 +506,31 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+_NOISY_ALGORITHM = {"gd": "NoisyGD", "cgd": "NoisyCGD", "sgd": "NoisySGD"}
+
+
 def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespace) -> str:
     lines = []
     fam = out["model"]["family"]
     lines.append(
         f"Trained {args.model} ({fam}) on {data.name} (n={data.n}, d={data.n_features}) with "
-        f"{'NoisyAdam' if args.optimizer == 'adam' else {'gd': 'NoisyGD', 'cgd': 'NoisyCGD', 'sgd': 'NoisySGD'}[args.algorithm]}"
-        f"{'(' + args.sampling + ')' if args.sampling else ''}: {out['steps']} steps ({_fmt(out['epochs'])} epochs) "
+        f"{'NoisyAdam' if args.optimizer == 'adam' else _NOISY_ALGORITHM[args.algorithm]}"
+        f"{'(' + args.sampling + ')' if args.sampling else ''}: {out['steps']} steps "
+        f"({_fmt(out['epochs'])} epochs) "
         f"in {out['train_seconds']:.2f} s of training"
     )
     diag = out["non_private_diagnostics"]
     if diag["train_accuracy"] is not None:
-        lines.append(f"  non-private diagnostics: train accuracy {_fmt(diag['train_accuracy'])}, test accuracy "
-                     f"{_fmt(diag['test_accuracy'])} (loss {_fmt(diag['train_loss'])} / {_fmt(diag['test_loss'])}), "
-                     f"clipped fraction {_fmt(diag['clipped_fraction'], 3)}")
+        lines.append(
+            f"  non-private diagnostics: train accuracy {_fmt(diag['train_accuracy'])}, test "
+            f"accuracy {_fmt(diag['test_accuracy'])} (loss {_fmt(diag['train_loss'])} / "
+            f"{_fmt(diag['test_loss'])}), clipped fraction {_fmt(diag['clipped_fraction'], 3)}"
+        )
     else:
-        lines.append(f"  non-private diagnostics: train MSE {_fmt(diag['train_mse'])}, test MSE {_fmt(diag['test_mse'])}, "
-                     f"clipped fraction {_fmt(diag['clipped_fraction'], 3)}")
+        lines.append(
+            f"  non-private diagnostics: train MSE {_fmt(diag['train_mse'])}, test MSE "
+            f"{_fmt(diag['test_mse'])}, clipped fraction {_fmt(diag['clipped_fraction'], 3)}"
+        )
     lines.append(f"  ({NON_PRIVATE_NOTE})")
     g = out["geometry"]
     if g["certified"]:
@@ -342,29 +542,59 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
             lines.append(f"  hint: {g['hint']}")
     lines.extend(out["notes"])
     rnd = out["randomness"]
-    lines.append("Noise and batches: " + ("SEEDED (reproducible; the guarantee needs the seed secret and never reused)"
-                                          if rnd["seeded"] else "fresh secret OS entropy (not written to any output)")
-                 + ("; secure CSPRNG sampler" if rnd["secure"] else ""))
+    lines.append(
+        "Noise and batches: "
+        + (
+            "SEEDED (reproducible; the guarantee needs the seed secret and never reused)"
+            if rnd["seeded"]
+            else "fresh secret OS entropy (not written to any output)"
+        )
+        + ("; secure CSPRNG sampler" if rnd["secure"] else "")
+    )
     best = out["best"]
     g, p = out["guarantee"], out["preprocessing"]
-    lines.append(f"Preprocessing: {p['description']}" + (f" (epsilon {_fmt(g['preprocessing_epsilon'])} alone)" if p["mu"] else ""))
+    lines.append(
+        f"Preprocessing: {p['description']}"
+        + (f" (epsilon {_fmt(g['preprocessing_epsilon'])} alone)" if p["mu"] else "")
+    )
     if p["budget_split"] is not None:
-        lines.append(f"  {p['budget_split']['rule']}: mu_total {_fmt(p['budget_split']['mu_total'])} = "
-                     f"training {_fmt(p['budget_split']['training_mu'])} (+) statistics {_fmt(p['budget_split']['statistics_mu'])}")
+        lines.append(
+            f"  {p['budget_split']['rule']}: mu_total {_fmt(p['budget_split']['mu_total'])} = "
+            f"training {_fmt(p['budget_split']['training_mu'])} (+) statistics "
+            f"{_fmt(p['budget_split']['statistics_mu'])}"
+        )
     if best is not None:
-        lines.append(f"Training alone (the final model given the preprocessed data): ({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "
-                     f"[{best['bound']}: {best['theorem']}]")
-        lines.append(f"Releasing only the final model is ({_fmt(g['epsilon'])}, {g['delta']:.3g})-DP"
-                     + ("  -- preprocessing NOT covered (statistics treated as public)" if not g["covers_preprocessing"]
-                        else f", preprocessing included  [{g['method']}]"))
+        lines.append(
+            "Training alone (the final model given the preprocessed data): "
+            f"({_fmt(best['epsilon'])}, {best['delta']:.3g})-DP  "
+            f"[{best['bound']}: {best['theorem']}]"
+        )
+        lines.append(
+            f"Releasing only the final model is ({_fmt(g['epsilon'])}, {g['delta']:.3g})-DP"
+            + (
+                "  -- preprocessing NOT covered (statistics treated as public)"
+                if not g["covers_preprocessing"]
+                else f", preprocessing included  [{g['method']}]"
+            )
+        )
     comp = out["composition"]
     if comp is not None:
-        lines.append(f"Composition (every iterate released) gives epsilon = {_fmt(comp['epsilon'])}  [{comp['bound']}]"
-                     + ("  (training only, before the preprocessing's cost)" if g["preprocessing_mu"] else ""))
+        lines.append(
+            "Composition (every iterate released) gives epsilon = "
+            f"{_fmt(comp['epsilon'])}  [{comp['bound']}]"
+            + (
+                "  (training only, before the preprocessing's cost)"
+                if g["preprocessing_mu"]
+                else ""
+            )
+        )
     if out["ledger"]:
         lines.append(f"Ledger: {out['ledger']}")
     if out["model_file"]:
-        lines.append(f"Model written to {out['model_file']['parameters']} (model card {out['model_file']['card']})")
+        lines.append(
+            f"Model written to {out['model_file']['parameters']} (model card "
+            f"{out['model_file']['card']})"
+        )
     lines.append("")
     lines.append(report.format().replace("Releasing only the final model is", "Training alone:"))
     return "\n".join(lines)

@@ -116,7 +116,8 @@ def mnist_run(algorithm: str, epochs: int, lam: float | None = 0.002) -> Run:
         kw.update(strong_convexity=lam, smoothness=32.5)
     if algorithm == "sgd":
         kw["sampling"] = "uniform"
-    return Run(algorithm=algorithm, **kw)  # type: ignore[arg-type]  # "cgd" or "sgd", from the tables
+    # "cgd" or "sgd", from the tables
+    return Run(algorithm=algorithm, **kw)  # type: ignore[arg-type]
 
 
 def table7_run(T: int, c: float) -> Run:

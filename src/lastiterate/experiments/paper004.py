@@ -149,7 +149,6 @@ def pld_epsilon(sigma: float, epochs: float, delta: float = DELTA):  # type: ign
 def min_error_sum_gdp(mu: float) -> float:
     """min_alpha alpha + G_mu(alpha), attained at the symmetric point alpha = Phi(-mu/2)."""
 
-
     a = float(ndtr(-mu / 2.0))
     return a + float(gaussian_tradeoff(a, mu))
 

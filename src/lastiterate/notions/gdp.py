@@ -1,7 +1,7 @@
 """Gaussian differential privacy (mu-GDP) and its exact conversions.
 
-Reference: docs/theorems.md section 1.1 (tradeoff functions, ``G_mu``), 1.2 (GDP -> (eps, delta), exact
-in both directions) and 1.4 (GDP -> RDP).
+Reference: docs/theorems.md section 1.1 (tradeoff functions, ``G_mu``), 1.2 (GDP -> (eps, delta),
+exact in both directions) and 1.4 (GDP -> RDP).
 
 Conventions
 -----------
@@ -53,7 +53,10 @@ def _check_mu(mu: float) -> float:
     m = check_nonnegative("mu", mu)
     if m > MU_MAX:
         raise ParameterError(
-            "mu", mu, f"must be in [0, {MU_MAX:g}]: beyond, epsilon exceeds 5e11 and cannot be evaluated accurately"
+            "mu",
+            mu,
+            f"must be in [0, {MU_MAX:g}]: beyond, epsilon exceeds 5e11 and "
+            "cannot be evaluated accurately",
         )
     return m
 
@@ -82,7 +85,8 @@ def _scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
 
 
 def gaussian_tradeoff(alpha: ArrayLike, mu: float) -> np.ndarray:
-    """Gaussian tradeoff function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` (docs/theorems.md 1.1).
+    """Gaussian tradeoff function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)``
+    (docs/theorems.md 1.1).
 
     ``alpha`` must lie in ``[0, 1]``; ``mu >= 0``. Computed as ``ndtr(-ndtri(alpha) - mu)`` (using
     ``Phi^{-1}(1 - alpha) = -Phi^{-1}(alpha)``), which keeps full relative accuracy for tiny alpha.
@@ -175,8 +179,8 @@ def smallest_epsilon(
     max_epsilon: float = math.inf,
 ) -> float:
     """Smallest ``eps >= 0`` with ``delta_of_epsilon(eps) <= delta`` for a non-increasing privacy
-    profile: 0 if it already holds at 0; otherwise an expanding bracket from ``hi`` (``inf`` once the
-    bracket passes ``max_epsilon``), ``scipy.optimize.brentq``, then an upward nudge until the
+    profile: 0 if it already holds at 0; otherwise an expanding bracket from ``hi`` (``inf`` once
+    the bracket passes ``max_epsilon``), ``scipy.optimize.brentq``, then an upward nudge until the
     inequality holds exactly in floating point, so the result never under-reports."""
     if delta_of_epsilon(0.0) <= delta:
         return 0.0
@@ -247,8 +251,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 
 def gdp_to_rdp(mu: float, orders: ArrayLike) -> np.ndarray:
-    """mu-GDP implies ``(alpha, alpha mu^2 / 2)``-RDP for every alpha > 1 (docs/theorems.md 1.4; tight
-    for the Gaussian mechanism). ``orders`` must all be > 1."""
+    """mu-GDP implies ``(alpha, alpha mu^2 / 2)``-RDP for every alpha > 1 (docs/theorems.md 1.4;
+    tight for the Gaussian mechanism). ``orders`` must all be > 1."""
     m = _check_mu(mu)
     a = _as_float_array("orders", orders)
     if (a <= 1).any() or np.isinf(a).any():

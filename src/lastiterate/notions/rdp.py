@@ -500,8 +500,8 @@ def rdp_to_epsilon(
 
 
 RHO_LINEAR_MAX = 1e12
-"""Largest slope of a linear RDP curve converted (mu-GDP has rho = mu^2/2 <= 5e11 for mu <= 1e6); far
-beyond it the optimal order approaches 1 closer than double precision resolves."""
+"""Largest slope of a linear RDP curve converted (mu-GDP has rho = mu^2/2 <= 5e11 for mu <= 1e6);
+far beyond it the optimal order approaches 1 closer than double precision resolves."""
 
 
 def rdp_linear_to_epsilon(
@@ -513,7 +513,9 @@ def rdp_linear_to_epsilon(
     CLI ``--rdp-linear RHO --delta D``."""
     r = check_nonnegative("rho", rho)
     if r > RHO_LINEAR_MAX:
-        raise ParameterError("rho", rho, f"must be in [0, {RHO_LINEAR_MAX:g}] (epsilon about rho beyond)")
+        raise ParameterError(
+            "rho", rho, f"must be in [0, {RHO_LINEAR_MAX:g}] (epsilon about rho beyond)"
+        )
     d = _check_delta(delta)
     ms = _check_methods(methods)
     if r == 0.0:

@@ -15,9 +15,10 @@ Modules: :mod:`~.sampling` (batches with the accountant's semantics), :mod:`~.ge
 certificates), :mod:`~.models` (closed-form / per-layer per-example gradients), :mod:`~.trainer`
 (NoisyGD, NoisyCGD, NoisySGD, NoisyAdam), :mod:`~.ledger` (privacy ledger, checkpoints),
 :mod:`~.budget` (budget stop), :mod:`~.data` (datasets), :mod:`~.preprocessing` (scaling inside the
-guarantee), :mod:`~.randomness` (secret or seeded noise and batches), :mod:`~.model_file` (the released
-model file and its card: ``load_model``), :mod:`~.opacus_accountant` (an Opacus ``IAccountant``).
-The command line (``lastiterate train``, ``lastiterate predict``) lives in :mod:`lastiterate.cli`.
+guarantee), :mod:`~.randomness` (secret or seeded noise and batches), :mod:`~.model_file` (the
+released model file and its card: ``load_model``), :mod:`~.opacus_accountant` (an Opacus
+``IAccountant``). The command line (``lastiterate train``, ``lastiterate predict``) lives in
+:mod:`lastiterate.cli`.
 
 Importing this package is cheap: torch is imported only when a torch-based name is first used.
 """
@@ -28,19 +29,46 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Sampler": "sampling", "make_sampler": "sampling", "balanced_partition": "sampling",
-    "Certificate": "geometry", "glm_certificate": "geometry", "uncertified": "geometry",
-    "GLM": "models", "ModuleModel": "models", "mlp": "models", "parameters_digest": "models",
-    "NoisyGD": "trainer", "NoisyCGD": "trainer", "NoisySGD": "trainer", "NoisyAdam": "trainer",
-    "NoisyMethod": "trainer", "TrainResult": "trainer", "evaluate": "trainer", "l2_ball": "trainer",
+    "Sampler": "sampling",
+    "make_sampler": "sampling",
+    "balanced_partition": "sampling",
+    "Certificate": "geometry",
+    "glm_certificate": "geometry",
+    "uncertified": "geometry",
+    "GLM": "models",
+    "ModuleModel": "models",
+    "mlp": "models",
+    "parameters_digest": "models",
+    "NoisyGD": "trainer",
+    "NoisyCGD": "trainer",
+    "NoisySGD": "trainer",
+    "NoisyAdam": "trainer",
+    "NoisyMethod": "trainer",
+    "TrainResult": "trainer",
+    "evaluate": "trainer",
+    "l2_ball": "trainer",
     "clip_rows": "trainer",
-    "Ledger": "ledger", "read_ledger": "ledger", "save_checkpoint": "ledger", "load_checkpoint": "ledger",
-    "allowed_steps": "budget", "Budget": "budget", "truncate": "budget",
-    "Dataset": "data", "load_dataset": "data", "load_idx": "data", "load_mnist": "data", "write_idx": "data",
+    "Ledger": "ledger",
+    "read_ledger": "ledger",
+    "save_checkpoint": "ledger",
+    "load_checkpoint": "ledger",
+    "allowed_steps": "budget",
+    "Budget": "budget",
+    "truncate": "budget",
+    "Dataset": "data",
+    "load_dataset": "data",
+    "load_idx": "data",
+    "load_mnist": "data",
+    "write_idx": "data",
     "LastIterateAccountant": "opacus_accountant",
-    "preprocess": "preprocessing", "Preprocessing": "preprocessing",
-    "Randomness": "randomness", "SeededRunWarning": "randomness",
-    "load_model": "model_file", "save_model": "model_file", "model_card": "model_file", "ReleasedModel": "model_file",
+    "preprocess": "preprocessing",
+    "Preprocessing": "preprocessing",
+    "Randomness": "randomness",
+    "SeededRunWarning": "randomness",
+    "load_model": "model_file",
+    "save_model": "model_file",
+    "model_card": "model_file",
+    "ReleasedModel": "model_file",
 }
 
 __all__ = list(_EXPORTS)

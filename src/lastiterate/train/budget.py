@@ -55,13 +55,14 @@ class Budget:
     def message(self) -> str:
         if self.stops_early:
             return (
-                f"budget stop: the final-model guarantee stays within epsilon={self.target_epsilon:g} "
-                f"(delta={self.delta:g}) for {self.allowed_steps} of the {self.planned_steps} planned steps "
-                f"(epsilon={self.epsilon_at_stop:.6g} there, {self.bound_at_stop}); training stops at step "
-                f"{self.allowed_steps}"
+                "budget stop: the final-model guarantee stays within "
+                f"epsilon={self.target_epsilon:g} (delta={self.delta:g}) for {self.allowed_steps} "
+                f"of the {self.planned_steps} planned steps (epsilon={self.epsilon_at_stop:.6g} "
+                f"there, {self.bound_at_stop}); training stops at step {self.allowed_steps}"
             )
         return (
-            f"budget: all {self.planned_steps} planned steps fit within epsilon={self.target_epsilon:g} "
+            f"budget: all {self.planned_steps} planned steps fit within "
+            f"epsilon={self.target_epsilon:g} "
             f"(epsilon={self.epsilon_at_stop:.6g}, {self.bound_at_stop})"
         )
 
@@ -78,8 +79,9 @@ class Budget:
         }
 
 
-def allowed_steps(run: Run, target_epsilon: float, delta: float = 1e-5,
-                  bounds: Sequence[str] | None = None) -> Budget:
+def allowed_steps(
+    run: Run, target_epsilon: float, delta: float = 1e-5, bounds: Sequence[str] | None = None
+) -> Budget:
     """The largest t <= run.T with ``best_epsilon(truncate(run, t)) <= target_epsilon``.
 
     Raises :class:`ParameterError` when even one step exceeds the target.
@@ -98,9 +100,10 @@ def allowed_steps(run: Run, target_epsilon: float, delta: float = 1e-5,
         return Budget(target, delta, T, T, cache[T][0], cache[T][1], cache[T][0])
     if eps(1) > target:
         raise ParameterError(
-            "target_epsilon", target_epsilon,
-            f"is below the guarantee of a single step (epsilon={cache[1][0]:.6g} at delta={delta:g}); "
-            "raise it or the noise",
+            "target_epsilon",
+            target_epsilon,
+            f"is below the guarantee of a single step (epsilon={cache[1][0]:.6g} at "
+            f"delta={delta:g}); raise it or the noise",
         )
     # expanding search from below, then bisection: lo is feasible, hi is not
     lo, hi = 1, 2

@@ -83,20 +83,33 @@ class Dataset:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "name": self.name, "task": self.task, "n_train": self.n, "n_test": len(self.y_test),
-            "n_features": self.n_features, "n_classes": self.n_classes, "feature_norm": self.feature_norm,
+            "name": self.name,
+            "task": self.task,
+            "n_train": self.n,
+            "n_test": len(self.y_test),
+            "n_features": self.n_features,
+            "n_classes": self.n_classes,
+            "feature_norm": self.feature_norm,
             "notes": list(self.notes),
         }
 
 
 # ---------------------------------------------------------------------- IDX (MNIST) files
 _IDX_TYPES: dict[int, np.dtype[Any]] = {
-    0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
 }
 _IDX_CODES: dict[np.dtype[Any], int] = {
-    np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(">i2"): 0x0B,
-    np.dtype(">i4"): 0x0C, np.dtype(">f4"): 0x0D, np.dtype(">f8"): 0x0E,
+    np.dtype(np.uint8): 0x08,
+    np.dtype(np.int8): 0x09,
+    np.dtype(">i2"): 0x0B,
+    np.dtype(">i4"): 0x0C,
+    np.dtype(">f4"): 0x0D,
+    np.dtype(">f8"): 0x0E,
 }
 
 
@@ -119,8 +132,16 @@ def load_idx(path: str | os.PathLike[str]) -> np.ndarray:
     dims = struct.unpack(">" + "I" * ndim, data[4:header])
     count = int(np.prod(dims)) if dims else 1
     if len(data) - header != count * dtype.itemsize:
-        raise ParameterError("dataset", str(p), f"IDX payload has {len(data) - header} bytes, expected {count * dtype.itemsize}")
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
+        raise ParameterError(
+            "dataset",
+            str(p),
+            f"IDX payload has {len(data) - header} bytes, expected {count * dtype.itemsize}",
+        )
+    return (
+        np.frombuffer(data, dtype=dtype, offset=header)
+        .reshape(dims)
+        .astype(dtype.newbyteorder("="))
+    )
 
 
 def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
@@ -128,7 +149,9 @@ def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
     a = np.asarray(array)
     big = a.dtype.newbyteorder(">") if a.dtype.itemsize > 1 else a.dtype
     if big not in _IDX_CODES:
-        raise ParameterError("array", str(a.dtype), "must be uint8, int8, int16, int32, float32 or float64")
+        raise ParameterError(
+            "array", str(a.dtype), "must be uint8, int8, int16, int32, float32 or float64"
+        )
     p = Path(path)
     header = bytes([0, 0, _IDX_CODES[big], a.ndim]) + struct.pack(">" + "I" * a.ndim, *a.shape)
     payload = header + a.astype(big).tobytes()
@@ -140,12 +163,16 @@ def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
 
 
 _MNIST_FILES = {
-    "X_train": "train-images-idx3-ubyte", "y_train": "train-labels-idx1-ubyte",
-    "X_test": "t10k-images-idx3-ubyte", "y_test": "t10k-labels-idx1-ubyte",
+    "X_train": "train-images-idx3-ubyte",
+    "y_train": "train-labels-idx1-ubyte",
+    "X_test": "t10k-images-idx3-ubyte",
+    "y_test": "t10k-labels-idx1-ubyte",
 }
 
 
-def load_mnist(directory: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def load_mnist(
+    directory: str | os.PathLike[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """MNIST from a directory of the four IDX files (``.gz`` or not; ``-`` or ``.`` before ``idx``).
 
     Returns ``X_train, y_train, X_test, y_test`` with images flattened and scaled to [0, 1].
@@ -153,10 +180,14 @@ def load_mnist(directory: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarra
     d = Path(directory)
     out: dict[str, np.ndarray] = {}
     for key, stem in _MNIST_FILES.items():
-        candidates = [d / f"{s}{ext}" for s in (stem, stem.replace("-idx", ".idx")) for ext in ("", ".gz")]
+        candidates = [
+            d / f"{s}{ext}" for s in (stem, stem.replace("-idx", ".idx")) for ext in ("", ".gz")
+        ]
         found = next((c for c in candidates if c.exists()), None)
         if found is None:
-            raise ParameterError("dataset", str(d), f"has no {stem}[.gz] (an MNIST directory needs the 4 IDX files)")
+            raise ParameterError(
+                "dataset", str(d), f"has no {stem}[.gz] (an MNIST directory needs the 4 IDX files)"
+            )
         out[key] = load_idx(found)
     X_train = out["X_train"].reshape(len(out["X_train"]), -1).astype(np.float64) / 255.0
     X_test = out["X_test"].reshape(len(out["X_test"]), -1).astype(np.float64) / 255.0
@@ -164,7 +195,9 @@ def load_mnist(directory: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarra
 
 
 # ---------------------------------------------------------------------- loading
-def _split(X: np.ndarray, y: np.ndarray, test_size: float, seed: int, stratify: bool) -> tuple[np.ndarray, ...]:
+def _split(
+    X: np.ndarray, y: np.ndarray, test_size: float, seed: int, stratify: bool
+) -> tuple[np.ndarray, ...]:
     from sklearn.model_selection import train_test_split
 
     strat = y if stratify else None
@@ -186,8 +219,8 @@ def load_dataset(
     feature_norm: float | None = None,
     standardize: bool = True,
 ) -> Dataset:
-    """Load ``name`` (``digits``, ``breast-cancer``, ``iris``, ``wine``, ``diabetes``), a ``.npz`` file
-    (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``; or Keras-style ``x_train`` ...)
+    """Load ``name`` (``digits``, ``breast-cancer``, ``iris``, ``wine``, ``diabetes``), a ``.npz``
+    file (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``; or Keras-style ``x_train`` ...)
     or a directory of MNIST IDX files, then split, standardise and clip rows (module docstring)."""
     if not 0 < test_size < 1:
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
@@ -213,15 +246,24 @@ def load_dataset(
         if p.is_dir():
             X, y, X_test, y_test = load_mnist(p)
             task, label = "classification", f"mnist:{p}"
-            transform.append({"op": "multiply", "factor": 1.0 / 255.0, "why": "MNIST pixels 0-255 to [0, 1] (data-independent)"})
+            transform.append(
+                {
+                    "op": "multiply",
+                    "factor": 1.0 / 255.0,
+                    "why": "MNIST pixels 0-255 to [0, 1] (data-independent)",
+                }
+            )
         elif p.suffix == ".npz" and p.is_file():
             X, y, X_test, y_test, feature_names = read_npz(p)
             task = "classification" if _is_classification(np.asarray(y)) else "regression"
             label = str(p)
         else:
             raise ParameterError(
-                "dataset", name,
-                "must be one of " + ", ".join(SKLEARN) + ", an existing FILE.npz or a directory of MNIST IDX files",
+                "dataset",
+                name,
+                "must be one of "
+                + ", ".join(SKLEARN)
+                + ", an existing FILE.npz or a directory of MNIST IDX files",
             )
     X, y = check_examples(name, X, y, task)
     if X_test is None:
@@ -229,13 +271,22 @@ def load_dataset(
         X, X_test, y, y_test = _split(X, y, test_size, seed, stratify=(task == "classification"))
         notes.append(f"train/test split {1 - test_size:g}/{test_size:g} drawn with seed {seed}")
     else:
-        X_test, y_test = check_examples(name, X_test, y_test, task, part="test ", n_features=X.shape[1], allow_empty=True)
+        X_test, y_test = check_examples(
+            name, X_test, y_test, task, part="test ", n_features=X.shape[1], allow_empty=True
+        )
     if len(y) < 2:
-        raise ParameterError("dataset", name, f"has {len(y)} training example(s): training needs at least 2")
+        raise ParameterError(
+            "dataset", name, f"has {len(y)} training example(s): training needs at least 2"
+        )
     if task == "classification":
         classes = np.unique(y)
         if len(classes) < 2:
-            raise ParameterError("dataset", name, f"has a single class ({int(classes[0])}) in its training labels: a classifier needs at least 2")
+            raise ParameterError(
+                "dataset",
+                name,
+                f"has a single class ({int(classes[0])}) in its training labels: a "
+                "classifier needs at least 2",
+            )
         n_classes = int(max(classes.max(), y_test.max() if len(y_test) else 0)) + 1
     else:
         n_classes = None
@@ -243,32 +294,79 @@ def load_dataset(
         with np.errstate(over="ignore", invalid="ignore"):
             mu, sd = X.mean(0), X.std(0)
         if not (np.isfinite(mu).all() and np.isfinite(sd).all()):
-            raise ParameterError("dataset", name, "features overflow when standardised (values too large for float64): rescale the data")
+            raise ParameterError(
+                "dataset",
+                name,
+                "features overflow when standardised (values too large for "
+                "float64): rescale the data",
+            )
         sd = np.where(sd > 0, sd, 1.0)
         X, X_test = (X - mu) / sd, (X_test - mu) / sd
         notes.append("features standardised with training-set statistics (treated as public)")
-        transform.append({"op": "standardize", "mean": mu.tolist(), "scale": sd.tolist(),
-                          "statistics": STATISTICS_NOT_COVERED})
+        transform.append(
+            {
+                "op": "standardize",
+                "mean": mu.tolist(),
+                "scale": sd.tolist(),
+                "statistics": STATISTICS_NOT_COVERED,
+            }
+        )
         if task == "regression":
             with np.errstate(over="ignore", invalid="ignore"):
                 ym, ys = float(y.mean()), float(y.std()) or 1.0
             if not (np.isfinite(ym) and np.isfinite(ys)):
-                raise ParameterError("dataset", name, "targets overflow when standardised (values too large for float64): rescale them")
+                raise ParameterError(
+                    "dataset",
+                    name,
+                    "targets overflow when standardised (values too large "
+                    "for float64): rescale them",
+                )
             y, y_test = (y - ym) / ys, (y_test - ym) / ys
             notes.append("targets standardised with training-set statistics (treated as public)")
-            target_transform = {"op": "standardize", "mean": ym, "scale": ys, "statistics": STATISTICS_NOT_COVERED}
+            target_transform = {
+                "op": "standardize",
+                "mean": ym,
+                "scale": ys,
+                "statistics": STATISTICS_NOT_COVERED,
+            }
     if R is not None:
         X, X_test = _clip_rows(X, R), _clip_rows(X_test, R)
         notes.append(f"rows clipped to norm {R:g}")
-        transform.append({"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"})
-    if not (np.isfinite(X).all() and np.isfinite(X_test).all() and np.isfinite(y.astype(np.float64)).all()):
-        raise ParameterError("dataset", name, "features or targets overflow when scaled (values too large for float64): rescale the data")
+        transform.append(
+            {"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"}
+        )
+    if not (
+        np.isfinite(X).all()
+        and np.isfinite(X_test).all()
+        and np.isfinite(y.astype(np.float64)).all()
+    ):
+        raise ParameterError(
+            "dataset",
+            name,
+            "features or targets overflow when scaled (values too large for "
+            "float64): rescale the data",
+        )
     if feature_names is not None and len(feature_names) != X.shape[1]:
         feature_names = None
-    return Dataset(label, X, np.asarray(y), X_test, y_test, task, n_classes, R, notes, feature_names, transform, target_transform)
+    return Dataset(
+        label,
+        X,
+        np.asarray(y),
+        X_test,
+        y_test,
+        task,
+        n_classes,
+        R,
+        notes,
+        feature_names,
+        transform,
+        target_transform,
+    )
 
 
-STATISTICS_NOT_COVERED = "training-set statistics treated as public: NOT covered by the privacy guarantee"
+STATISTICS_NOT_COVERED = (
+    "training-set statistics treated as public: NOT covered by the privacy guarantee"
+)
 
 
 # ---------------------------------------------------------------------- validation
@@ -278,8 +376,9 @@ MAX_CLASS_LABEL = 100_000
 
 def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
     """``X, y, X_test, y_test, feature_names`` (None when absent) of a ``.npz`` file, read WITHOUT
-    pickle (object arrays are refused; ``feature_names`` is an optional array of strings).  A file that is not a readable ``.npz`` with these arrays
-    raises :class:`ParameterError` with the reason."""
+    pickle (object arrays are refused; ``feature_names`` is an optional array of strings).
+    A file that is not a readable ``.npz`` with these arrays raises
+    :class:`ParameterError` with the reason."""
     import zipfile
 
     name = str(path)
@@ -291,26 +390,60 @@ def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
             elif {"x_train", "y_train"} <= keys:
                 names = ("x_train", "y_train", "x_test", "y_test")
             else:
-                raise ParameterError("dataset", name, "a .npz file must hold arrays X and y (optionally X_test, y_test)")
+                raise ParameterError(
+                    "dataset",
+                    name,
+                    "a .npz file must hold arrays X and y (optionally X_test, y_test)",
+                )
             X, y = z[names[0]], z[names[1]]
-            feature_names = [str(v) for v in z["feature_names"].reshape(-1)] if "feature_names" in keys else None
+            feature_names = (
+                [str(v) for v in z["feature_names"].reshape(-1)]
+                if "feature_names" in keys
+                else None
+            )
             if {names[2], names[3]} <= keys:
                 return X, y, z[names[2]], z[names[3]], feature_names
             if names[2] in keys or names[3] in keys:
-                raise ParameterError("dataset", name, f"holds only one of {names[2]} and {names[3]}: give both or neither")
+                raise ParameterError(
+                    "dataset",
+                    name,
+                    f"holds only one of {names[2]} and {names[3]}: give both or neither",
+                )
             return X, y, None, None, feature_names
     except ParameterError:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower():
-            raise ParameterError("dataset", name, "holds pickled data or object arrays (pickle is never used to load data): store numeric arrays") from None
+            raise ParameterError(
+                "dataset",
+                name,
+                "holds pickled data or object arrays (pickle is never used to load "
+                "data): store numeric arrays",
+            ) from None
         raise ParameterError("dataset", name, f"is not a readable .npz file ({exc})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError, TypeError, AttributeError) as exc:
-        raise ParameterError("dataset", name, f"is not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    except (
+        OSError,
+        EOFError,
+        zipfile.BadZipFile,
+        KeyError,
+        RuntimeError,
+        TypeError,
+        AttributeError,
+    ) as exc:
+        raise ParameterError(
+            "dataset", name, f"is not a readable .npz file ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def check_examples(
-    name: str, X: Any, y: Any, task: str, *, part: str = "", n_features: int | None = None, allow_empty: bool = False,
+    name: str,
+    X: Any,
+    y: Any,
+    task: str,
+    *,
+    part: str = "",
+    n_features: int | None = None,
+    allow_empty: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features as a finite float64 matrix (one row per example) and labels as a 1-D array:
     int64 class labels in [0, MAX_CLASS_LABEL] for ``task == "classification"``, finite floats
@@ -321,29 +454,60 @@ def check_examples(
         Xa = np.asarray(X)
         ya = np.asarray(y)
     except Exception:  # noqa: BLE001 - ragged nested sequences and the like
-        raise ParameterError("dataset", name, f"{part}features and labels must be numeric arrays") from None
+        raise ParameterError(
+            "dataset", name, f"{part}features and labels must be numeric arrays"
+        ) from None
     if Xa.ndim == 0 or Xa.dtype.kind not in "biuf":
-        raise ParameterError("dataset", name, f"{part}features must be a numeric array with one row per example (got dtype {Xa.dtype}, shape {Xa.shape})")
+        raise ParameterError(
+            "dataset",
+            name,
+            f"{part}features must be a numeric array with one row per example (got dtype "
+            f"{Xa.dtype}, shape {Xa.shape})",
+        )
     if ya.dtype.kind not in "biuf":
-        raise ParameterError("dataset", name, f"{part}labels must be numbers (got dtype {ya.dtype}); encode string labels as integers 0..K-1")
+        raise ParameterError(
+            "dataset",
+            name,
+            f"{part}labels must be numbers (got dtype {ya.dtype}); encode string "
+            "labels as integers 0..K-1",
+        )
     if ya.ndim != 1 or len(ya) != len(Xa):
-        raise ParameterError("dataset", name, f"{part}labels must be 1-D with one label per row of X ({len(Xa)} rows, labels of shape {ya.shape})")
+        raise ParameterError(
+            "dataset",
+            name,
+            f"{part}labels must be 1-D with one label per row of X ({len(Xa)} rows, "
+            f"labels of shape {ya.shape})",
+        )
     if len(Xa) == 0 and not allow_empty:
         raise ParameterError("dataset", name, f"{part}data are empty (no examples)")
     Xf = Xa.astype(np.float64).reshape(len(Xa), -1)
     if Xf.shape[1] == 0:
         raise ParameterError("dataset", name, f"{part}features are empty (0 columns)")
     if n_features is not None and Xf.shape[1] != n_features:
-        raise ParameterError("dataset", name, f"{part}features have {Xf.shape[1]} columns, the training features {n_features}")
+        raise ParameterError(
+            "dataset",
+            name,
+            f"{part}features have {Xf.shape[1]} columns, the training features {n_features}",
+        )
     bad_rows = ~np.isfinite(Xf).all(axis=1)
     if bad_rows.any():
-        raise ParameterError("dataset", name, f"{part}features contain NaN or infinite values ({int(bad_rows.sum())} rows, first row {int(np.argmax(bad_rows))})")
+        raise ParameterError(
+            "dataset",
+            name,
+            f"{part}features contain NaN or infinite values ({int(bad_rows.sum())} rows, first "
+            f"row {int(np.argmax(bad_rows))})",
+        )
     if task == "classification":
         yf = ya.astype(np.float64)
         if not np.isfinite(yf).all() or (yf != np.round(yf)).any():
             raise ParameterError("dataset", name, f"{part}class labels must be integers")
         if len(ya) and (yf.min() < 0 or yf.max() > MAX_CLASS_LABEL):
-            raise ParameterError("dataset", name, f"{part}class labels must be integers in [0, {MAX_CLASS_LABEL}] (got {yf.min():g}..{yf.max():g})")
+            raise ParameterError(
+                "dataset",
+                name,
+                f"{part}class labels must be integers in [0, {MAX_CLASS_LABEL}] (got "
+                f"{yf.min():g}..{yf.max():g})",
+            )
         return Xf, ya.astype(np.int64)
     yf = ya.astype(np.float64)
     if not np.isfinite(yf).all():
@@ -353,15 +517,18 @@ def check_examples(
 
 def check_split(name: str, n: int, test_size: float) -> None:
     """Refuse a ``test_size`` that leaves no training or no test example of ``n`` (scikit-learn's
-    rule: ceil(test_size * n) test examples, the rest for training), or fewer than 2 for training."""
+    rule: ceil(test_size * n) test examples, the rest for training), or fewer
+    than 2 for training."""
     import math
 
     n_test = math.ceil(test_size * n)
     n_train = n - n_test
     if n_test < 1 or n_train < 2:
         raise ParameterError(
-            "test_size", test_size,
-            f"leaves {n_train} training and {n_test} test examples of the {n} in {name}: need >= 2 for training and >= 1 for testing",
+            "test_size",
+            test_size,
+            f"leaves {n_train} training and {n_test} test examples of the {n} in {name}: need >= "
+            "2 for training and >= 1 for testing",
         )
 
 

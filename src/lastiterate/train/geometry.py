@@ -78,7 +78,11 @@ FAMILIES = ("binary-logistic", "multinomial-logistic", "least-squares")
 _CURVATURE = {"binary-logistic": 0.25, "multinomial-logistic": 0.5, "least-squares": 1.0}
 
 #: sup ||grad l_i|| / ||x|| (None = unbounded)
-_GRAD_BOUND = {"binary-logistic": 1.0, "multinomial-logistic": math.sqrt(2.0), "least-squares": None}
+_GRAD_BOUND = {
+    "binary-logistic": 1.0,
+    "multinomial-logistic": math.sqrt(2.0),
+    "least-squares": None,
+}
 
 
 class _CertificateFields(TypedDict):
@@ -160,10 +164,14 @@ def glm_certificate(
     name = family
     if feature_norm is None:
         return Certificate(
-            name, False,
+            name,
+            False,
             "no feature-norm bound R: features are not clipped, so the loss has no certified "
             "smoothness (give feature_norm / --feature-norm)",
-            l2=lam, clip=C, sensitivity=2 * C, lr=lr,
+            l2=lam,
+            clip=C,
+            sensitivity=2 * C,
+            lr=lr,
         )
     R = check_positive("feature_norm", feature_norm)
     R_eff = math.sqrt(R * R + 1.0) if intercept else R
@@ -173,15 +181,27 @@ def glm_certificate(
     active = True if G is None else (G > C)
     if sampling == "poisson":
         if n is None or batch_size is None:
-            raise ParameterError("batch_size", batch_size, "n and batch_size are needed for the Poisson certificate")
+            raise ParameterError(
+                "batch_size", batch_size, "n and batch_size are needed for the Poisson certificate"
+            )
         M = (n / batch_size) * beta + lam
-        sampling_note = "; Poisson batches normalised by b: the worst-case batch of all n examples gives M = (n/b) beta + lambda"
+        sampling_note = (
+            "; Poisson batches normalised by b: the worst-case batch of all n examples gives "
+            "M = (n/b) beta + lambda"
+        )
     else:
         M = beta + lam
         sampling_note = ""
     common: _CertificateFields = {
-        "data_smoothness": beta, "feature_norm": R, "effective_feature_norm": R_eff, "l2": lam, "clip": C,
-        "gradient_bound": G, "clipping_active": active, "sensitivity": 2 * C, "lr": lr,
+        "data_smoothness": beta,
+        "feature_norm": R,
+        "effective_feature_norm": R_eff,
+        "l2": lam,
+        "clip": C,
+        "gradient_bound": G,
+        "clipping_active": active,
+        "sensitivity": 2 * C,
+        "lr": lr,
     }
     if lam <= 0:
         # convex but not strongly convex: smoothness still certified (bounded-domain theorems)
@@ -192,15 +212,17 @@ def glm_certificate(
         rmax = C / math.sqrt(2.0)
         rmax_raw = math.sqrt(max(rmax**2 - 1.0, 0.0)) if intercept else rmax
         return Certificate(
-            name, False,
-            f"multinomial logistic with clip C={C:g} < sqrt(2) R_eff={G:.6g}: the clip can be active, and a "
-            "clipped softmax gradient is not the gradient of a convex loss (the step can expand distances), "
-            "so no contraction is certified",
+            name,
+            False,
+            f"multinomial logistic with clip C={C:g} < sqrt(2) R_eff={G:.6g}: the clip can be "
+            "active, and a clipped softmax gradient is not the gradient of a convex loss (the "
+            "step can expand distances), so no contraction is certified",
             **common,
             hint=(
                 f"use a feature norm R <= C/sqrt(2) = {rmax:.6g}"
                 + (f" (R <= {rmax_raw:.6g} with the intercept)" if intercept else "")
-                + f" or a clip C >= sqrt(2) R_eff = {G:.6g} to certify m = lambda, M = R^2/2 + lambda"
+                + f" or a clip C >= sqrt(2) R_eff = {G:.6g} to certify m = lambda, "
+                "M = R^2/2 + lambda"
             ),
         )
     c = None
@@ -209,7 +231,10 @@ def glm_certificate(
         f" (R_eff = {R_eff:.6g}){sampling_note}"
     )
     if family != "multinomial-logistic" and active:
-        reason += "; the clip is a scalar clamp of l'(u), i.e. a gradient step of a convex Huber-type loss with the same M"
+        reason += (
+            "; the clip is a scalar clamp of l'(u), i.e. a gradient step of a convex Huber-type "
+            "loss with the same M"
+        )
     elif not active:
         reason += f"; the clip C={C:g} >= sup ||grad|| = {G:.6g} is never active (no clipping bias)"
     if lr is not None:
@@ -217,9 +242,13 @@ def glm_certificate(
         if m > 0:
             if eta >= 2 / M:
                 return Certificate(
-                    name, False,
-                    f"lr={eta:g} >= 2/M = {2 / M:.6g} (M = {M:.6g}{sampling_note}): a gradient step is not a contraction",
-                    strong_convexity=m, smoothness=M, **common,
+                    name,
+                    False,
+                    f"lr={eta:g} >= 2/M = {2 / M:.6g} (M = {M:.6g}{sampling_note}): a gradient "
+                    "step is not a contraction",
+                    strong_convexity=m,
+                    smoothness=M,
+                    **common,
                     hint=f"use lr < {2 / M:.6g}",
                 )
             eta_min = eta if lr_min is None else min(eta, check_positive("lr_min", lr_min))
@@ -227,28 +256,43 @@ def glm_certificate(
         else:
             if eta > 2 / M:
                 return Certificate(
-                    name, False,
-                    f"lr={eta:g} > 2/M = {2 / M:.6g} (M = {M:.6g}{sampling_note}): a gradient step is not non-expansive",
-                    strong_convexity=m, smoothness=M, **common,
+                    name,
+                    False,
+                    f"lr={eta:g} > 2/M = {2 / M:.6g} (M = {M:.6g}{sampling_note}): a gradient "
+                    "step is not non-expansive",
+                    strong_convexity=m,
+                    smoothness=M,
+                    **common,
                     hint=f"use lr <= {2 / M:.6g}",
                 )
             c = 1.0
     return Certificate(
-        name, True, reason, strong_convexity=m if m > 0 else None, smoothness=M, contraction=c, **common,
+        name,
+        True,
+        reason,
+        strong_convexity=m if m > 0 else None,
+        smoothness=M,
+        contraction=c,
+        **common,
     )
 
 
-def uncertified(model: str, reason: str, *, clip: float | None = None, lr: float | None = None) -> Certificate:
+def uncertified(
+    model: str, reason: str, *, clip: float | None = None, lr: float | None = None
+) -> Certificate:
     """A model without a geometry certificate (MLP, CNN, Adam updates...): composition only."""
-    return Certificate(model, False, reason, clip=clip, sensitivity=None if clip is None else 2 * clip, lr=lr)
+    return Certificate(
+        model, False, reason, clip=clip, sensitivity=None if clip is None else 2 * clip, lr=lr
+    )
 
 
 MLP_REASON = (
-    "an MLP's loss is neither convex nor globally smooth (its Hessian is unbounded over parameter space), "
-    "so no strong convexity or smoothness is certified: only composition bounds apply"
+    "an MLP's loss is neither convex nor globally smooth (its Hessian is unbounded over parameter "
+    "space), so no strong convexity or smoothness is certified: only composition bounds apply"
 )
 
 ADAM_REASON = (
-    "NoisyAdam's update is not a gradient step of the loss (per-coordinate adaptive scaling), so no "
-    "contraction is certified; its privacy is that of the noisy gradients it post-processes (composition, paper 004)"
+    "NoisyAdam's update is not a gradient step of the loss (per-coordinate adaptive scaling), "
+    "so no contraction is certified; its privacy is that of the noisy gradients it "
+    "post-processes (composition, paper 004)"
 )

@@ -38,8 +38,8 @@ last-iterate guarantee does not cover it, and publishing it costs composition.  
   code.  A truncated, corrupt, tampered or foreign file (e.g. an old pickle checkpoint) is refused
   with :class:`~lastiterate.errors.ParameterError` (CLI: exit 2, one line).
 * **Owner-only and atomic.**  Written with mode 0600 to a temporary file in the same directory
-  (``os.open(..., O_CREAT | O_EXCL, 0o600)``), ``fsync``, ``os.replace`` over the target, ``fsync`` of
-  the directory: a reader sees either the previous or the new checkpoint.
+  (``os.open(..., O_CREAT | O_EXCL, 0o600)``), ``fsync``, ``os.replace`` over the target, ``fsync``
+  of the directory: a reader sees either the previous or the new checkpoint.
 * **No temporary file left behind.**  The temporary file is removed on any exception; SIGTERM,
   SIGINT and SIGHUP arriving during the write are deferred until the file is renamed or removed,
   then re-delivered (the process still terminates as the signal asks).  A SIGKILL cannot be
@@ -107,7 +107,9 @@ class Ledger:
         try:
             return self._open()
         except OSError as exc:
-            raise ParameterError("ledger", str(self.path), f"cannot be opened for appending ({exc.strerror or exc})") from None
+            raise ParameterError(
+                "ledger", str(self.path), f"cannot be opened for appending ({exc.strerror or exc})"
+            ) from None
 
     def _open(self) -> Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +138,8 @@ class Ledger:
         return self
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Append one record atomically (one O_APPEND write + fsync).  Returns the record written."""
+        """Append one record atomically (one O_APPEND write + fsync).  Returns
+        the record written."""
         rec = {"format": LEDGER_FORMAT, "time": _now(), **record}
         line = (jsonutil.dumps(rec, default=str) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
@@ -175,7 +178,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
+_DEFERRED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
+)
 
 
 @contextlib.contextmanager
@@ -235,7 +240,7 @@ def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
     except OSError:  # pragma: no cover
         return []
     for tmp in candidates:
-        pid_text = tmp.name[len(prefix):].split("-", 1)[0]
+        pid_text = tmp.name[len(prefix) :].split("-", 1)[0]
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
             continue
         with contextlib.suppress(FileNotFoundError):
@@ -245,7 +250,8 @@ def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def _umask() -> int:
-    """The process umask (read from /proc when possible: setting it to read it is not thread-safe)."""
+    """The process umask (read from /proc when possible: setting it to read it is
+    not thread-safe)."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
@@ -265,13 +271,15 @@ def _test_write_delay() -> None:
         time.sleep(delay)
 
 
-def write_private_file(path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_MODE, param: str = "path") -> None:
+def write_private_file(
+    path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_MODE, param: str = "path"
+) -> None:
     """Write ``data`` to ``path`` atomically with mode 0600 (module docstring: temporary file with
     ``O_EXCL``, fsync, ``os.replace``, fsync of the directory; no temporary file survives an
     exception or a SIGTERM / SIGINT / SIGHUP).  ``mode``: a public file (the released model) may
-    ask for e.g. 0o644, reduced by the umask; the temporary file is always 0600.  An operating-system
-    error (no permission, no space, a directory in the way) raises :class:`ParameterError` naming
-    ``param``."""
+    ask for e.g. 0o644, reduced by the umask; the temporary file is always 0600.  An
+    operating-system error (no permission, no space, a directory in the way) raises
+    :class:`ParameterError` naming ``param``."""
     p = Path(path)
     try:
         _write_atomically(p, data, mode)
@@ -290,7 +298,7 @@ def _write_atomically(p: Path, data: bytes, mode: int) -> None:
                 os.fchmod(fd, PRIVATE_MODE)
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -326,14 +334,18 @@ def _flatten(obj: Any, tensors: dict[str, Any], where: str) -> Any:
         out = {}
         for k, v in obj.items():
             if not isinstance(k, str):
-                raise TypeError(f"checkpoint state: keys must be strings, got {k!r} at {where or 'top level'}")
+                raise TypeError(
+                    f"checkpoint state: keys must be strings, got {k!r} at {where or 'top level'}"
+                )
             out[k] = _flatten(v, tensors, f"{where}/{k}")
         return out
     if isinstance(obj, (list, tuple)):
         return [_flatten(v, tensors, f"{where}/{i}") for i, v in enumerate(obj)]
     if obj is None or isinstance(obj, (str, bool, int, float)):
         return obj
-    raise TypeError(f"checkpoint state: {type(obj).__name__} at {where} is not storable (tensors, JSON values)")
+    raise TypeError(
+        f"checkpoint state: {type(obj).__name__} at {where} is not storable (tensors, JSON values)"
+    )
 
 
 def _unflatten(tree: Any, tensors: dict[str, Any], bad: Any) -> Any:
@@ -365,7 +377,8 @@ def tensors_digest(tensors: dict[str, Any], text: str = "") -> str:
 
 
 def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors byte string (its header is 8 bytes of length + JSON)."""
+    """The ``__metadata__`` of a safetensors byte string (its header is 8 bytes
+    of length + JSON)."""
     if len(data) < 8:
         raise bad("is truncated (no safetensors header)")
     (n,) = struct.unpack("<Q", data[:8])
@@ -414,8 +427,10 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     except OSError as exc:
         raise bad(f"cannot be read ({exc.strerror or exc})") from None
     if data[:2] == b"PK" or data[:1] == b"\x80":
-        raise bad("is a pickle / torch.save file (e.g. an old lastiterate-checkpoint/1): it is never unpickled, "
-                  "since that could run code; start the run again without --resume")
+        raise bad(
+            "is a pickle / torch.save file (e.g. an old lastiterate-checkpoint/1): it is never "
+            "unpickled, since that could run code; start the run again without --resume"
+        )
     meta = safetensors_metadata(data, bad)
     if _META_KEY not in meta or _DIGEST_KEY not in meta:
         raise bad(f"is not a {CHECKPOINT_FORMAT} file")
@@ -426,7 +441,9 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError on any bad file
         raise bad("is a truncated or corrupt safetensors file") from None
     if tensors_digest(tensors, meta[_META_KEY]) != meta[_DIGEST_KEY]:
-        raise bad("is corrupt or was modified (its tensors and metadata do not match their SHA-256)")
+        raise bad(
+            "is corrupt or was modified (its tensors and metadata do not match their SHA-256)"
+        )
     try:
         tree = jsonutil.loads(meta[_META_KEY])
     except (ValueError, RecursionError):
@@ -453,6 +470,8 @@ def training_checkpoint(state: dict[str, Any], path: str | os.PathLike[str]) -> 
     step = state.get("step")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise bad("is not a training checkpoint: 'step' must be an integer >= 0")
-    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
+    if not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()
+    ):
         raise bad("is not a training checkpoint: 'model' must map names to tensors")
     return state

@@ -16,7 +16,8 @@ training/test loss, accuracy or clipped fraction -- those are functions of the p
 intermediate iterates) that the guarantee does not cover; the train report keeps them apart as
 ``non_private_diagnostics``.  A data-dependent preprocessing statistic that the guarantee does NOT
 cover (standardisation with the training set's mean and std "treated as public") is needed to
-apply the model and is therefore in the card, marked as not covered -- with a line in ``not_covered``.
+apply the model and is therefore in the card, marked as not covered -- with a
+line in ``not_covered``.
 
 :func:`load_model` reads a model file safely: the header is parsed as JSON and the tensors by
 :mod:`safetensors` (never pickle), the tensors are checked against their SHA-256 and the
@@ -51,13 +52,26 @@ _ACTIVATIONS = ("tanh", "relu", "sigmoid")
 _MLP_LOSSES = ("cross-entropy", "mse")
 
 #: what no card contains (tests check it); they are in the train report's non_private_diagnostics
-NON_PRIVATE_DIAGNOSTICS = ("train_accuracy", "test_accuracy", "train_loss", "test_loss", "train_mse", "test_mse",
-                           "clipped_fraction")
+NON_PRIVATE_DIAGNOSTICS = (
+    "train_accuracy",
+    "test_accuracy",
+    "train_loss",
+    "test_loss",
+    "train_mse",
+    "test_mse",
+    "clipped_fraction",
+)
 
 NOT_COVERED_ALWAYS = (
-    "any other iterate of this run (checkpoints are intermediate iterates: publishing one composes the guarantees)",
+    (
+        "any other iterate of this run (checkpoints are intermediate iterates: publishing "
+        "one composes the guarantees)"
+    ),
     "other models trained on the same data (their guarantees compose)",
-    "diagnostics computed from the data (loss, accuracy, clipped fraction): they are not in this card",
+    (
+        "diagnostics computed from the data (loss, accuracy, clipped fraction): "
+        "they are not in this card"
+    ),
 )
 
 
@@ -76,25 +90,42 @@ def architecture(model: Any) -> dict[str, Any]:
     from lastiterate.train.models import GLM, ModuleModel
 
     if isinstance(model, GLM):
-        return {"kind": "glm", "family": model.family, "n_features": int(model.weight.shape[1]),
-                "n_outputs": int(model.weight.shape[0]), "intercept": bool(model.intercept),
-                "dtype": str(model.weight.dtype).removeprefix("torch.")}
+        return {
+            "kind": "glm",
+            "family": model.family,
+            "n_features": int(model.weight.shape[1]),
+            "n_outputs": int(model.weight.shape[0]),
+            "intercept": bool(model.intercept),
+            "dtype": str(model.weight.dtype).removeprefix("torch."),
+        }
     if isinstance(model, ModuleModel) and isinstance(model.module, nn.Sequential):
         layers = list(model.module)
         acts = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.Sigmoid: "sigmoid"}
         linears = layers[0::2]
         between = layers[1::2]
-        ok = (len(layers) % 2 == 1 and all(isinstance(x, nn.Linear) and x.bias is not None for x in linears)
-              and len({type(a) for a in between}) <= 1 and all(type(a) in acts for a in between)
-              and model.loss_name in _MLP_LOSSES)
+        ok = (
+            len(layers) % 2 == 1
+            and all(isinstance(x, nn.Linear) and x.bias is not None for x in linears)
+            and len({type(a) for a in between}) <= 1
+            and all(type(a) in acts for a in between)
+            and model.loss_name in _MLP_LOSSES
+        )
         if ok:
-            return {"kind": "mlp", "n_features": int(linears[0].in_features),  # type: ignore[arg-type]
-                    "n_outputs": int(linears[-1].out_features),  # type: ignore[arg-type]
-                    "hidden": [int(x.out_features) for x in linears[:-1]],  # type: ignore[arg-type]
-                    "activation": acts[type(between[0])] if between else "tanh", "loss": model.loss_name,
-                    "dtype": str(linears[0].weight.dtype).removeprefix("torch.")}
-    raise ParameterError("model", type(model).__name__,
-                         "only GLMs and mlp() networks (Linear layers with tanh/relu/sigmoid) can be saved as a model file")
+            return {
+                "kind": "mlp",
+                "n_features": int(linears[0].in_features),  # type: ignore[arg-type]
+                "n_outputs": int(linears[-1].out_features),  # type: ignore[arg-type]
+                "hidden": [int(x.out_features) for x in linears[:-1]],  # type: ignore[arg-type]
+                "activation": acts[type(between[0])] if between else "tanh",
+                "loss": model.loss_name,
+                "dtype": str(linears[0].weight.dtype).removeprefix("torch."),
+            }
+    raise ParameterError(
+        "model",
+        type(model).__name__,
+        "only GLMs and mlp() networks (Linear layers with tanh/relu/sigmoid) "
+        "can be saved as a model file",
+    )
 
 
 def _int_field(arch: dict[str, Any], key: str, low: int = 1, high: int = 10**9) -> int:
@@ -107,7 +138,8 @@ def _int_field(arch: dict[str, Any], key: str, low: int = 1, high: int = 10**9) 
 def _architecture_parameters(arch: Any) -> tuple[dict[str, Any], int]:
     """``arch`` validated, and its number of parameters (computed before anything is allocated)."""
     if not isinstance(arch, dict):
-        raise ValueError("architecture must be an object")  # noqa: TRY004 - a bad file, reported as ParameterError
+        # - a bad file, reported as ParameterError
+        raise ValueError("architecture must be an object")  # noqa: TRY004
     if arch.get("dtype") not in ("float64", "float32"):
         raise ValueError("architecture.dtype must be float64 or float32")
     d = _int_field(arch, "n_features")
@@ -120,8 +152,13 @@ def _architecture_parameters(arch: Any) -> tuple[dict[str, Any], int]:
         return arch, k * d + (k if arch["intercept"] else 0)
     if arch.get("kind") == "mlp":
         hidden = arch.get("hidden")
-        if not isinstance(hidden, list) or len(hidden) > 100 or not all(
-                isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= 10**9 for h in hidden):
+        if (
+            not isinstance(hidden, list)
+            or len(hidden) > 100
+            or not all(
+                isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= 10**9 for h in hidden
+            )
+        ):
             raise ValueError("architecture.hidden must be a list of integers >= 1")
         if arch.get("activation") not in _ACTIVATIONS or arch.get("loss") not in _MLP_LOSSES:
             raise ValueError("architecture.activation / loss are invalid")
@@ -138,8 +175,21 @@ def build_model(arch: dict[str, Any]) -> Any:
 
     dtype = getattr(torch, arch["dtype"])
     if arch["kind"] == "glm":
-        return GLM(arch["n_features"], arch["n_outputs"], arch["family"], intercept=arch["intercept"], dtype=dtype)
-    net = mlp(arch["n_features"], arch["n_outputs"], tuple(arch["hidden"]), arch["activation"], seed=0, dtype=dtype)
+        return GLM(
+            arch["n_features"],
+            arch["n_outputs"],
+            arch["family"],
+            intercept=arch["intercept"],
+            dtype=dtype,
+        )
+    net = mlp(
+        arch["n_features"],
+        arch["n_outputs"],
+        tuple(arch["hidden"]),
+        arch["activation"],
+        seed=0,
+        dtype=dtype,
+    )
     return ModuleModel(net, arch["loss"])
 
 
@@ -148,7 +198,9 @@ def _vector(step: dict[str, Any], key: str, d: int) -> np.ndarray:
     v = step.get(key)
     arr = np.asarray(v if isinstance(v, list) else [v], dtype=np.float64)
     if arr.ndim != 1 or len(arr) not in (1, d) or not np.isfinite(arr).all():
-        raise ValueError(f"preprocessing step {step.get('op')!r}: {key} must be a finite number or {d} of them")
+        raise ValueError(
+            f"preprocessing step {step.get('op')!r}: {key} must be a finite number or {d} of them"
+        )
     return np.broadcast_to(arr, (d,))
 
 
@@ -156,7 +208,8 @@ def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.nd
     """Replay the feature map of a :class:`~lastiterate.train.data.Dataset` (``Dataset.transform``,
     stored in the card) on raw inputs ``X``.  Ops (vectors may be one number for all features):
     ``multiply`` (factor), ``standardize`` ((x - mean) / scale), ``public_range``
-    ((clip(x, lo, hi) - lo) / (hi - lo)), ``clip_values`` (clip(x, lo, hi)), ``clip_rows`` (norm)."""
+    ((clip(x, lo, hi) - lo) / (hi - lo)), ``clip_values`` (clip(x, lo, hi)),
+    ``clip_rows`` (norm)."""
     from lastiterate.train.preprocessing import clip_rows
 
     X = np.asarray(X, dtype=np.float64)
@@ -200,24 +253,31 @@ def check_replay(dataset: Any, raw: Any) -> None:
     ok = steps[: len(done)] == done and raw.X_train.shape == dataset.X_train.shape
     if ok:
         try:
-            replay = apply_feature_transform(steps[len(done):], raw.X_train)
+            replay = apply_feature_transform(steps[len(done) :], raw.X_train)
             ok = bool(np.allclose(replay, dataset.X_train, rtol=1e-9, atol=1e-9))
         except ValueError:
             ok = False
     if not ok:
-        raise ParameterError("out", "<model file>", "the preprocessing of this run is not recorded in a replayable form: "
-                                                   "no model file is written (report this as a bug)")
+        raise ParameterError(
+            "out",
+            "<model file>",
+            "the preprocessing of this run is not recorded in a replayable form: "
+            "no model file is written (report this as a bug)",
+        )
 
 
 def invert_target_transform(step: dict[str, Any] | None, y: np.ndarray) -> np.ndarray:
     """Map predictions back to the units of the targets (inverse of ``Dataset.target_transform``:
-    ``standardize`` (mean, scale) or ``affine`` (shift, scale), both ``y -> (y - shift) / scale``)."""
+    ``standardize`` (mean, scale) or ``affine`` (shift, scale), both ``y -> (y -
+    shift) / scale``)."""
     if step is None:
         return y
     if step.get("op") == "standardize":
         scale, mean = float(_vector(step, "scale", 1)[0]), float(_vector(step, "mean", 1)[0])
         return y * scale + mean
-    if step.get("op") == "affine":  # y_scaled = (y - shift) / scale, e.g. a declared range to [-1, 1]
+    if (
+        step.get("op") == "affine"
+    ):  # y_scaled = (y - shift) / scale, e.g. a declared range to [-1, 1]
         scale, shift = float(_vector(step, "scale", 1)[0]), float(_vector(step, "shift", 1)[0])
         return y * scale + shift
     raise ValueError(f"unknown target step {step.get('op')!r}")
@@ -227,27 +287,39 @@ def invert_target_transform(step: dict[str, Any] | None, y: np.ndarray) -> np.nd
 def _preprocessing_card(dataset: Any, preprocessing: dict[str, Any] | None) -> dict[str, Any]:
     steps = list(getattr(dataset, "transform", []) or [])
     target = getattr(dataset, "target_transform", None)
-    uncovered = [s for s in [*steps, target] if isinstance(s, dict) and "NOT covered" in str(s.get("statistics", ""))]
+    uncovered = [
+        s
+        for s in [*steps, target]
+        if isinstance(s, dict) and "NOT covered" in str(s.get("statistics", ""))
+    ]
     return {
         "steps": steps,
         "target": target,
         "covered_by_guarantee": not uncovered,
-        "privacy": preprocessing,  # the preprocessing's own record and cost, when the trainer has one
+        # the preprocessing's own record and cost, when the trainer has one
+        "privacy": preprocessing,
         "notes": [n for n in getattr(dataset, "notes", []) if "split" not in n],
     }
 
 
 def _dataset_label(name: str) -> str:
-    """A bundled dataset's name, or the base name of a file / directory (no local paths in the card)."""
+    """A bundled dataset's name, or the base name of a file / directory (no local
+    paths in the card)."""
     kind, sep, _ = name.partition(":")
     if sep and kind == "mnist":
         return "mnist"
     return Path(name).name or name
 
 
-def model_card(result: Any, dataset: Any, *, model: Any | None = None, method: str | None = None,
-               preprocessing: dict[str, Any] | None = None,
-               with_preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
+def model_card(
+    result: Any,
+    dataset: Any,
+    *,
+    model: Any | None = None,
+    method: str | None = None,
+    preprocessing: dict[str, Any] | None = None,
+    with_preprocessing: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The model card of a :class:`~lastiterate.train.trainer.TrainResult` trained on ``dataset``
     (a :class:`~lastiterate.train.data.Dataset`).  See the module docstring for what it holds and
     what it must not hold.  ``with_preprocessing``: the headline guarantee of training and private
@@ -257,54 +329,73 @@ def model_card(result: Any, dataset: Any, *, model: Any | None = None, method: s
     model = result.model if model is None else model
     report = result.report
     if report is None:
-        raise ParameterError("result", "account=False", "a model card needs the accounted guarantee (fit with account=True)")
+        raise ParameterError(
+            "result",
+            "account=False",
+            "a model card needs the accounted guarantee (fit with account=True)",
+        )
     rep = report.to_json()
     best = rep["best"]
     pre = _preprocessing_card(dataset, preprocessing)
     not_covered = list(NOT_COVERED_ALWAYS)
     if not pre["covered_by_guarantee"]:
-        not_covered.insert(0, "the preprocessing statistics in 'preprocessing' (training-set statistics treated as "
-                              "public; they are released with this card)")
+        not_covered.insert(
+            0,
+            "the preprocessing statistics in 'preprocessing' (training-set statistics treated as "
+            "public; they are released with this card)",
+        )
     if best is None:
         statement = "No applicable bound: this model comes with NO privacy guarantee"
     else:
         eps = best["epsilon"]
         eps_text = f"{eps:.6g}" if isinstance(eps, float) else str(eps)
-        statement = (f"Releasing only this final model is ({eps_text}, {best['delta']:.3g})-DP "
-                     f"under {result.run.adjacency} adjacency [{best['bound']}: {best['theorem']}]")
-        if with_preprocessing is not None and with_preprocessing.get("covers_preprocessing") and \
-                with_preprocessing.get("preprocessing_mu"):
+        statement = (
+            f"Releasing only this final model is ({eps_text}, {best['delta']:.3g})-DP "
+            f"under {result.run.adjacency} adjacency [{best['bound']}: {best['theorem']}]"
+        )
+        if (
+            with_preprocessing is not None
+            and with_preprocessing.get("covers_preprocessing")
+            and with_preprocessing.get("preprocessing_mu")
+        ):
             eps = with_preprocessing["epsilon"]
             eps_text = f"{eps:.6g}" if isinstance(eps, float) else str(eps)
-            statement = (f"Releasing this final model and its private preprocessing statistics is "
-                         f"({eps_text}, {with_preprocessing['delta']:.3g})-DP under {result.run.adjacency} "
-                         f"adjacency [{with_preprocessing['method']}; training alone: {best['bound']}]")
+            statement = (
+                f"Releasing this final model and its private preprocessing statistics is "
+                f"({eps_text}, {with_preprocessing['delta']:.3g})-DP under {result.run.adjacency} "
+                f"adjacency [{with_preprocessing['method']}; training alone: {best['bound']}]"
+            )
     from lastiterate.train.trainer import composition_summary
 
-    return jsonutil.jsonable({
-        "format": CARD_FORMAT,
-        "library": {"name": "lastiterate", "version": __version__},
-        "guarantee": {
-            "statement": statement,
-            "best": best,
-            "with_preprocessing": with_preprocessing,
-            "delta": rep["delta"],
-            "adjacency": result.run.adjacency,
-            "covers": "releasing this final model (the last iterate of one run) and anything computed from it alone",
-            "not_covered": not_covered,
-            "composition_every_iterate": composition_summary(report),
-        },
-        "run": result.run.setting(),
-        "method": method or type(result).__name__,
-        "geometry": result.certificate.to_json(),
-        "architecture": architecture(model),
-        "task": dataset.task,
-        "n_classes": dataset.n_classes,
-        "features": {"n_features": dataset.n_features, "names": dataset.feature_names},
-        "preprocessing": pre,
-        "dataset": _dataset_label(dataset.name),
-        "run_id": result.run_id,
-    })
+    return jsonutil.jsonable(
+        {
+            "format": CARD_FORMAT,
+            "library": {"name": "lastiterate", "version": __version__},
+            "guarantee": {
+                "statement": statement,
+                "best": best,
+                "with_preprocessing": with_preprocessing,
+                "delta": rep["delta"],
+                "adjacency": result.run.adjacency,
+                "covers": (
+                    "releasing this final model (the last iterate of one run) and anything "
+                    "computed from it alone"
+                ),
+                "not_covered": not_covered,
+                "composition_every_iterate": composition_summary(report),
+            },
+            "run": result.run.setting(),
+            "method": method or type(result).__name__,
+            "geometry": result.certificate.to_json(),
+            "architecture": architecture(model),
+            "task": dataset.task,
+            "n_classes": dataset.n_classes,
+            "features": {"n_features": dataset.n_features, "names": dataset.feature_names},
+            "preprocessing": pre,
+            "dataset": _dataset_label(dataset.name),
+            "run_id": result.run_id,
+        }
+    )
 
 
 # ---------------------------------------------------------------------- save / load
@@ -313,13 +404,19 @@ def check_output_path(out: str | os.PathLike[str], *inputs: str | os.PathLike[st
     (the dataset, the checkpoint, the ledger): writing the model must never overwrite them."""
     p = Path(out)
     if p.is_dir() or not p.name:
-        raise ParameterError("out", str(out), "is a directory: give a file name such as model.safetensors")
+        raise ParameterError(
+            "out", str(out), "is a directory: give a file name such as model.safetensors"
+        )
     if not p.parent.exists() and str(p.parent):
         raise ParameterError("out", str(out), f"its directory {p.parent} does not exist")
     targets = {p.resolve(), card_path(p).resolve()}
     for other in inputs:
         if other is not None and Path(other).resolve() in targets:
-            raise ParameterError("out", str(out), f"would overwrite {other} (an input of this run): choose another file name")
+            raise ParameterError(
+                "out",
+                str(out),
+                f"would overwrite {other} (an input of this run): choose another file name",
+            )
     return p
 
 
@@ -338,13 +435,23 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
     p = Path(path)
     cp = card_path(p)
     if p.is_dir():
-        raise ParameterError("out", str(p), "is a directory: give a file name such as model.safetensors")
+        raise ParameterError(
+            "out", str(p), "is a directory: give a file name such as model.safetensors"
+        )
     tensors = _model_tensors(model)
     if not all(bool(t.isfinite().all()) for t in tensors.values()):
-        raise ParameterError("out", str(p), "the trained parameters are not finite (training diverged: lower the learning rate)")
+        raise ParameterError(
+            "out",
+            str(p),
+            "the trained parameters are not finite (training diverged: lower the learning rate)",
+        )
     card_json = jsonutil.dumps(card, indent=2)
     embedded = jsonutil.dumps(card)
-    meta = {_FORMAT_KEY: MODEL_FORMAT, _CARD_KEY: embedded, _DIGEST_KEY: tensors_digest(tensors, embedded)}
+    meta = {
+        _FORMAT_KEY: MODEL_FORMAT,
+        _CARD_KEY: embedded,
+        _DIGEST_KEY: tensors_digest(tensors, embedded),
+    }
     write_private_file(p, save(tensors, metadata=meta), mode=PUBLIC_MODE, param="out")
     write_private_file(cp, (card_json + "\n").encode(), mode=PUBLIC_MODE, param="out")
     return p, cp
@@ -373,21 +480,39 @@ class ReleasedModel:
         except Exception:  # noqa: BLE001 - ragged input
             raise ParameterError("X", "<array>", "must be a numeric 2-D array") from None
         if Xa.dtype.kind not in "biuf" or Xa.ndim != 2:
-            raise ParameterError("X", f"<{Xa.dtype} array of shape {Xa.shape}>", f"must be a numeric 2-D array with {self.n_features} columns")
+            raise ParameterError(
+                "X",
+                f"<{Xa.dtype} array of shape {Xa.shape}>",
+                f"must be a numeric 2-D array with {self.n_features} columns",
+            )
         if Xa.shape[1] != self.n_features:
-            raise ParameterError("X", f"<array of shape {Xa.shape}>", f"must have {self.n_features} columns (the model's features)")
+            raise ParameterError(
+                "X",
+                f"<array of shape {Xa.shape}>",
+                f"must have {self.n_features} columns (the model's features)",
+            )
         if not np.isfinite(Xa.astype(np.float64)).all():
             raise ParameterError("X", "<array with NaN or inf>", "features must be finite")
         try:
             return apply_feature_transform(self.card["preprocessing"]["steps"], Xa)
         except (ValueError, TypeError, KeyError) as exc:
-            raise ParameterError("model", str(self.path), f"has an invalid preprocessing in its card ({exc})") from None
+            raise ParameterError(
+                "model", str(self.path), f"has an invalid preprocessing in its card ({exc})"
+            ) from None
 
     def score(self, pred: np.ndarray, y: Any) -> dict[str, float]:
         """Accuracy (classification) or mean squared error of ``pred`` against labels ``y``."""
         ya = np.asarray(y)
-        if ya.dtype.kind not in "biuf" or ya.shape != pred.shape or not np.isfinite(ya.astype(np.float64)).all():
-            raise ParameterError("y", f"<{ya.dtype} array of shape {ya.shape}>", f"must be {len(pred)} finite numeric labels")
+        if (
+            ya.dtype.kind not in "biuf"
+            or ya.shape != pred.shape
+            or not np.isfinite(ya.astype(np.float64)).all()
+        ):
+            raise ParameterError(
+                "y",
+                f"<{ya.dtype} array of shape {ya.shape}>",
+                f"must be {len(pred)} finite numeric labels",
+            )
         if self.card.get("task") == "regression":
             return {"mse": float(np.mean((pred - ya.astype(np.float64)) ** 2))}
         return {"accuracy": float(np.mean(pred == ya))}
@@ -400,9 +525,13 @@ class ReleasedModel:
         pred = self.model.predict(Z).detach().cpu().numpy()
         if self.card.get("task") == "regression":
             try:
-                return invert_target_transform(self.card["preprocessing"].get("target"), pred.astype(np.float64))
+                return invert_target_transform(
+                    self.card["preprocessing"].get("target"), pred.astype(np.float64)
+                )
             except (ValueError, TypeError) as exc:
-                raise ParameterError("model", str(self.path), f"has an invalid target map in its card ({exc})") from None
+                raise ParameterError(
+                    "model", str(self.path), f"has an invalid target map in its card ({exc})"
+                ) from None
         return pred.astype(np.int64)
 
 
@@ -424,10 +553,25 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
             for xk, yk in (("X", "y"), ("X_test", "y_test"), ("x_test", "y_test")):
                 if xk in keys:
                     return z[xk], (z[yk] if yk in keys else None)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError, TypeError, AttributeError) as exc:
-        why = "holds pickled data or object arrays (never unpickled)" if "pickle" in str(exc).lower() else f"is not a readable .npz/.npy file ({type(exc).__name__})"
+    except (
+        ValueError,
+        OSError,
+        EOFError,
+        zipfile.BadZipFile,
+        KeyError,
+        RuntimeError,
+        TypeError,
+        AttributeError,
+    ) as exc:
+        why = (
+            "holds pickled data or object arrays (never unpickled)"
+            if "pickle" in str(exc).lower()
+            else f"is not a readable .npz/.npy file ({type(exc).__name__})"
+        )
         raise ParameterError("dataset", name, why) from None
-    raise ParameterError("dataset", name, "a .npz file to predict on must hold an array X (or X_test / x_test)")
+    raise ParameterError(
+        "dataset", name, "a .npz file to predict on must hold an array X (or X_test / x_test)"
+    )
 
 
 def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
@@ -462,7 +606,8 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         arch, n_par = _architecture_parameters(card.get("architecture"))
         steps = card["preprocessing"]["steps"]
         if not isinstance(steps, list):
-            raise ValueError("preprocessing.steps must be a list")  # noqa: TRY004 - reported as ParameterError
+            # - reported as ParameterError
+            raise ValueError("preprocessing.steps must be a list")  # noqa: TRY004
     except (ValueError, TypeError, KeyError) as exc:
         raise bad(f"has an invalid model card ({exc})") from None
     itemsize = 8 if arch["dtype"] == "float64" else 4
@@ -481,15 +626,26 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         else:
             model.load_state_dict(tensors, strict=True)
     except (RuntimeError, KeyError, TypeError) as exc:
-        raise bad(f"parameters do not fit its architecture ({str(exc).splitlines()[0][:120]})") from None
+        raise bad(
+            f"parameters do not fit its architecture ({str(exc).splitlines()[0][:120]})"
+        ) from None
     cp = card_path(p)
     if cp.exists():
         try:
             beside = jsonutil.loads(cp.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
-            raise ParameterError("model", str(cp), "the model card beside the model file is unreadable or not standard JSON") from None
+            raise ParameterError(
+                "model",
+                str(cp),
+                "the model card beside the model file is unreadable or not standard JSON",
+            ) from None
         if beside != card:
-            raise ParameterError("model", str(cp), "the model card beside the model file differs from the card embedded in it (tampered?)")
+            raise ParameterError(
+                "model",
+                str(cp),
+                "the model card beside the model file differs from the card "
+                "embedded in it (tampered?)",
+            )
     return ReleasedModel(model, card, p)
 
 

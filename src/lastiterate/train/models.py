@@ -71,7 +71,11 @@ def _predictions(out: Tensor, loss: str) -> Tensor:
 
 
 #: the generic loss name of each GLM family (same per-example loss)
-_GLM_LOSS = {"multinomial-logistic": "cross-entropy", "binary-logistic": "bce", "least-squares": "mse"}
+_GLM_LOSS = {
+    "multinomial-logistic": "cross-entropy",
+    "binary-logistic": "bce",
+    "least-squares": "mse",
+}
 
 
 class GLM(nn.Module):
@@ -83,19 +87,33 @@ class GLM(nn.Module):
     ball centred at the origin).
     """
 
-    def __init__(self, n_features: int, n_outputs: int = 1, family: str = "multinomial-logistic",
-                 intercept: bool = False, dtype: torch.dtype = torch.float64) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        n_outputs: int = 1,
+        family: str = "multinomial-logistic",
+        intercept: bool = False,
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
         super().__init__()
         if family not in GLM_FAMILIES:
             raise ParameterError("family", family, "must be one of " + ", ".join(GLM_FAMILIES))
         if family != "multinomial-logistic" and n_outputs != 1:
             raise ParameterError("n_outputs", n_outputs, f"must be 1 for {family}")
         if family == "multinomial-logistic" and n_outputs < 2:
-            raise ParameterError("n_outputs", n_outputs, "must be >= 2 classes for multinomial-logistic")
+            raise ParameterError(
+                "n_outputs", n_outputs, "must be >= 2 classes for multinomial-logistic"
+            )
         self.family = family
         self.intercept = bool(intercept)
-        self.weight = nn.Parameter(torch.zeros(n_outputs, n_features, dtype=dtype), requires_grad=False)
-        self.bias = nn.Parameter(torch.zeros(n_outputs, dtype=dtype), requires_grad=False) if intercept else None
+        self.weight = nn.Parameter(
+            torch.zeros(n_outputs, n_features, dtype=dtype), requires_grad=False
+        )
+        self.bias = (
+            nn.Parameter(torch.zeros(n_outputs, dtype=dtype), requires_grad=False)
+            if intercept
+            else None
+        )
 
     # ---------------------------------------------------------------- interface
     def params(self) -> list[Tensor]:
@@ -130,7 +148,9 @@ class GLM(nn.Module):
 
     def predict(self, X: Tensor) -> Tensor:
         with torch.no_grad():
-            return _predictions(self.forward(X), _GLM_LOSS[self.family])  # least-squares: one output
+            return _predictions(
+                self.forward(X), _GLM_LOSS[self.family]
+            )  # least-squares: one output
 
     def per_example_grads(self, X: Tensor, y: Tensor) -> list[Tensor]:
         """Unclipped g_i for every parameter tensor: ``[B, K, d]`` (and ``[B, K]`` for the bias)."""
@@ -164,12 +184,29 @@ class GLM(nn.Module):
                 out.append(rs.sum(0))
             return out, int((norms > clip).sum())
 
-    def certificate(self, *, feature_norm: float | None, l2: float, clip: float, lr: float | None,
-                    sampling: str | None = None, n: int | None = None, batch_size: int | None = None,
-                    lr_min: float | None = None) -> Certificate:
+    def certificate(
+        self,
+        *,
+        feature_norm: float | None,
+        l2: float,
+        clip: float,
+        lr: float | None,
+        sampling: str | None = None,
+        n: int | None = None,
+        batch_size: int | None = None,
+        lr_min: float | None = None,
+    ) -> Certificate:
         return glm_certificate(
-            self.family, feature_norm=feature_norm, l2=l2, clip=clip, lr=lr, intercept=self.intercept,
-            sampling=sampling, n=n, batch_size=batch_size, lr_min=lr_min,
+            self.family,
+            feature_norm=feature_norm,
+            l2=l2,
+            clip=clip,
+            lr=lr,
+            intercept=self.intercept,
+            sampling=sampling,
+            n=n,
+            batch_size=batch_size,
+            lr_min=lr_min,
         )
 
 
@@ -181,12 +218,20 @@ def _per_example_loss(out: Tensor, y: Tensor, loss: str) -> Tensor:
     if loss == "cross-entropy":
         return torch.nn.functional.cross_entropy(out, y.long(), reduction="none")
     if loss == "bce":
-        return torch.nn.functional.binary_cross_entropy_with_logits(out[:, 0], y.to(out.dtype), reduction="none")
+        return torch.nn.functional.binary_cross_entropy_with_logits(
+            out[:, 0], y.to(out.dtype), reduction="none"
+        )
     return 0.5 * ((out - y.to(out.dtype).reshape(out.shape)) ** 2).sum(1)
 
 
-def mlp(n_features: int, n_outputs: int, hidden: Sequence[int] = (64,), activation: str = "tanh",
-        seed: int = 0, dtype: torch.dtype = torch.float64) -> nn.Sequential:
+def mlp(
+    n_features: int,
+    n_outputs: int,
+    hidden: Sequence[int] = (64,),
+    activation: str = "tanh",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+) -> nn.Sequential:
     """A fully connected network; weights drawn from ``seed`` (data-independent initialisation)."""
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid}
     if activation not in acts:
@@ -206,7 +251,8 @@ def mlp(n_features: int, n_outputs: int, hidden: Sequence[int] = (64,), activati
 
 
 def _linear_eligible(module: nn.Module) -> bool:
-    """A Sequential whose parametrised layers are all (distinct) Linear layers, the others parameter-free.
+    """A Sequential whose parametrised layers are all (distinct) Linear layers, the
+    others parameter-free.
 
     The parameter-free layers must act on each example independently (activations, reshapes):
     that is what makes row i of every layer's output gradient depend on example i only.
@@ -247,7 +293,9 @@ class ModuleModel:
     ``"opacus"``.  No geometry is certified (:data:`~lastiterate.train.geometry.MLP_REASON`).
     """
 
-    def __init__(self, module: nn.Module, loss: str = "cross-entropy", method: str = "auto") -> None:
+    def __init__(
+        self, module: nn.Module, loss: str = "cross-entropy", method: str = "auto"
+    ) -> None:
         if loss not in LOSSES:
             raise ParameterError("loss", loss, "must be one of " + ", ".join(LOSSES))
         methods = ("auto", "linear", "vmap", "opacus")
@@ -256,7 +304,9 @@ class ModuleModel:
         if method == "auto":
             method = "linear" if _linear_eligible(module) else "vmap"
         if method == "linear" and not _linear_eligible(module):
-            raise ParameterError("method", method, "needs an nn.Sequential of Linear and parameter-free layers")
+            raise ParameterError(
+                "method", method, "needs an nn.Sequential of Linear and parameter-free layers"
+            )
         self.module = module
         self.loss_name = loss
         self.method = method
@@ -288,7 +338,9 @@ class ModuleModel:
         return uncertified("mlp", MLP_REASON, clip=_.get("clip"), lr=_.get("lr"))
 
     # ---------------------------------------------------------------- per-example gradients
-    def _linear_pass(self, X: Tensor, y: Tensor) -> tuple[list[Tensor], list[Tensor], list[nn.Linear]]:
+    def _linear_pass(
+        self, X: Tensor, y: Tensor
+    ) -> tuple[list[Tensor], list[Tensor], list[nn.Linear]]:
         """Inputs a_l and output gradients G_l of every Linear layer (rows = examples)."""
         acts: list[Tensor] = []
         outs: list[Tensor] = []
@@ -328,8 +380,8 @@ class ModuleModel:
         loss_name = self.loss_name
         module = self.module
         if len(list(module.named_parameters(remove_duplicate=False))) != len(names):
-            # torch.func.functional_call leaves tied parameters of the module it is given replaced by
-            # plain tensors (torch 2.13): run it on a private copy, never on the user's module
+            # torch.func.functional_call leaves tied parameters of the module it is given replaced
+            # by plain tensors (torch 2.13): run it on a private copy, never on the user's module
             if getattr(self, "_vmap_copy", None) is None:
                 import copy
 

@@ -1,4 +1,5 @@
-"""An Opacus accountant (``opacus.accountants.IAccountant``) that accounts the RELEASED LAST ITERATE.
+"""An Opacus accountant (``opacus.accountants.IAccountant``) that accounts the
+RELEASED LAST ITERATE.
 
     from opacus import PrivacyEngine
     from lastiterate.train import LastIterateAccountant
@@ -14,20 +15,20 @@
     engine.get_epsilon(1e-5)                           # best last-iterate bound
     engine.accountant.explain()                        # what that number certifies, and why
 
-``engine.make_private_with_epsilon(..., target_epsilon=..., target_delta=..., epochs=...)`` works too:
-Opacus' ``get_noise_multiplier`` creates an accountant by the name ``mechanism()`` returns and
+``engine.make_private_with_epsilon(..., target_epsilon=..., target_delta=..., epochs=...)`` works
+too: Opacus' ``get_noise_multiplier`` creates an accountant by the name ``mechanism()`` returns and
 bisects on its ``get_epsilon``; the name ``"lastiterate"`` is registered with Opacus, and calling
 ``mechanism()`` on an instance stages a copy of that instance's declaration for it, so the noise is
 calibrated with exactly the bounds (and fallbacks) :meth:`LastIterateAccountant.get_epsilon` uses.
 
-Opacus calls :meth:`step` once per optimizer step with ``(noise_multiplier, sample_rate)``.  When the
-user declared a geometry (strong convexity and/or smoothness, convexity, diameter) and the history
-is a single constant ``(z, q)`` segment with ``q = batch_size / n``, :meth:`get_epsilon` builds the
-:class:`~lastiterate.run.Run` (``algorithm="sgd"``, ``sampling`` as declared, default
-``"poisson"``; ``noise_multiplier=z``, ``clip=C``, so ``sigma = z C / b``) and returns the best bound of
-:func:`lastiterate.accountant.account` -- which already includes the composition bounds, so it is
-never worse than composition under the same adjacency.  Otherwise it falls back to Opacus' own RDP
-accountant on the same history (identical number).  Either way ``get_epsilon`` returns a number;
+Opacus calls :meth:`step` once per optimizer step with ``(noise_multiplier, sample_rate)``.  When
+the user declared a geometry (strong convexity and/or smoothness, convexity, diameter) and the
+history is a single constant ``(z, q)`` segment with ``q = batch_size / n``, :meth:`get_epsilon`
+builds the :class:`~lastiterate.run.Run` (``algorithm="sgd"``, ``sampling`` as declared, default
+``"poisson"``; ``noise_multiplier=z``, ``clip=C``, so ``sigma = z C / b``) and returns the best
+bound of :func:`lastiterate.accountant.account` -- which already includes the composition bounds, so
+it is never worse than composition under the same adjacency.  Otherwise it falls back to Opacus' own
+RDP accountant on the same history (identical number).  Either way ``get_epsilon`` returns a number;
 what it certifies is one call away: :meth:`LastIterateAccountant.explain` (one paragraph: the bound,
 its adjacency, and the reason for any fallback), :attr:`reason` (the short form) and
 :attr:`last_report` (the full :class:`~lastiterate.accountant.Report`, None after a fallback).
@@ -89,7 +90,9 @@ class _Mechanism:
     ``get_noise_multiplier``, which ``PrivacyEngine.make_private_with_epsilon`` calls right after
     ``self.accountant.mechanism()``) builds an accountant with the same declaration."""
 
-    def __get__(self, obj: LastIterateAccountant | None, owner: type | None = None) -> Callable[[], str]:
+    def __get__(
+        self, obj: LastIterateAccountant | None, owner: type | None = None
+    ) -> Callable[[], str]:
         def mechanism() -> str:
             if obj is not None:
                 _STAGED.declaration = obj.declaration()
@@ -103,9 +106,11 @@ def _staged_accountant() -> LastIterateAccountant:
     decl = getattr(_STAGED, "declaration", None)
     if decl is None:
         raise ParameterError(
-            "accountant", MECHANISM,
-            "needs a declaration: create LastIterateAccountant(n=..., batch_size=..., lr=..., clip=..., ...) and assign "
-            "it to PrivacyEngine.accountant before make_private_with_epsilon",
+            "accountant",
+            MECHANISM,
+            "needs a declaration: create LastIterateAccountant(n=..., batch_size=..., lr=..., "
+            "clip=..., ...) and assign it to PrivacyEngine.accountant before "
+            "make_private_with_epsilon",
         )
     return LastIterateAccountant(**decl)
 
@@ -156,7 +161,8 @@ class LastIterateAccountant(IAccountant):
         self._last_report: Any = None
         #: what the attached DPOptimizer really does (clip, expected batch size, lr, ...), per step
         self.observed: dict[str, Any] = {}
-        # validate the declaration once (raises ParameterError early, e.g. add/remove without Poisson)
+        # validate the declaration once (raises ParameterError early, e.g.
+        # add/remove without Poisson)
         self._build_run(1.0, 1)
 
     # ------------------------------------------------------------------ IAccountant
@@ -183,7 +189,8 @@ class LastIterateAccountant(IAccountant):
         return hook_fn
 
     def get_epsilon(self, delta: float, *args: Any, **kwargs: Any) -> float:
-        """Epsilon at ``delta`` for releasing the current (last) iterate; :meth:`explain` says what it certifies."""
+        """Epsilon at ``delta`` for releasing the current (last) iterate; :meth:`explain` says
+        what it certifies."""
         if not self.history:
             self.reason = "no steps yet"
             self._last_report = None
@@ -208,11 +215,13 @@ class LastIterateAccountant(IAccountant):
     # ------------------------------------------------------------------ what the number means
     @property
     def last_report(self) -> Any:
-        """The :class:`~lastiterate.accountant.Report` behind the last :meth:`get_epsilon` (None after a fallback)."""
+        """The :class:`~lastiterate.accountant.Report` behind the last :meth:`get_epsilon` (None
+        after a fallback)."""
         return self._last_report
 
     def explain(self) -> str:
-        """What the last :meth:`get_epsilon` certifies: the bound, the adjacency, any fallback and why."""
+        """What the last :meth:`get_epsilon` certifies: the bound, the adjacency, any
+        fallback and why."""
         rep = self._last_report
         if rep is None:
             if self.reason == "no steps yet":
@@ -220,26 +229,33 @@ class LastIterateAccountant(IAccountant):
             text = f"Fallback: {self.reason}."
             if self.adjacency != "add-remove":
                 text += (
-                    f" That number certifies add/remove adjacency, NOT the declared {self.adjacency} adjacency "
-                    "(a replace-one guarantee follows from it only by group privacy over 2 examples)."
+                    " That number certifies add/remove adjacency, NOT the declared "
+                    f"{self.adjacency} adjacency (a replace-one guarantee follows from it only by "
+                    "group privacy over 2 examples)."
                 )
             return text + " It covers every intermediate iterate as well as the last one."
         best = rep.best
         text = (
-            f"{best.bound} ({best.kind}): {best.theorem} [{best.reference}], {rep.run.adjacency} adjacency; "
-            f"L = {rep.run.L:g} means: {rep.run.setting()['sensitivity_meaning']}."
+            f"{best.bound} ({best.kind}): {best.theorem} [{best.reference}], {rep.run.adjacency} "
+            f"adjacency; L = {rep.run.L:g} means: {rep.run.setting()['sensitivity_meaning']}."
         )
         if best.bound.endswith("composition"):
             refused = "; ".join(
-                f"{r.bound}: {r.reason}" for r in rep.not_applicable
-                if not r.bound.endswith("composition") and "no theorem of this family" not in r.reason
+                f"{r.bound}: {r.reason}"
+                for r in rep.not_applicable
+                if not r.bound.endswith("composition")
+                and "no theorem of this family" not in r.reason
             )
             text += (
-                " This is composition (it also covers every intermediate iterate): no last-iterate theorem gave a "
+                " This is composition (it also covers every intermediate iterate): no "
+                "last-iterate theorem gave a "
                 "smaller epsilon" + (f" (refused: {refused})" if refused else "") + "."
             )
         else:
-            text += " Only the final model is covered; publishing intermediate iterates costs composition."
+            text += (
+                " Only the final model is covered; publishing intermediate iterates costs "
+                "composition."
+            )
         return text
 
     # ------------------------------------------------------------------ extras
@@ -256,15 +272,27 @@ class LastIterateAccountant(IAccountant):
 
     @property
     def declared_geometry(self) -> bool:
-        return any(v is not None for v in (self.strong_convexity, self.smoothness, self.diameter)) or self.convex
+        return (
+            any(v is not None for v in (self.strong_convexity, self.smoothness, self.diameter))
+            or self.convex
+        )
 
     def declaration(self) -> dict[str, Any]:
-        """The constructor arguments (JSON-serialisable): the run this accountant was declared for."""
+        """The constructor arguments (JSON-serialisable): the run this accountant
+        was declared for."""
         return {
-            "n": self.n, "batch_size": self.batch_size, "lr": self.lr, "clip": self.clip,
-            "strong_convexity": self.strong_convexity, "smoothness": self.smoothness, "convex": self.convex,
-            "diameter": self.diameter, "sampling": self.sampling if self.sampling is not None else "poisson",
-            "algorithm": self.algorithm, "adjacency": self.adjacency, "bounds": self.bounds,
+            "n": self.n,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "clip": self.clip,
+            "strong_convexity": self.strong_convexity,
+            "smoothness": self.smoothness,
+            "convex": self.convex,
+            "diameter": self.diameter,
+            "sampling": self.sampling if self.sampling is not None else "poisson",
+            "algorithm": self.algorithm,
+            "adjacency": self.adjacency,
+            "bounds": self.bounds,
         }
 
     def _observe(self, optim: Any) -> None:
@@ -280,21 +308,32 @@ class LastIterateAccountant(IAccountant):
         }
 
     def _mismatch(self) -> str | None:
-        """Why the attached optimizer does not execute the declared run (None when it does or is unknown)."""
+        """Why the attached optimizer does not execute the declared run (None when it
+        does or is unknown)."""
         o = self.observed
         if not o:
             return None
-        if o["max_grad_norm"] is not None and not math.isclose(float(o["max_grad_norm"]), self.clip, rel_tol=1e-9):
-            return f"the optimizer clips at max_grad_norm={o['max_grad_norm']:g}, the declaration says clip={self.clip:g}"
+        if o["max_grad_norm"] is not None and not math.isclose(
+            float(o["max_grad_norm"]), self.clip, rel_tol=1e-9
+        ):
+            return (
+                f"the optimizer clips at max_grad_norm={o['max_grad_norm']:g}, "
+                f"the declaration says clip={self.clip:g}"
+            )
         b = self.batch_size if self.algorithm != "gd" else self.n
         if o["expected_batch_size"] is not None and int(o["expected_batch_size"]) != b:
-            return f"the optimizer divides by expected_batch_size={o['expected_batch_size']}, the declaration says {b}"
+            return (
+                f"the optimizer divides by expected_batch_size={o['expected_batch_size']}, "
+                f"the declaration says {b}"
+            )
         if o["lr"] != [self.lr]:
-            return f"the optimizer's learning rate {o['lr']} differs from the declared lr={self.lr:g}"
+            return (
+                f"the optimizer's learning rate {o['lr']} differs from the declared lr={self.lr:g}"
+            )
         if o["optimizer"] != "SGD" or o["momentum"] != 0.0 or o["weight_decay"] != 0.0:
             return (
-                f"the update is {o['optimizer']} with momentum={o['momentum']:g}, weight_decay={o['weight_decay']:g}; "
-                "the theorems need plain SGD steps"
+                f"the update is {o['optimizer']} with momentum={o['momentum']:g}, "
+                f"weight_decay={o['weight_decay']:g}; the theorems need plain SGD steps"
             )
         return None
 
@@ -302,9 +341,17 @@ class LastIterateAccountant(IAccountant):
         from lastiterate.run import Run
 
         kw: dict[str, Any] = {
-            "algorithm": self.algorithm, "n": self.n, "lr": self.lr, "steps": steps, "noise_multiplier": z, "clip": self.clip,
-            "strong_convexity": self.strong_convexity, "smoothness": self.smoothness, "convex": self.convex,
-            "diameter": self.diameter, "adjacency": self.adjacency,
+            "algorithm": self.algorithm,
+            "n": self.n,
+            "lr": self.lr,
+            "steps": steps,
+            "noise_multiplier": z,
+            "clip": self.clip,
+            "strong_convexity": self.strong_convexity,
+            "smoothness": self.smoothness,
+            "convex": self.convex,
+            "diameter": self.diameter,
+            "adjacency": self.adjacency,
         }
         if self.algorithm != "gd":
             kw["batch_size"] = self.batch_size
@@ -323,7 +370,10 @@ class LastIterateAccountant(IAccountant):
         z, q, steps = self.history[0]
         expected = (self.batch_size if self.algorithm != "gd" else self.n) / self.n
         if not math.isclose(q, expected, rel_tol=1e-9, abs_tol=0.0):
-            return None, f"sample rate {q:.6g} from Opacus differs from batch_size/n = {expected:.6g}"
+            return (
+                None,
+                f"sample rate {q:.6g} from Opacus differs from batch_size/n = {expected:.6g}",
+            )
         return self._build_run(float(z), int(steps)), ""
 
     def state_dict(self, destination: Any = None) -> Any:
@@ -340,4 +390,6 @@ class LastIterateAccountant(IAccountant):
         if decl is not None:
             mine = self.declaration()
             if decl != mine:
-                raise ValueError(f"state_dict was written for a different declaration: {decl} != {mine}")
+                raise ValueError(
+                    f"state_dict was written for a different declaration: {decl} != {mine}"
+                )

@@ -31,7 +31,8 @@ fixed once they are released, so neighbouring datasets stay neighbouring and the
 * a training RDP curve gives ``eps_R(a) + a mu_stats^2 / 2`` at its orders (Mironov 2017, Prop. 1);
 * any ``(eps_1, delta_1)``-DP training guarantee is dominated by the pair of Kairouz, Oh and
   Viswanath (2015) with losses ``{+inf, eps_1, -eps_1, -inf}``; composing it with ``G_mu`` has the
-  closed-form profile of :func:`approximate_dp_gaussian_delta`, evaluated at a few ``delta_1 < delta``.
+  closed-form profile of :func:`approximate_dp_gaussian_delta`, evaluated at a few
+  ``delta_1 < delta``.
 
 Every candidate is a valid upper bound, so the smallest is reported.  Adjacency: replace-one (the
 number of rows n is public, as for the training accountant); add-remove is supported by the
@@ -57,9 +58,9 @@ ADJACENCIES: tuple[str, ...] = ("replace", "add-remove")
 VARIANCE_FLOOR = 1e-4
 
 NOT_COVERED = (
-    "NOT covered: features (and regression targets) were standardised with the training set's exact mean "
-    "and standard deviation, treated as public; the guarantee covers only the noisy training on the "
-    "standardised data"
+    "NOT covered: features (and regression targets) were standardised with the training set's "
+    "exact mean and standard deviation, treated as public; the guarantee covers only the noisy "
+    "training on the standardised data"
 )
 
 
@@ -74,19 +75,31 @@ def parse_range(value: Any, d: int, name: str = "feature_range") -> tuple[np.nda
     pairs: Any = value
     if isinstance(value, str):
         try:
-            pairs = [tuple(float(t) for t in part.split(",")) for part in value.split(";") if part.strip()]
+            pairs = [
+                tuple(float(t) for t in part.split(","))
+                for part in value.split(";")
+                if part.strip()
+            ]
         except ValueError:
-            raise ParameterError(name, value, "must be LO,HI or LO1,HI1;LO2,HI2;... (one pair per feature)") from None
+            raise ParameterError(
+                name, value, "must be LO,HI or LO1,HI1;LO2,HI2;... (one pair per feature)"
+            ) from None
         if len(pairs) == 1:
             pairs = pairs[0]
     try:
         arr = np.asarray(pairs, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ParameterError(name, value, "must be a pair (lo, hi) or one pair per feature") from None
+        raise ParameterError(
+            name, value, "must be a pair (lo, hi) or one pair per feature"
+        ) from None
     if arr.shape == (2,):
         arr = np.tile(arr, (d, 1))
     if arr.shape != (d, 2):
-        raise ParameterError(name, value, f"must be one pair (lo, hi) for all features or {d} pairs (one per feature)")
+        raise ParameterError(
+            name,
+            value,
+            f"must be one pair (lo, hi) for all features or {d} pairs (one per feature)",
+        )
     lo, hi = arr[:, 0], arr[:, 1]
     if not (np.isfinite(arr).all() and (lo < hi).all()):
         raise ParameterError(name, value, "every bound must be finite with lo < hi")
@@ -119,8 +132,8 @@ def clip_rows(X: np.ndarray, R: float) -> np.ndarray:
 
 # ---------------------------------------------------------------------- private moments
 def replace_one_sensitivity2(rho: float) -> float:
-    r"""``max_{a, b in [-1, 1]} (a - b)^2 + rho (a^2 - b^2)^2``: the squared replace-one change of one
-    column of ``(sum u, sum u^2 / sqrt(rho))``, in units where the sums' noise std is 1.
+    r"""``max_{a, b in [-1, 1]} (a - b)^2 + rho (a^2 - b^2)^2``: the squared replace-one change of
+    one column of ``(sum u, sum u^2 / sqrt(rho))``, in units where the sums' noise std is 1.
 
     With ``s = a - b in [0, 2]`` and ``t = a + b``, ``|t| <= 2 - s``, the value is
     ``s^2 (1 + rho t^2) <= h(s) = s^2 (1 + rho (2 - s)^2)``, attained at ``a = 1, b = 1 - s``.
@@ -167,7 +180,9 @@ class GaussianMomentsMechanism:
             raise ParameterError("d", self.d, "must be an integer >= 1 (number of columns)")
         check_positive("statistics_mu", self.mu)
         if self.adjacency not in ADJACENCIES:
-            raise ParameterError("adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES))
+            raise ParameterError(
+                "adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES)
+            )
         check_positive("noise_ratio", self.noise_ratio)
         check_in_range("count_share", self.count_share, 0.0, 1.0, low_open=True, high_open=True)
 
@@ -177,14 +192,17 @@ class GaussianMomentsMechanism:
 
     @property
     def column_sensitivity2(self) -> float:
-        """Squared sensitivity of one column in units of ``1/sigma_1^2`` (see the class docstring)."""
+        """Squared sensitivity of one column in units of ``1/sigma_1^2`` (see the
+        class docstring)."""
         if self.adjacency == "replace":
             return replace_one_sensitivity2(self.rho)
         return 1.0 + self.rho
 
     @property
     def sigma_sum(self) -> float:
-        moment_mu2 = self.mu**2 * (1.0 - self.count_share if self.adjacency == "add-remove" else 1.0)
+        moment_mu2 = self.mu**2 * (
+            1.0 - self.count_share if self.adjacency == "add-remove" else 1.0
+        )
         return math.sqrt(self.d * self.column_sensitivity2 / moment_mu2)
 
     @property
@@ -202,22 +220,29 @@ class GaussianMomentsMechanism:
         replaced by ``b`` (replace-one) or ``a`` added (``b=None``, add-remove).  For tests."""
         a = np.asarray(a, dtype=np.float64)
         if b is None:
-            v = np.concatenate([a / self.sigma_sum, a * a / self.sigma_square,
-                                [1.0 / self.sigma_count] if self.sigma_count else []])
+            v = np.concatenate(
+                [
+                    a / self.sigma_sum,
+                    a * a / self.sigma_square,
+                    [1.0 / self.sigma_count] if self.sigma_count else [],
+                ]
+            )
         else:
             b = np.asarray(b, dtype=np.float64)
             v = np.concatenate([(a - b) / self.sigma_sum, (a * a - b * b) / self.sigma_square])
         return float(np.linalg.norm(v))
 
     def claimed_mu(self) -> float:
-        """The GDP parameter of the release from its exact sensitivity and noise stds (equals ``mu``)."""
+        """The GDP parameter of the release from its exact sensitivity and noise
+        stds (equals ``mu``)."""
         m2 = self.d * self.column_sensitivity2 / self.sigma_sum**2
         if self.sigma_count is not None:
             m2 += 1.0 / self.sigma_count**2
         return math.sqrt(m2)
 
     def release(self, U: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray | float]:
-        """The noisy sums of ``U`` (rows already in ``[-1, 1]^d``): ``{"sum", "square", "count"}``."""
+        """The noisy sums of ``U`` (rows already in ``[-1, 1]^d``): ``{"sum",
+        "square", "count"}``."""
         U = np.asarray(U, dtype=np.float64)
         if U.ndim != 2 or U.shape[1] != self.d:
             raise ParameterError("X", tuple(U.shape), f"must be a 2-D array with {self.d} columns")
@@ -247,9 +272,14 @@ class PrivateMoments:
     hi: np.ndarray
 
     def to_json(self) -> dict[str, Any]:
-        return {"mu": self.mu, "adjacency": self.adjacency, "sigma_sum": self.sigma_sum,
-                "sigma_square": self.sigma_square, "sigma_count": self.sigma_count,
-                "units": "sums of values clipped to the declared range and mapped onto [-1, 1]"}
+        return {
+            "mu": self.mu,
+            "adjacency": self.adjacency,
+            "sigma_sum": self.sigma_sum,
+            "sigma_square": self.sigma_square,
+            "sigma_count": self.sigma_count,
+            "units": "sums of values clipped to the declared range and mapped onto [-1, 1]",
+        }
 
 
 def private_moments(
@@ -266,9 +296,9 @@ def private_moments(
 
     ``rng``: the noise source; None draws fresh entropy from the operating system (the default:
     the noise must stay secret).  Post-processing (no extra cost): the released mean is clamped to
-    ``[lo, hi]`` and the variance in ``[-1, 1]`` units to ``[floor, 1]``, ``floor = max(VARIANCE_FLOOR,
-    3 sigma_2 / count)`` (three noise stds of the released second moment: a near-constant column is
-    not blown up by noise).
+    ``[lo, hi]`` and the variance in ``[-1, 1]`` units to ``[floor, 1]``, ``floor =
+    max(VARIANCE_FLOOR, 3 sigma_2 / count)`` (three noise stds of the released second moment: a
+    near-constant column is not blown up by noise).
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or len(X) < 1:
@@ -281,8 +311,17 @@ def private_moments(
     floor = max(VARIANCE_FLOOR, 3.0 * mech.sigma_square / count)
     var_u = np.clip(np.asarray(out["square"]) / count - mean_u**2, floor, 1.0)
     mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
-    return PrivateMoments(mid + half * mean_u, half * np.sqrt(var_u), mech.claimed_mu(), adjacency,
-                          mech.sigma_sum, mech.sigma_square, mech.sigma_count, lo, hi)
+    return PrivateMoments(
+        mid + half * mean_u,
+        half * np.sqrt(var_u),
+        mech.claimed_mu(),
+        adjacency,
+        mech.sigma_sum,
+        mech.sigma_square,
+        mech.sigma_count,
+        lo,
+        hi,
+    )
 
 
 # ---------------------------------------------------------------------- the preprocessing step
@@ -305,8 +344,14 @@ class Preprocessing:
         return self.mu is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"scaling": self.scaling, "description": self.description, "mu": self.mu, "covered": self.covered,
-                "adjacency": self.adjacency, "details": self.details}
+        return {
+            "scaling": self.scaling,
+            "description": self.description,
+            "mu": self.mu,
+            "covered": self.covered,
+            "adjacency": self.adjacency,
+            "details": self.details,
+        }
 
 
 def resolve_scaling(scaling: str, has_range: bool) -> str:
@@ -374,60 +419,123 @@ def preprocess(
 
     if mode == "public-range":
         if lo is None:
-            raise ParameterError("feature_range", None, f"scaling=public-range needs a declared range; {data.name} has none")
+            raise ParameterError(
+                "feature_range",
+                None,
+                f"scaling=public-range needs a declared range; {data.name} has none",
+            )
         Xtr, Xte = public_range_scale(Xtr, lo, hi), public_range_scale(Xte, lo, hi)
-        steps.append({"op": "public_range", "lo": lo.tolist(), "hi": hi.tolist(), "why": "declared public range"})
-        desc = f"features mapped to [0, 1] by the public range ({range_note}); data-independent, no privacy cost"
+        steps.append(
+            {
+                "op": "public_range",
+                "lo": lo.tolist(),
+                "hi": hi.tolist(),
+                "why": "declared public range",
+            }
+        )
+        desc = (
+            f"features mapped to [0, 1] by the public range ({range_note}); data-independent, "
+            "no privacy cost"
+        )
         details["feature_range"] = _range_json(lo, hi)
     elif mode == "clip-only":
-        hint = "" if lo is not None else (f"; {data.name} declares no public feature range: declare one to scale by it "
-                                          "(--feature-range LO,HI) or to release private statistics (--scaling private)")
+        hint = (
+            ""
+            if lo is not None
+            else (
+                f"; {data.name} declares no public feature range: declare one to scale by it "
+                "(--feature-range LO,HI) or to release private statistics (--scaling private)"
+            )
+        )
         desc = f"no feature scaling (row clipping only{hint}); data-independent, no privacy cost"
     elif mode == "private":
         if lo is None:
-            raise ParameterError("feature_range", None,
-                                 f"scaling=private clips values to a declared range before the Gaussian mechanism; {data.name} "
-                                 "has none: give one (e.g. --feature-range LO,HI)")
+            raise ParameterError(
+                "feature_range",
+                None,
+                "scaling=private clips values to a declared range before the Gaussian mechanism; "
+                f"{data.name} has none: give one (e.g. --feature-range LO,HI)",
+            )
         if statistics_mu is None:
-            raise ParameterError("statistics_mu", None, "scaling=private needs a GDP budget statistics_mu > 0")
+            raise ParameterError(
+                "statistics_mu", None, "scaling=private needs a GDP budget statistics_mu > 0"
+            )
         cols_tr, cols_lo, cols_hi = Xtr, lo, hi
         with_target = regression and t_lo is not None
         if with_target:
             cols_tr = np.column_stack([Xtr, ytr.astype(np.float64)])
             cols_lo, cols_hi = np.append(lo, t_lo), np.append(hi, t_hi)
-        mom = private_moments(cols_tr, cols_lo, cols_hi, statistics_mu, adjacency=adjacency, rng=rng)
+        mom = private_moments(
+            cols_tr, cols_lo, cols_hi, statistics_mu, adjacency=adjacency, rng=rng
+        )
         mu = mom.mu
         m, s = mom.mean[:d], mom.std[:d]
         Xtr, Xte = (np.clip(Xtr, lo, hi) - m) / s, (np.clip(Xte, lo, hi) - m) / s
-        steps.append({"op": "clip_values", "lo": lo.tolist(), "hi": hi.tolist(), "why": "declared public range"})
-        steps.append({"op": "standardize", "mean": m.tolist(), "scale": s.tolist(),
-                      "statistics": f"private (Gaussian mechanism, {mom.mu:.6g}-GDP, included in the guarantee)"})
-        desc = (f"features standardised with PRIVATE means and variances (Gaussian mechanism on values clipped to the "
-                f"declared range, {range_note}): {mu:.4g}-GDP")
+        steps.append(
+            {
+                "op": "clip_values",
+                "lo": lo.tolist(),
+                "hi": hi.tolist(),
+                "why": "declared public range",
+            }
+        )
+        steps.append(
+            {
+                "op": "standardize",
+                "mean": m.tolist(),
+                "scale": s.tolist(),
+                "statistics": (
+                    f"private (Gaussian mechanism, {mom.mu:.6g}-GDP, included in the guarantee)"
+                ),
+            }
+        )
+        desc = (
+            "features standardised with PRIVATE means and variances (Gaussian mechanism on values "
+            f"clipped to the declared range, {range_note}): {mu:.4g}-GDP"
+        )
         details["feature_range"] = _range_json(lo, hi)
         details["mechanism"] = mom.to_json()
         if with_target:
             ytr = (np.clip(ytr, t_lo, t_hi) - mom.mean[d]) / mom.std[d]
             yte = (np.clip(yte, t_lo, t_hi) - mom.mean[d]) / mom.std[d]
-            target_step = {"op": "standardize", "mean": float(mom.mean[d]), "scale": float(mom.std[d]),
-                           "statistics": "private (released with the feature statistics)"}
+            target_step = {
+                "op": "standardize",
+                "mean": float(mom.mean[d]),
+                "scale": float(mom.std[d]),
+                "statistics": "private (released with the feature statistics)",
+            }
             notes.append("targets standardised with the same private statistics")
             target_done = True
     else:  # data-public
         with np.errstate(over="ignore", invalid="ignore"):
             mean, sd = Xtr.mean(0), Xtr.std(0)
         if not (np.isfinite(mean).all() and np.isfinite(sd).all()):
-            raise ParameterError("dataset", data.name, "features overflow when standardised (values too large for "
-                                 "float64): rescale the data or declare a range")
+            raise ParameterError(
+                "dataset",
+                data.name,
+                "features overflow when standardised (values too large for "
+                "float64): rescale the data or declare a range",
+            )
         sd = np.where(sd > 0, sd, 1.0)
         Xtr, Xte = (Xtr - mean) / sd, (Xte - mean) / sd
-        steps.append({"op": "standardize", "mean": mean.tolist(), "scale": sd.tolist(), "statistics": NOT_COVERED})
+        steps.append(
+            {
+                "op": "standardize",
+                "mean": mean.tolist(),
+                "scale": sd.tolist(),
+                "statistics": NOT_COVERED,
+            }
+        )
         if regression:
             with np.errstate(over="ignore", invalid="ignore"):
                 ym, ys = float(ytr.mean()), float(ytr.std()) or 1.0
             if not (math.isfinite(ym) and math.isfinite(ys)):
-                raise ParameterError("dataset", data.name, "targets overflow when standardised (values too large "
-                                     "for float64): rescale them or declare --target-range")
+                raise ParameterError(
+                    "dataset",
+                    data.name,
+                    "targets overflow when standardised (values too large "
+                    "for float64): rescale them or declare --target-range",
+                )
             ytr, yte = (ytr - ym) / ys, (yte - ym) / ys
             target_step = {"op": "standardize", "mean": ym, "scale": ys, "statistics": NOT_COVERED}
         desc = "features standardised with the training set's exact mean and std; " + NOT_COVERED
@@ -435,21 +543,43 @@ def preprocess(
     if regression and not target_done:
         if t_lo is not None:
             t_mid, t_half = (t_lo + t_hi) / 2.0, (t_hi - t_lo) / 2.0
-            ytr, yte = (np.clip(ytr, t_lo, t_hi) - t_mid) / t_half, (np.clip(yte, t_lo, t_hi) - t_mid) / t_half
-            target_step = {"op": "affine", "shift": float(t_mid[0]), "scale": float(t_half[0]),
-                           "why": "declared public target range to [-1, 1]"}
-            notes.append(f"targets mapped to [-1, 1] by the declared range [{float(t_lo[0]):g}, {float(t_hi[0]):g}]")
+            ytr, yte = (
+                (np.clip(ytr, t_lo, t_hi) - t_mid) / t_half,
+                (np.clip(yte, t_lo, t_hi) - t_mid) / t_half,
+            )
+            target_step = {
+                "op": "affine",
+                "shift": float(t_mid[0]),
+                "scale": float(t_half[0]),
+                "why": "declared public target range to [-1, 1]",
+            }
+            notes.append(
+                "targets mapped to [-1, 1] by the declared range "
+                f"[{float(t_lo[0]):g}, {float(t_hi[0]):g}]"
+            )
             details["target_range"] = [float(t_lo[0]), float(t_hi[0])]
         else:
-            notes.append("targets not scaled (declare target_range / --target-range LO,HI to scale them)")
+            notes.append(
+                "targets not scaled (declare target_range / --target-range LO,HI to scale them)"
+            )
     if R is not None:
         Xtr, Xte = clip_rows(Xtr, R), clip_rows(Xte, R)
         notes.append(f"rows clipped to norm {R:g}")
-        steps.append({"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"})
+        steps.append(
+            {"op": "clip_rows", "norm": R, "why": "declared row-norm bound (data-independent)"}
+        )
     record = Preprocessing(mode, desc, mu, adjacency, details)
-    new = replace(data, X_train=Xtr, X_test=Xte, y_train=ytr, y_test=yte, feature_norm=R,
-                  notes=[*data.notes, desc, *notes], transform=[*data.transform, *steps],
-                  target_transform=target_step if target_step is not None else data.target_transform)
+    new = replace(
+        data,
+        X_train=Xtr,
+        X_test=Xte,
+        y_train=ytr,
+        y_test=yte,
+        feature_norm=R,
+        notes=[*data.notes, desc, *notes],
+        transform=[*data.transform, *steps],
+        target_transform=target_step if target_step is not None else data.target_transform,
+    )
     return new, record
 
 
@@ -474,8 +604,10 @@ def gaussian_hockey_stick(x: float, mu: float) -> float:
 def approximate_dp_gaussian_delta(epsilon: float, eps1: float, delta1: float, mu: float) -> float:
     r"""Exact privacy profile of ``f_{eps1, delta1} (x) G_mu`` at ``epsilon``:
 
-    .. math:: \delta(\varepsilon) = \delta_1 + (1 - \delta_1)\,[p\,\delta_G(\varepsilon - \varepsilon_1)
-              + (1 - p)\,\delta_G(\varepsilon + \varepsilon_1)],\qquad p = e^{\varepsilon_1}/(1 + e^{\varepsilon_1}),
+    .. math:: \delta(\varepsilon) = \delta_1
+              + (1 - \delta_1)\,[p\,\delta_G(\varepsilon - \varepsilon_1)
+              + (1 - p)\,\delta_G(\varepsilon + \varepsilon_1)],\qquad
+              p = e^{\varepsilon_1}/(1 + e^{\varepsilon_1}),
 
     from the dominating pair of an ``(eps1, delta1)``-DP mechanism (Kairouz, Oh, Viswanath 2015:
     losses ``+inf`` w.p. ``delta1``, ``+-eps1``, ``-inf``) composed with ``N(mu,1)`` vs ``N(0,1)``.
@@ -483,23 +615,29 @@ def approximate_dp_gaussian_delta(epsilon: float, eps1: float, delta1: float, mu
     (adaptively) with a ``mu``-GDP one.
     """
     p = 1.0 / (1.0 + math.exp(-eps1))
-    inner = p * gaussian_hockey_stick(epsilon - eps1, mu) + (1.0 - p) * gaussian_hockey_stick(epsilon + eps1, mu)
+    inner = p * gaussian_hockey_stick(epsilon - eps1, mu) + (1.0 - p) * gaussian_hockey_stick(
+        epsilon + eps1, mu
+    )
     return min(1.0, delta1 + (1.0 - delta1) * inner)
 
 
 def approximate_dp_gaussian_epsilon(eps1: float, delta1: float, mu: float, delta: float) -> float:
-    """Smallest epsilon with ``approximate_dp_gaussian_delta(epsilon, ...) <= delta`` (``delta > delta1``),
-    rounded upwards (never under-reports); ``inf`` when ``delta <= delta1``."""
+    """Smallest epsilon with ``approximate_dp_gaussian_delta(epsilon, ...) <= delta`` (``delta >
+    delta1``), rounded upwards (never under-reports); ``inf`` when ``delta <= delta1``."""
     check_nonnegative("eps1", eps1)
     if not delta > delta1:
         return math.inf
-    return smallest_epsilon(lambda e: approximate_dp_gaussian_delta(e, eps1, delta1, mu), delta,
-                            hi=max(1.0, eps1 + mu * mu))
+    return smallest_epsilon(
+        lambda e: approximate_dp_gaussian_delta(e, eps1, delta1, mu),
+        delta,
+        hi=max(1.0, eps1 + mu * mu),
+    )
 
 
 @dataclass(frozen=True)
 class ComposedGuarantee:
-    """The headline guarantee: training and preprocessing together (or the training alone, said so)."""
+    """The headline guarantee: training and preprocessing together (or the
+    training alone, said so)."""
 
     epsilon: float
     delta: float
@@ -516,11 +654,21 @@ class ComposedGuarantee:
         def f(x: float | None) -> float | str | None:
             return None if x is None else (x if math.isfinite(x) else "inf")
 
-        return {"epsilon": f(self.epsilon), "delta": self.delta, "mu": f(self.mu), "method": self.method,
-                "covers_preprocessing": self.covered, "training_epsilon": f(self.training_epsilon),
-                "training_bound": self.training_bound, "preprocessing_mu": f(self.preprocessing_mu),
-                "preprocessing_epsilon": f(self.preprocessing_epsilon),
-                "candidates": [{k: f(v) if isinstance(v, float) else v for k, v in c.items()} for c in self.candidates]}
+        return {
+            "epsilon": f(self.epsilon),
+            "delta": self.delta,
+            "mu": f(self.mu),
+            "method": self.method,
+            "covers_preprocessing": self.covered,
+            "training_epsilon": f(self.training_epsilon),
+            "training_bound": self.training_bound,
+            "preprocessing_mu": f(self.preprocessing_mu),
+            "preprocessing_epsilon": f(self.preprocessing_epsilon),
+            "candidates": [
+                {k: f(v) if isinstance(v, float) else v for k, v in c.items()}
+                for c in self.candidates
+            ],
+        }
 
 
 #: fractions of delta given to the training guarantee in the (eps, delta)-DP composition candidate
@@ -548,38 +696,81 @@ def compose_with_preprocessing(
     mu_s = preprocessing.mu
     if mu_s is None or mu_s == 0.0:
         method = "training only (preprocessing NOT covered)" if mu_s is None else train_bound
-        return ComposedGuarantee(train_eps, delta, best.mu, method, mu_s is not None, train_eps, train_bound, mu_s,
-                                 None if mu_s is None else 0.0)
+        return ComposedGuarantee(
+            train_eps,
+            delta,
+            best.mu,
+            method,
+            mu_s is not None,
+            train_eps,
+            train_bound,
+            mu_s,
+            None if mu_s is None else 0.0,
+        )
     if report.run.adjacency != preprocessing.adjacency:
-        raise ParameterError("adjacency", preprocessing.adjacency,
-                             f"the preprocessing and the training ({report.run.adjacency}) must use the same adjacency")
+        raise ParameterError(
+            "adjacency",
+            preprocessing.adjacency,
+            f"the preprocessing and the training ({report.run.adjacency}) "
+            "must use the same adjacency",
+        )
     cands: list[dict[str, Any]] = []
     bounds = [r for r in report.results if r.kind == "bound"]
     for r in bounds:
         if r.mu is not None and math.isfinite(r.mu):
             total = math.hypot(r.mu, mu_s)
-            cands.append({"method": f"GDP composition sqrt({r.bound} mu^2 + mu_stats^2)", "epsilon": gdp_epsilon(delta, total),
-                          "mu": total})
+            cands.append(
+                {
+                    "method": f"GDP composition sqrt({r.bound} mu^2 + mu_stats^2)",
+                    "epsilon": gdp_epsilon(delta, total),
+                    "mu": total,
+                }
+            )
         if r.rdp:
             from lastiterate.notions.rdp import RdpCurve, rdp_to_epsilon
 
             orders = [a for a, _ in r.rdp]
             curve = RdpCurve(orders, [e + a * mu_s * mu_s / 2.0 for a, e in r.rdp])
-            cands.append({"method": f"RDP composition ({r.bound} + Gaussian)", "epsilon": float(rdp_to_epsilon(curve, delta).epsilon),
-                          "mu": None})
+            cands.append(
+                {
+                    "method": f"RDP composition ({r.bound} + Gaussian)",
+                    "epsilon": float(rdp_to_epsilon(curve, delta).epsilon),
+                    "mu": None,
+                }
+            )
     if account_at is not None and not any(c["mu"] is not None for c in cands):
         for frac in delta_fractions:
-            d1 = delta * check_in_range("delta_fractions", frac, 0.0, 1.0, low_open=True, high_open=True)
+            d1 = delta * check_in_range(
+                "delta_fractions", frac, 0.0, 1.0, low_open=True, high_open=True
+            )
             b1 = account_at(d1).best
             if b1 is None:
                 continue
             e = approximate_dp_gaussian_epsilon(float(b1.epsilon), d1, mu_s, delta)
-            cands.append({"method": f"(eps, delta)-DP x GDP composition ({b1.bound} at delta={d1:.3g})", "epsilon": e, "mu": None})
+            cands.append(
+                {
+                    "method": f"(eps, delta)-DP x GDP composition ({b1.bound} at delta={d1:.3g})",
+                    "epsilon": e,
+                    "mu": None,
+                }
+            )
     if not cands:
-        raise ParameterError("report", train_bound, "has no GDP or RDP result; pass account_at to compose it")
+        raise ParameterError(
+            "report", train_bound, "has no GDP or RDP result; pass account_at to compose it"
+        )
     chosen = min(cands, key=lambda c: c["epsilon"])
-    return ComposedGuarantee(float(chosen["epsilon"]), delta, chosen["mu"], chosen["method"], True, train_eps,
-                             train_bound, mu_s, gdp_epsilon(delta, mu_s), tuple(cands))
+    return ComposedGuarantee(
+        float(chosen["epsilon"]),
+        delta,
+        chosen["mu"],
+        chosen["method"],
+        True,
+        train_eps,
+        train_bound,
+        mu_s,
+        gdp_epsilon(delta, mu_s),
+        tuple(cands),
+    )
 
 
 # ---------------------------------------------------------------------- calibration
@@ -603,24 +794,39 @@ class BudgetSplit:
     training_epsilon: float
 
     def describe(self) -> str:
-        return (f"budget split: epsilon={self.epsilon:g} at delta={self.delta:g} is {self.mu_total:.4g}-GDP; "
-                f"{self.statistics_share:.0%} of mu^2 to the private statistics (mu={self.statistics_mu:.4g}), the rest "
-                f"to training (mu={self.training_mu:.4g}, epsilon={self.training_epsilon:.4g})")
+        return (
+            f"budget split: epsilon={self.epsilon:g} at delta={self.delta:g} is "
+            f"{self.mu_total:.4g}-GDP; {self.statistics_share:.0%} of mu^2 to the private "
+            f"statistics (mu={self.statistics_mu:.4g}), the rest to training "
+            f"(mu={self.training_mu:.4g}, epsilon={self.training_epsilon:.4g})"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "statistics_share": self.statistics_share,
-                "mu_total": self.mu_total, "statistics_mu": self.statistics_mu, "training_mu": self.training_mu,
-                "training_epsilon": self.training_epsilon, "rule": "GDP: mu_total^2 = mu_train^2 + mu_stats^2"}
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "statistics_share": self.statistics_share,
+            "mu_total": self.mu_total,
+            "statistics_mu": self.statistics_mu,
+            "training_mu": self.training_mu,
+            "training_epsilon": self.training_epsilon,
+            "rule": "GDP: mu_total^2 = mu_train^2 + mu_stats^2",
+        }
 
 
 def split_budget(epsilon: float, delta: float, statistics_share: float = 0.1) -> BudgetSplit:
-    """Share a target ``(epsilon, delta)`` between private statistics and training (see :class:`BudgetSplit`)."""
+    """Share a target ``(epsilon, delta)`` between private statistics and training (see
+    :class:`BudgetSplit`)."""
     eps = check_positive("target_epsilon", epsilon)
     d = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    share = check_in_range("statistics_share", statistics_share, 0.0, 1.0, low_open=True, high_open=True)
+    share = check_in_range(
+        "statistics_share", statistics_share, 0.0, 1.0, low_open=True, high_open=True
+    )
     mu_total = gdp_mu(eps, d)
     if not mu_total > 0:
-        raise ParameterError("target_epsilon", epsilon, f"is too small to spend anything at delta={d:g}")
+        raise ParameterError(
+            "target_epsilon", epsilon, f"is too small to spend anything at delta={d:g}"
+        )
     mu_s, mu_t = math.sqrt(share) * mu_total, math.sqrt(1.0 - share) * mu_total
     return BudgetSplit(eps, d, share, mu_total, mu_s, mu_t, gdp_epsilon(d, mu_t))
 
@@ -647,9 +853,12 @@ def meet_budget(
         t = t - 1.25 * (c - split.epsilon) - 1e-9 * split.epsilon
         if t <= 0:
             break
-    raise ParameterError("target_epsilon", split.epsilon,
-                         "cannot be met by this training together with the private statistics; lower statistics_share "
-                         "or raise the target")
+    raise ParameterError(
+        "target_epsilon",
+        split.epsilon,
+        "cannot be met by this training together with the private statistics; lower "
+        "statistics_share or raise the target",
+    )
 
 
 def calibrate_noise_with_preprocessing(
@@ -672,7 +881,10 @@ def calibrate_noise_with_preprocessing(
         cal = calibrate_noise(run, epsilon=training_epsilon, delta=split.delta, bounds=bounds)
         calibrated = run.replace(noise_std=cal.noise_std)
         comp = compose_with_preprocessing(
-            cal.report, preprocessing, account_at=lambda d1: account(calibrated, delta=d1, bounds=bounds))
+            cal.report,
+            preprocessing,
+            account_at=lambda d1: account(calibrated, delta=d1, bounds=bounds),
+        )
         last.update(cal=cal, comp=comp)
         return comp.epsilon
 
@@ -687,8 +899,9 @@ def budget_stop_with_preprocessing(
     *,
     bounds: Sequence[str] | None = None,
 ) -> tuple[float, ComposedGuarantee]:
-    """The training target epsilon for the budget stop (:func:`~lastiterate.train.budget.allowed_steps`)
-    such that the model at the stop, composed with the preprocessing, meets ``split.epsilon``.
+    """The training target epsilon for the budget stop
+    (:func:`~lastiterate.train.budget.allowed_steps`) such that the model at the stop, composed with
+    the preprocessing, meets ``split.epsilon``.
 
     Returns ``(training target epsilon, composed guarantee at the stop)``.
     """
@@ -698,10 +911,14 @@ def budget_stop_with_preprocessing(
     last: dict[str, Any] = {}
 
     def composed_for(training_epsilon: float) -> float:
-        stop = truncate(run, allowed_steps(run, training_epsilon, split.delta, bounds).allowed_steps)
+        stop = truncate(
+            run, allowed_steps(run, training_epsilon, split.delta, bounds).allowed_steps
+        )
         comp = compose_with_preprocessing(
-            account(stop, delta=split.delta, bounds=bounds), preprocessing,
-            account_at=lambda d1: account(stop, delta=d1, bounds=bounds))
+            account(stop, delta=split.delta, bounds=bounds),
+            preprocessing,
+            account_at=lambda d1: account(stop, delta=d1, bounds=bounds),
+        )
         last["comp"] = comp
         return comp.epsilon
 

@@ -43,18 +43,24 @@ import numpy as np
 
 from lastiterate.errors import ParameterError
 
-#: The text of the warning of a seeded run (stderr on the CLI, ``randomness["warning"]`` in reports).
+#: The text of the warning of a seeded run (stderr on the CLI,
+#: ``randomness["warning"]`` in reports).
 SEED_WARNING = (
-    "seeded run: its privacy guarantee holds only while the seed stays secret and is never reused on other data "
-    "(whoever knows the seed replays the noise and the batches); omit the seed for fresh secret randomness"
+    "seeded run: its privacy guarantee holds only while the seed stays secret and is never "
+    "reused on other data (whoever knows the seed replays the noise and the batches); omit the "
+    "seed for fresh secret randomness"
 )
 
 STATE_FORMAT = "lastiterate-randomness/1"
 
-#: Holohan and Braghin (2021), Sec. 5.1: each secure Gaussian is the sum of 2n standard samples / sqrt(2n).
+#: Holohan and Braghin (2021), Sec. 5.1: each secure Gaussian is the sum of 2n standard
+#: samples / sqrt(2n).
 SECURE_GAUSSIAN_TERMS = 4
 
-_FRESH_BYTES = {False: 16, True: 32}  # 128 secret bits for the statistical mode, 256 for the CSPRNG key
+_FRESH_BYTES = {
+    False: 16,
+    True: 32,
+}  # 128 secret bits for the statistical mode, 256 for the CSPRNG key
 _DOMAIN = b"lastiterate/randomness/v1"
 
 
@@ -64,7 +70,9 @@ class SeededRunWarning(UserWarning):
 
 def _check_seed(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise ParameterError("seed", seed, "must be an integer >= 0, or None for fresh secret randomness")
+        raise ParameterError(
+            "seed", seed, "must be an integer >= 0, or None for fresh secret randomness"
+        )
     return int(seed)
 
 
@@ -80,7 +88,9 @@ class Randomness:
 
     def __init__(self, root: bytes | None, *, seed: int | None, secure: bool) -> None:
         if (root is None) == (seed is None):
-            raise ParameterError("randomness", "<root>", "give exactly one of a secret root and a seed")
+            raise ParameterError(
+                "randomness", "<root>", "give exactly one of a secret root and a seed"
+            )
         self._root = root
         self.seed = seed
         self.secure = bool(secure)
@@ -93,7 +103,8 @@ class Randomness:
 
     @classmethod
     def from_seed(cls, seed: int, secure: bool = False) -> Randomness:
-        """Reproducible randomness from ``seed`` (an integer >= 0).  Secret only while the seed is."""
+        """Reproducible randomness from ``seed`` (an integer >= 0).  Secret only
+        while the seed is."""
         return cls(None, seed=_check_seed(seed), secure=secure)
 
     @classmethod
@@ -118,20 +129,29 @@ class Randomness:
             "source": "seed" if self.seeded else "os-entropy",
             "seeded": self.seeded,
             "secure": self.secure,
-            "generator": ("SHAKE-256 keyed CSPRNG; Gaussian = sum of 4 Box-Muller samples / 2 (Holohan-Braghin 2021)"
-                          if self.secure else "numpy PCG64 (batches) and torch MT19937 (noise), keyed per step"),
+            "generator": (
+                "SHAKE-256 keyed CSPRNG; Gaussian = sum of 4 Box-Muller samples "
+                "/ 2 (Holohan-Braghin 2021)"
+                if self.secure
+                else "numpy PCG64 (batches) and torch MT19937 (noise), keyed per step"
+            ),
             "warning": SEED_WARNING if self.seeded else None,
         }
 
     def fingerprint(self) -> dict[str, Any]:
-        """What identifies the run for a resume without the secret: the seed (if any) and the mode."""
+        """What identifies the run for a resume without the secret: the seed (if
+        any) and the mode."""
         return {"seed": self.seed, "secure": self.secure}
 
     # ---------------------------------------------------------------- owner-only state
     def checkpoint_state(self) -> dict[str, Any]:
         """Plain JSON data a resume needs (CONTAINS THE SECRET: owner-only checkpoints only)."""
-        return {"format": STATE_FORMAT, "seed": self.seed, "secure": self.secure,
-                "root_hex": None if self._root is None else self._root.hex()}
+        return {
+            "format": STATE_FORMAT,
+            "seed": self.seed,
+            "secure": self.secure,
+            "root_hex": None if self._root is None else self._root.hex(),
+        }
 
     @classmethod
     def from_checkpoint_state(cls, state: Any) -> Randomness:
@@ -140,7 +160,9 @@ class Randomness:
             raise ParameterError("checkpoint", "<rng>", f"has no {STATE_FORMAT} randomness state")
         secure = state.get("secure")
         if not isinstance(secure, bool):
-            raise ParameterError("checkpoint", "<rng>", "randomness state: 'secure' must be true or false")
+            raise ParameterError(
+                "checkpoint", "<rng>", "randomness state: 'secure' must be true or false"
+            )
         if state.get("seed") is not None:
             return cls.from_seed(state["seed"], secure)
         root_hex = state.get("root_hex")
@@ -152,7 +174,8 @@ class Randomness:
             raise ParameterError("checkpoint", "<rng>", "randomness state: malformed secret root")
         return cls(root, seed=None, secure=secure)
 
-    # ---------------------------------------------------------------- statistical generators (default mode)
+    # ---------------------------------------------------------------- statistical
+    # generators (default mode)
     def _entropy(self) -> list[int]:
         if self.seed is not None:
             return [self.seed]
@@ -160,8 +183,11 @@ class Randomness:
         return [int(w) for w in np.frombuffer(self._root, dtype="<u4")]
 
     def generator(self, stream: int, *keys: int) -> np.random.Generator:
-        """numpy PCG64 generator of (root, stream, keys) -- ``SeedSequence([seed, stream, *keys])`` when seeded."""
-        return np.random.default_rng(np.random.SeedSequence([*self._entropy(), int(stream), *(int(k) for k in keys)]))
+        """numpy PCG64 generator of (root, stream, keys) -- ``SeedSequence([seed, stream,
+        *keys])`` when seeded."""
+        return np.random.default_rng(
+            np.random.SeedSequence([*self._entropy(), int(stream), *(int(k) for k in keys)])
+        )
 
     def _torch_seed(self, stream: int, t: int) -> int:
         ss = np.random.SeedSequence([*self._entropy(), int(stream), int(t)])
@@ -175,12 +201,18 @@ class Randomness:
 
     def random_words(self, stream: int, keys: Sequence[int], size: int) -> np.ndarray:
         """``size`` uniform 64-bit words of (key, stream, keys) from keyed SHAKE-256 (a CSPRNG)."""
-        msg = _DOMAIN + self._key() + struct.pack(f"<{1 + len(keys)}Q", int(stream), *(int(k) for k in keys))
+        msg = (
+            _DOMAIN
+            + self._key()
+            + struct.pack(f"<{1 + len(keys)}Q", int(stream), *(int(k) for k in keys))
+        )
         return np.frombuffer(hashlib.shake_256(msg).digest(8 * int(size)), dtype="<u8")
 
     def _secure_uniform(self, stream: int, keys: Sequence[int], size: int) -> np.ndarray:
         """Uniforms on the grid k 2^-53 of [0, 1) (53 bits of each CSPRNG word)."""
-        return (self.random_words(stream, keys, size) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        return (self.random_words(stream, keys, size) >> np.uint64(11)).astype(
+            np.float64
+        ) * 2.0**-53
 
     def _secure_standard_normal(self, stream: int, keys: Sequence[int], size: int) -> np.ndarray:
         """Box-Muller standard normals from CSPRNG uniforms (``size`` samples)."""
@@ -190,21 +222,25 @@ class Randomness:
         theta = 2.0 * math.pi * u[pairs:]
         return np.concatenate([r * np.cos(theta), r * np.sin(theta)])[:size]
 
-    def secure_gaussian(self, stream: int, keys: Sequence[int], size: int, sigma: float) -> np.ndarray:
-        """N(0, sigma^2) samples safe against floating-point attacks (Holohan and Braghin 2021, Sec. 5.1).
+    def secure_gaussian(
+        self, stream: int, keys: Sequence[int], size: int, sigma: float
+    ) -> np.ndarray:
+        """N(0, sigma^2) samples safe against floating-point attacks (Holohan and
+        Braghin 2021, Sec. 5.1).
 
         Each sample is sum_{j=1}^{2n} sigma Z_j / sqrt(2n) with 2n = :data:`SECURE_GAUSSIAN_TERMS`
         independent Box-Muller samples Z_j from the keyed CSPRNG: N(0, sigma^2) in law, and its
         floating-point value no longer reveals the inputs of one sampler call.  Like every
         floating-point sampler it is not exactly Gaussian: the uniforms have 53 bits, so each
-        Box-Muller radius is at most sqrt(2 * 53 ln 2) ~ 8.6 (a tail of probability 2^-53 ~ 1.1e-16 per
-        sample is cut), far below any delta the accountant reports.
+        Box-Muller radius is at most sqrt(2 * 53 ln 2) ~ 8.6 (a tail of probability 2^-53 ~ 1.1e-16
+        per sample is cut), far below any delta the accountant reports.
         """
         k = SECURE_GAUSSIAN_TERMS
         z = (sigma * self._secure_standard_normal(stream, keys, k * size)).reshape(k, size)
         return z.sum(axis=0) / math.sqrt(k)
 
-    # ---------------------------------------------------------------- what the trainer and sampler draw
+    # ---------------------------------------------------------------- what the
+    # trainer and sampler draw
     def gaussian(self, stream: int, t: int, size: int, sigma: float, dtype: Any) -> Any:
         """``size`` i.i.d. N(0, sigma^2) values (a 1-D torch tensor of ``dtype``) for step ``t``."""
         import torch
@@ -225,11 +261,17 @@ class Randomness:
         """A uniformly random subset of exactly b of range(n), sorted."""
         if self.secure:
             return np.sort(self.permutation(stream, keys, n)[:b]).astype(np.int64)
-        return np.sort(self.generator(stream, *keys).choice(n, size=b, replace=False)).astype(np.int64)
+        return np.sort(self.generator(stream, *keys).choice(n, size=b, replace=False)).astype(
+            np.int64
+        )
 
     def poisson_subset(self, stream: int, keys: Sequence[int], n: int, p: float) -> np.ndarray:
         """Every index of range(n) independently with probability p."""
-        u = self._secure_uniform(stream, keys, n) if self.secure else self.generator(stream, *keys).random(n)
+        u = (
+            self._secure_uniform(stream, keys, n)
+            if self.secure
+            else self.generator(stream, *keys).random(n)
+        )
         return np.flatnonzero(u < p).astype(np.int64)
 
 

@@ -48,8 +48,12 @@ _STREAM = {"cyclic": 11, "shuffle": 12, "uniform": 13, "poisson": 14}
 
 
 def balanced_partition(order: np.ndarray, n_batches: int) -> list[np.ndarray]:
-    """``numpy.array_split`` of ``order`` into ``n_batches`` balanced batches (the accountant's partition)."""
-    return [np.asarray(b, dtype=np.int64) for b in np.array_split(np.asarray(order, dtype=np.int64), n_batches)]
+    """``numpy.array_split`` of ``order`` into ``n_batches`` balanced batches (the
+    accountant's partition)."""
+    return [
+        np.asarray(b, dtype=np.int64)
+        for b in np.array_split(np.asarray(order, dtype=np.int64), n_batches)
+    ]
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,11 @@ class Sampler:
             raise ParameterError("batch_size", b, f"must equal n={self.n} for full-batch gd")
         object.__setattr__(self, "_randomness", Randomness.of(self.seed))
         if self.scheme == "cyclic":
-            order = self.randomness.permutation(_STREAM["cyclic"], (), self.n) if self.permute else np.arange(self.n)
+            order = (
+                self.randomness.permutation(_STREAM["cyclic"], (), self.n)
+                if self.permute
+                else np.arange(self.n)
+            )
             object.__setattr__(self, "_partition", balanced_partition(order, int(self.l)))
 
     @property
@@ -173,14 +181,22 @@ class Sampler:
         return self.randomness.poisson_subset(_STREAM["poisson"], (t,), n, b / n)
 
     def normaliser(self, batch: np.ndarray) -> int:
-        """The denominator of the averaged gradient: b (uniform, Poisson: fixed), else the realised size."""
+        """The denominator of the averaged gradient: b (uniform, Poisson: fixed), else
+        the realised size."""
         if self.scheme in ("uniform", "poisson"):
             return self.batch_size
         return len(batch)
 
 
-def make_sampler(algorithm: str, n: int, batch_size: int | None = None, sampling: str | None = None,
-                 *, seed: int | Randomness | None = None, permute: bool = True) -> Sampler:
+def make_sampler(
+    algorithm: str,
+    n: int,
+    batch_size: int | None = None,
+    sampling: str | None = None,
+    *,
+    seed: int | Randomness | None = None,
+    permute: bool = True,
+) -> Sampler:
     """The sampler for a Run-style description (``algorithm`` gd/cgd/sgd, ``sampling`` for sgd).
 
     ``seed``: None (default) for fresh secret randomness, an int for reproducible batches, or the
@@ -189,13 +205,17 @@ def make_sampler(algorithm: str, n: int, batch_size: int | None = None, sampling
     if algorithm == "gd":
         return Sampler("full", n, n if batch_size is None else batch_size, seed)
     if batch_size is None:
-        raise ParameterError("batch_size", None, f"is required for {algorithm}: an integer in [1, n={n}]")
+        raise ParameterError(
+            "batch_size", None, f"is required for {algorithm}: an integer in [1, n={n}]"
+        )
     if algorithm == "cgd":
         if sampling is not None:
             raise ParameterError("sampling", sampling, "only applies to sgd, not cgd")
         return Sampler("cyclic", n, batch_size, seed, permute)
     if algorithm == "sgd":
         if sampling not in ("poisson", "uniform", "shuffle"):
-            raise ParameterError("sampling", sampling, "is required for sgd: one of poisson, uniform, shuffle")
+            raise ParameterError(
+                "sampling", sampling, "is required for sgd: one of poisson, uniform, shuffle"
+            )
         return Sampler(sampling, n, batch_size, seed)
     raise ParameterError("algorithm", algorithm, "must be one of gd, cgd, sgd")

@@ -1,6 +1,7 @@
 """Noisy gradient methods that execute exactly the update the accountant's theorems assume.
 
-    x_{t+1} = Proj_K( x_t - eta_t * ( (1/b_t) sum_{i in B_t} clip_C(g_i(x_t)) + lambda x_t + Z_t ) ),
+    x_{t+1} = Proj_K( x_t - eta_t * ( (1/b_t) sum_{i in B_t} clip_C(g_i(x_t)) +
+        lambda x_t + Z_t ) ),
     Z_t ~ N(0, sigma^2 I)  over ALL parameters
 
 * ``b_t`` is the normaliser of :mod:`lastiterate.train.sampling`: n (gd), the realised batch size
@@ -87,7 +88,8 @@ def l2_ball(diameter: float) -> Callable[[Tensor], Tensor]:
 
 
 def default_threads(model: Any, batch_size: int) -> int | None:
-    """The trainer's thread policy: 1 when parameters x batch size < 5e7, else None (torch's setting)."""
+    """The trainer's thread policy: 1 when parameters x batch size < 5e7, else None
+    (torch's setting)."""
     n_par = sum(int(p.numel()) for p in model.params())
     return 1 if n_par * batch_size < 5e7 else None
 
@@ -99,7 +101,13 @@ def composition_summary(report: Any) -> dict[str, Any] | None:
         return None
     key = (lambda r: r.epsilon) if report.query.delta is not None else (lambda r: r.delta)
     c = min(comp, key=key)
-    return {"bound": c.bound, "theorem": c.theorem, "epsilon": c.to_json()["epsilon"], "delta": c.delta, "mu": c.mu}
+    return {
+        "bound": c.bound,
+        "theorem": c.theorem,
+        "epsilon": c.to_json()["epsilon"],
+        "delta": c.delta,
+        "mu": c.mu,
+    }
 
 
 def guarantee_summary(report: Any) -> dict[str, Any]:
@@ -125,7 +133,9 @@ class TrainResult:
     run_id: str = ""
     clipped_fraction: float = 0.0
     notes: list[str] = field(default_factory=list)
-    randomness: dict[str, Any] = field(default_factory=dict)  # public description; never the seed or the secret
+    randomness: dict[str, Any] = field(
+        default_factory=dict
+    )  # public description; never the seed or the secret
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -136,7 +146,8 @@ class TrainResult:
 
 
 class NoisyMethod:
-    """Shared machinery; use :class:`NoisyGD`, :class:`NoisyCGD`, :class:`NoisySGD`, :class:`NoisyAdam`."""
+    """Shared machinery; use :class:`NoisyGD`, :class:`NoisyCGD`, :class:`NoisySGD`,
+    :class:`NoisyAdam`."""
 
     algorithm: str = "gd"
     uses_adam: bool = False
@@ -164,9 +175,15 @@ class NoisyMethod:
         self.lr = lr
         self.clip = check_positive("clip", clip)
         if (noise_std is None) == (noise_multiplier is None):
-            raise ParameterError("noise_std", noise_std, "give exactly one of noise_std and noise_multiplier")
+            raise ParameterError(
+                "noise_std", noise_std, "give exactly one of noise_std and noise_multiplier"
+            )
         self.noise_std = None if noise_std is None else check_positive("noise_std", noise_std)
-        self.noise_multiplier = None if noise_multiplier is None else check_positive("noise_multiplier", noise_multiplier)
+        self.noise_multiplier = (
+            None
+            if noise_multiplier is None
+            else check_positive("noise_multiplier", noise_multiplier)
+        )
         self.batch_size = batch_size
         self.sampling = sampling
         self.l2 = check_nonnegative("l2", l2)
@@ -174,11 +191,15 @@ class NoisyMethod:
         if projection is None and self.diameter is not None:
             projection = l2_ball(self.diameter)
         self.projection = projection
-        self.feature_norm = None if feature_norm is None else check_positive("feature_norm", feature_norm)
+        self.feature_norm = (
+            None if feature_norm is None else check_positive("feature_norm", feature_norm)
+        )
         if not isinstance(secure, bool):
             raise ParameterError("secure", secure, "must be True or False")
         self.secure = secure
-        self.randomness = Randomness.of(seed, secure)  # fresh OS entropy unless seeded; redrawn by every fit()
+        self.randomness = Randomness.of(
+            seed, secure
+        )  # fresh OS entropy unless seeded; redrawn by every fit()
         self.seed = self.randomness.seed
         # the same rule (and line) as Run: add/remove only for Poisson batches over the FIXED b
         self.adjacency = check_adjacency(adjacency, self.algorithm, sampling)
@@ -187,7 +208,14 @@ class NoisyMethod:
 
     # ---------------------------------------------------------------- planning
     def sampler(self, n: int) -> Sampler:
-        return make_sampler(self.algorithm, n, self.batch_size, self.sampling, seed=self.randomness, permute=self.permute)
+        return make_sampler(
+            self.algorithm,
+            n,
+            self.batch_size,
+            self.sampling,
+            seed=self.randomness,
+            permute=self.permute,
+        )
 
     def _schedule(self, T: int) -> tuple[float, ...] | float:
         lr = self.lr
@@ -198,7 +226,11 @@ class NoisyMethod:
         else:
             sched = tuple(float(v) for v in lr)  # type: ignore[union-attr]
             if len(sched) < T:
-                raise ParameterError("lr", f"<sequence of {len(sched)}>", f"schedule must have at least one value per step ({T})")
+                raise ParameterError(
+                    "lr",
+                    f"<sequence of {len(sched)}>",
+                    f"schedule must have at least one value per step ({T})",
+                )
             sched = sched[:T]
         for v in sched:
             check_positive("lr", v)
@@ -211,29 +243,49 @@ class NoisyMethod:
 
     def certificate(self, n: int, lr_max: float, lr_min: float | None = None) -> Certificate:
         if self.uses_adam:
-            return uncertified(getattr(self.model, "family", "model"), ADAM_REASON, clip=self.clip, lr=lr_max)
+            return uncertified(
+                getattr(self.model, "family", "model"), ADAM_REASON, clip=self.clip, lr=lr_max
+            )
         s = self.sampler(n)
         kw = {"lr_min": lr_min} if lr_min is not None else {}
         return self.model.certificate(
-            feature_norm=self.feature_norm, l2=self.l2, clip=self.clip, lr=lr_max,
-            sampling=s.sampling, n=n, batch_size=s.batch_size, **kw,
+            feature_norm=self.feature_norm,
+            l2=self.l2,
+            clip=self.clip,
+            lr=lr_max,
+            sampling=s.sampling,
+            n=n,
+            batch_size=s.batch_size,
+            **kw,
         )
 
-    def plan(self, n: int, *, epochs: float | None = None, steps: int | None = None) -> tuple[Run, Certificate, Sampler]:
+    def plan(
+        self, n: int, *, epochs: float | None = None, steps: int | None = None
+    ) -> tuple[Run, Certificate, Sampler]:
         """The Run this method will execute on ``n`` examples, its certificate and its sampler."""
         n = check_positive_int("n", n)
         s = self.sampler(n)
         if (epochs is None) == (steps is None):
             raise ParameterError("epochs", epochs, "give exactly one of epochs and steps")
-        T = check_positive_int("steps", steps) if steps is not None else s.steps_for_epochs(check_positive("epochs", epochs))
+        T = (
+            check_positive_int("steps", steps)
+            if steps is not None
+            else s.steps_for_epochs(check_positive("epochs", epochs))
+        )
         lr = self._schedule(T)
         lr_max = lr if isinstance(lr, float) else max(lr)
         lr_min = lr if isinstance(lr, float) else min(lr)
         cert = self.certificate(n, lr_max, lr_min)
         run = Run(
             **s.run_kwargs(),  # type: ignore[arg-type]
-            n=n, lr=lr, steps=T, noise_std=self._sigma(s), clip=self.clip, diameter=self.diameter,
-            adjacency=self.adjacency, **cert.run_geometry(),  # type: ignore[arg-type]  # checked in __init__
+            n=n,
+            lr=lr,
+            steps=T,
+            noise_std=self._sigma(s),
+            clip=self.clip,
+            diameter=self.diameter,
+            adjacency=self.adjacency,  # type: ignore[arg-type]  # checked in __init__
+            **cert.run_geometry(),  # type: ignore[arg-type]
         )
         return run, cert, s
 
@@ -248,8 +300,11 @@ class NoisyMethod:
             k += p.numel()
         return out
 
-    def noisy_gradient(self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float) -> tuple[list[Tensor], int, int]:
-        """The noisy averaged gradient of step t (before the learning rate), #clipped, batch size."""
+    def noisy_gradient(
+        self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float
+    ) -> tuple[list[Tensor], int, int]:
+        """The noisy averaged gradient of step t (before the learning rate),
+        #clipped, batch size."""
         idx = sampler.batch(t)
         idx_t = torch.from_numpy(idx)
         Xb, yb = torch.index_select(X, 0, idx_t), torch.index_select(y, 0, idx_t)
@@ -279,7 +334,9 @@ class NoisyMethod:
                 p.copy_(new[k : k + p.numel()].view_as(p))
                 k += p.numel()
 
-    def step(self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float, eta: float) -> tuple[int, int]:
+    def step(
+        self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float, eta: float
+    ) -> tuple[int, int]:
         grads, n_clipped, size = self.noisy_gradient(t, X, y, sampler, sigma)
         self._apply(t, grads, eta)
         return n_clipped, size
@@ -294,12 +351,20 @@ class NoisyMethod:
     def _fingerprint(self, run: Run, X: Tensor, y: Tensor) -> str:
         h = hashlib.sha256()
         h.update(json.dumps(run.setting(), sort_keys=True, default=str).encode())
-        h.update(json.dumps({
-            "method": type(self).__name__, "randomness": self.randomness.fingerprint(), "l2": self.l2, "feature_norm": self.feature_norm,
-            "projection": getattr(self.projection, "__name__", repr(self.projection)) if self.projection else None,
-            "model": type(self.model).__name__, "family": getattr(self.model, "family", None),
-            "shapes": [list(p.shape) for p in self.model.params()], "permute": self.permute,
-        }, sort_keys=True).encode())
+        method = {
+            "method": type(self).__name__,
+            "randomness": self.randomness.fingerprint(),
+            "l2": self.l2,
+            "feature_norm": self.feature_norm,
+            "projection": getattr(self.projection, "__name__", repr(self.projection))
+            if self.projection
+            else None,
+            "model": type(self.model).__name__,
+            "family": getattr(self.model, "family", None),
+            "shapes": [list(p.shape) for p in self.model.params()],
+            "permute": self.permute,
+        }
+        h.update(json.dumps(method, sort_keys=True).encode())
         h.update(X.detach().contiguous().numpy().tobytes())
         h.update(y.detach().contiguous().numpy().tobytes())
         return h.hexdigest()
@@ -341,37 +406,79 @@ class NoisyMethod:
         if threads is not None:
             torch.set_num_threads(check_positive_int("threads", threads))
         try:
-            return self._fit(X, y, epochs=epochs, steps=steps, target_epsilon=target_epsilon, delta=delta,
-                             ledger=ledger, checkpoint=checkpoint, resume=resume, progress=progress,
-                             account=account, bounds=bounds, on_epoch=on_epoch)
+            return self._fit(
+                X,
+                y,
+                epochs=epochs,
+                steps=steps,
+                target_epsilon=target_epsilon,
+                delta=delta,
+                ledger=ledger,
+                checkpoint=checkpoint,
+                resume=resume,
+                progress=progress,
+                account=account,
+                bounds=bounds,
+                on_epoch=on_epoch,
+            )
         finally:
             torch.set_num_threads(old_threads)
 
-    def _fit(self, X: Any, y: Any, *, epochs: float | None, steps: int | None, target_epsilon: float | None,
-             delta: float, ledger: Any, checkpoint: Any, resume: bool, progress: bool, account: bool,
-             bounds: Sequence[str] | None, on_epoch: Callable[[int, int], None] | None) -> TrainResult:
+    def _fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        epochs: float | None,
+        steps: int | None,
+        target_epsilon: float | None,
+        delta: float,
+        ledger: Any,
+        checkpoint: Any,
+        resume: bool,
+        progress: bool,
+        account: bool,
+        bounds: Sequence[str] | None,
+        on_epoch: Callable[[int, int], None] | None,
+    ) -> TrainResult:
         t_start = time.perf_counter()
         params = self.model.params()
         dtype = params[0].dtype
         X = torch.as_tensor(np.asarray(X), dtype=dtype)
         y = torch.as_tensor(np.asarray(y))
         if X.ndim != 2 or len(X) != len(y):
-            raise ParameterError("X", tuple(X.shape), f"must be a 2-D array with one row per label ({len(y)})")
+            raise ParameterError(
+                "X", tuple(X.shape), f"must be a 2-D array with one row per label ({len(y)})"
+            )
         if not bool(torch.isfinite(X).all()):
-            raise ParameterError("X", "<array with NaN or inf>", "features must be finite (no guarantee is given for training on NaN)")
+            raise ParameterError(
+                "X",
+                "<array with NaN or inf>",
+                "features must be finite (no guarantee is given for training on NaN)",
+            )
         if y.is_floating_point() and not bool(torch.isfinite(y).all()):
             raise ParameterError("y", "<array with NaN or inf>", "labels / targets must be finite")
-        if y.is_floating_point() and getattr(self.model, "family", "") != "least-squares" and getattr(self.model, "loss_name", "") != "mse":
+        if (
+            y.is_floating_point()
+            and getattr(self.model, "family", "") != "least-squares"
+            and getattr(self.model, "loss_name", "") != "mse"
+        ):
             y = y.long()
         if self.feature_norm is not None:
             X = clip_rows(X, self.feature_norm)
         if resume and checkpoint is None:
-            raise ParameterError("resume", True, "needs a checkpoint file (checkpoint=... / --checkpoint FILE)")
+            raise ParameterError(
+                "resume", True, "needs a checkpoint file (checkpoint=... / --checkpoint FILE)"
+            )
         if (ledger is not None or target_epsilon is not None) and not account:
-            raise ParameterError("account", account, "must be True with a ledger or a target epsilon")
+            raise ParameterError(
+                "account", account, "must be True with a ledger or a target epsilon"
+            )
         n = len(X)
         if not self.randomness.seeded:
-            self.randomness = Randomness.fresh(self.secure)  # fresh secret per run (a resume adopts its checkpoint's)
+            self.randomness = Randomness.fresh(
+                self.secure
+            )  # fresh secret per run (a resume adopts its checkpoint's)
         else:
             warnings.warn(self.randomness.describe()["warning"], SeededRunWarning, stacklevel=3)
         planned, cert, sampler = self.plan(n, epochs=epochs, steps=steps)
@@ -396,19 +503,28 @@ class NoisyMethod:
                 state = training_checkpoint(state, checkpoint)
                 if state["fingerprint"] != fingerprint:
                     raise ParameterError(
-                        "resume", str(checkpoint),
-                        "the checkpoint was written by a different run (data, model, seed or run parameters differ)",
+                        "resume",
+                        str(checkpoint),
+                        "the checkpoint was written by a different run (data, model, seed "
+                        "or run parameters differ)",
                     )
                 if state["step"] > planned.T:
-                    raise ParameterError("checkpoint", str(checkpoint), f"its step {state['step']} is beyond the run's {planned.T} steps")
+                    raise ParameterError(
+                        "checkpoint",
+                        str(checkpoint),
+                        f"its step {state['step']} is beyond the run's {planned.T} steps",
+                    )
                 self.randomness = Randomness.from_checkpoint_state(state.get("rng"))
                 sampler = self.sampler(n)  # the checkpoint's batches (same root as its noise)
                 try:
                     self.model.load_state_dict(state["model"])
                     self._load_optimizer_state(state["optimizer"])
                 except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                    raise ParameterError("checkpoint", str(checkpoint),
-                                         f"does not fit this model ({type(exc).__name__})") from None
+                    raise ParameterError(
+                        "checkpoint",
+                        str(checkpoint),
+                        f"does not fit this model ({type(exc).__name__})",
+                    ) from None
                 start = int(state["step"])
                 run_id = state["run_id"]
                 resumed_from = start
@@ -425,26 +541,41 @@ class NoisyMethod:
         base = {"run_id": run_id, "planned_steps": planned.T, "stop_step": stop}
         if led is not None:
             if resumed_from is None:
-                led.append({
-                    **base, "event": "start", "steps_done": 0, "planned_run": planned.setting(),
-                    "geometry": cert.to_json(), "budget": None if budget is None else budget.to_json(),
-                    "guarantee": None, "note": "nothing released yet",
-                })
+                led.append(
+                    {
+                        **base,
+                        "event": "start",
+                        "steps_done": 0,
+                        "planned_run": planned.setting(),
+                        "geometry": cert.to_json(),
+                        "budget": None if budget is None else budget.to_json(),
+                        "guarantee": None,
+                        "note": "nothing released yet",
+                    }
+                )
             else:
                 rep = account_at(start) if start > 0 else None
-                led.append({
-                    **base, "event": "resume", "steps_done": start,
-                    "run": truncate(planned, start).setting() if start > 0 else None,
-                    "guarantee": guarantee_summary(rep) if rep is not None else None,
-                    "note": f"resumed from the checkpoint at step {start}; steps of the interrupted process after it "
-                            "were discarded (never released) and are replayed with the same batches and noise",
-                })
+                led.append(
+                    {
+                        **base,
+                        "event": "resume",
+                        "steps_done": start,
+                        "run": truncate(planned, start).setting() if start > 0 else None,
+                        "guarantee": guarantee_summary(rep) if rep is not None else None,
+                        "note": (
+                            f"resumed from the checkpoint at step {start}; steps of the "
+                            "interrupted process after it were discarded (never released) and "
+                            "are replayed with the same batches and noise"
+                        ),
+                    }
+                )
 
         if start > stop:
             raise ParameterError(
-                "target_epsilon", target_epsilon,
-                f"the checkpoint is already at step {start}, beyond the budget's stop at step {stop}: "
-                "its model must not be released under this budget",
+                "target_epsilon",
+                target_epsilon,
+                f"the checkpoint is already at step {start}, beyond the budget's stop at step "
+                f"{stop}: its model must not be released under this budget",
             )
         ends = [e for e in sampler.epoch_ends(stop) if e > start] if stop > 0 else []
         l_epoch = sampler.l
@@ -452,8 +583,13 @@ class NoisyMethod:
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(sampler.epoch_ends(stop)), initial=len(sampler.epoch_ends(stop)) - len(ends),
-                       unit="epoch", file=sys.stderr, leave=False)
+            bar = tqdm(
+                total=len(sampler.epoch_ends(stop)),
+                initial=len(sampler.epoch_ends(stop)) - len(ends),
+                unit="epoch",
+                file=sys.stderr,
+                leave=False,
+            )
         n_clipped = 0
         n_seen = 0
         delay = float(os.environ.get("LASTITERATE_TEST_STEP_DELAY", "0") or 0)
@@ -471,20 +607,34 @@ class NoisyMethod:
                         time.sleep(delay)
                 train_seconds += time.perf_counter() - t0
                 if checkpoint is not None:
-                    save_checkpoint(checkpoint, {
-                        "run_id": run_id, "fingerprint": fingerprint, "step": t,
-                        "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
-                        "optimizer": self._optimizer_state(),
-                        "rng": self.randomness.checkpoint_state(),  # the secret: owner-only checkpoint only
-                        "planned_run": planned.setting(),
-                    })
+                    save_checkpoint(
+                        checkpoint,
+                        {
+                            "run_id": run_id,
+                            "fingerprint": fingerprint,
+                            "step": t,
+                            "model": {
+                                k: v.detach().clone() for k, v in self.model.state_dict().items()
+                            },
+                            "optimizer": self._optimizer_state(),
+                            # the secret: owner-only checkpoint only
+                            "rng": self.randomness.checkpoint_state(),
+                            "planned_run": planned.setting(),
+                        },
+                    )
                 if led is not None:
                     rep = account_at(t)
-                    led.append({
-                        **base, "event": "epoch", "epoch": t / l_epoch, "steps_done": t,
-                        "run": truncate(planned, t).setting(), "guarantee": guarantee_summary(rep),
-                        "checkpoint": None if checkpoint is None else str(checkpoint),
-                    })
+                    led.append(
+                        {
+                            **base,
+                            "event": "epoch",
+                            "epoch": t / l_epoch,
+                            "steps_done": t,
+                            "run": truncate(planned, t).setting(),
+                            "guarantee": guarantee_summary(rep),
+                            "checkpoint": None if checkpoint is None else str(checkpoint),
+                        }
+                    )
                 if bar is not None:
                     bar.update(1)
                 if on_epoch is not None:
@@ -501,16 +651,40 @@ class NoisyMethod:
             report = _account(executed, delta=delta, bounds=bounds)
         if led is not None:
             if budget is not None and budget.stops_early:
-                led.append({**base, "event": "budget-stop", "steps_done": stop, "note": budget.message(),
-                            "budget": budget.to_json()})
-            led.append({
-                **base, "event": "end", "steps_done": stop, "run": executed.setting(),
-                "guarantee": guarantee_summary(report), "geometry": cert.to_json(),
-            })
+                led.append(
+                    {
+                        **base,
+                        "event": "budget-stop",
+                        "steps_done": stop,
+                        "note": budget.message(),
+                        "budget": budget.to_json(),
+                    }
+                )
+            led.append(
+                {
+                    **base,
+                    "event": "end",
+                    "steps_done": stop,
+                    "run": executed.setting(),
+                    "guarantee": guarantee_summary(report),
+                    "geometry": cert.to_json(),
+                }
+            )
         return TrainResult(
-            model=self.model, run=executed, planned_run=planned, report=report, certificate=cert, steps=stop,
-            seconds=time.perf_counter() - t_start, delta=delta, train_seconds=train_seconds, budget=budget, resumed_from=resumed_from,
-            run_id=run_id, clipped_fraction=(n_clipped / n_seen) if n_seen else 0.0, notes=notes,
+            model=self.model,
+            run=executed,
+            planned_run=planned,
+            report=report,
+            certificate=cert,
+            steps=stop,
+            seconds=time.perf_counter() - t_start,
+            delta=delta,
+            train_seconds=train_seconds,
+            budget=budget,
+            resumed_from=resumed_from,
+            run_id=run_id,
+            clipped_fraction=(n_clipped / n_seen) if n_seen else 0.0,
+            notes=notes,
             randomness=self.randomness.describe(),
         )
 
@@ -527,7 +701,8 @@ class NoisyGD(NoisyMethod):
 
 
 class NoisyCGD(NoisyMethod):
-    """Noisy cyclic gradient descent: one fixed balanced partition into l = ceil(n/b) batches, cycled."""
+    """Noisy cyclic gradient descent: one fixed balanced partition into l =
+    ceil(n/b) batches, cycled."""
 
     algorithm = "cgd"
 
@@ -539,7 +714,8 @@ class NoisyCGD(NoisyMethod):
 
 class NoisySGD(NoisyMethod):
     """Noisy SGD with ``sampling`` ``"poisson"`` (rate b/n, normalised by b), ``"uniform"``
-    (fixed-size subsets drawn independently each step) or ``"shuffle"`` (a new permutation per epoch)."""
+    (fixed-size subsets drawn independently each step) or ``"shuffle"`` (a new
+    permutation per epoch)."""
 
     algorithm = "sgd"
 
@@ -553,14 +729,22 @@ class NoisyAdam(NoisyMethod):
     The noisy gradient (clipping, normalisation, noise) is exactly that of the other methods; Adam
     only post-processes it, so the privacy is that of the noisy-gradient sequence: composition
     bounds.  No last-iterate (contraction) theorem is claimed -- the certificate says why.
-    ``sampling``: ``"poisson"`` (default, as in paper 004), ``"uniform"``, ``"shuffle"``, ``"cyclic"``
-    or ``"full"``.
+    ``sampling``: ``"poisson"`` (default, as in paper 004), ``"uniform"``, ``"shuffle"``,
+    ``"cyclic"`` or ``"full"``.
     """
 
     uses_adam = True
 
-    def __init__(self, model: Any, *, batch_size: int | None = None, sampling: str = "poisson",
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, **kw: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        batch_size: int | None = None,
+        sampling: str = "poisson",
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        **kw: Any,
+    ) -> None:
         if sampling == "full":
             self.algorithm = "gd"
             smp = None
@@ -598,14 +782,18 @@ class NoisyAdam(NoisyMethod):
         self._adam_state = {k: [x.clone() for x in v] for k, v in state.items()}
 
 
-def evaluate(model: Any, X: Any, y: Any, feature_norm: float | None = None) -> dict[str, float | None]:
+def evaluate(
+    model: Any, X: Any, y: Any, feature_norm: float | None = None
+) -> dict[str, float | None]:
     """Accuracy (classification) or mean squared error, and the mean loss, on (X, y)."""
     params = model.params()
     Xt = torch.as_tensor(np.asarray(X), dtype=params[0].dtype)
     yt = torch.as_tensor(np.asarray(y))
     if feature_norm is not None:
         Xt = clip_rows(Xt, feature_norm)
-    regression = getattr(model, "family", "") == "least-squares" or getattr(model, "loss_name", "") == "mse"
+    regression = (
+        getattr(model, "family", "") == "least-squares" or getattr(model, "loss_name", "") == "mse"
+    )
     if not regression:
         yt = yt.long()
     if len(yt) == 0:

@@ -1,0 +1,295 @@
+"""``lastiterate audit canary``: audit the TRAINER with canaries (final model only).
+
+    lastiterate audit canary --dataset digits --model logreg --algorithm cgd --epochs 100 \\
+        --batch-size 256 --lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005 \\
+        [--canary {gradient,input}] [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--json]
+
+Trains R models per world (with / without the canary) with the project's own trainer, scores the
+final models and prints the accountant's claim for the trained run beside the certified lower
+bounds (:mod:`lastiterate.audit.canary`).  Exit status: 0 (ok / inconclusive), 1 (VIOLATION),
+2 (invalid input, one line).  Registered as a scenario of ``lastiterate audit``
+(:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lastiterate.cli.common import UsageError, finite_float, print_json
+from lastiterate.errors import (
+    NotApplicable,
+    ParameterError,
+    check_in_range,
+    check_int_in_range,
+    check_scale,
+)
+
+#: models per world when --runs is not given
+DEFAULT_RUNS = 200
+#: noisy steps over all models (2 x runs x T) above which the audit is refused (hours of training)
+MAX_TOTAL_STEPS = 5e7
+
+#: flags of the canary scenario (dest names); refused by the other scenarios
+CANARY_FLAGS = (
+    "dataset",
+    "model",
+    "canary",
+    "runs",
+    "l2",
+    "feature_norm",
+    "intercept",
+    "scaling",
+    "feature_range",
+    "target_range",
+    "test_size",
+    "split_seed",
+)
+#: run flags of ``audit`` that the trainer derives itself (refused by the canary scenario)
+DERIVED_FLAGS = (
+    "n",
+    "sensitivity",
+    "strong_convexity",
+    "smoothness",
+    "convex",
+    "contraction",
+    "samples",
+    "position",
+)
+
+
+def add_canary_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of the canary scenario (the data, model and training flags of ``train``)."""
+    c = p.add_argument_group(
+        "canary scenario (audit the trainer; with the run flags --algorithm, --sampling, "
+        "--batch-size, --epochs/--steps, --lr, --noise-std/--noise-multiplier, --clip, --diameter)"
+    )
+    c.add_argument(
+        "--dataset",
+        help="canary: digits, breast-cancer, iris, wine, diabetes, FILE.npz or an MNIST directory",
+    )
+    c.add_argument(
+        "--model",
+        choices=("logreg", "linreg", "mlp"),
+        help="canary: logreg (binary / multinomial logistic) or linreg (least squares); "
+        "mlp is refused",
+    )
+    c.add_argument(
+        "--canary",
+        choices=("gradient", "input"),
+        help="canary: gradient (a crafted row on a feature no other row uses; default) or input "
+        "(a held-out point with a wrong label)",
+    )
+    c.add_argument(
+        "--runs", type=int, help=f"canary: models trained per world (default {DEFAULT_RUNS})"
+    )
+    c.add_argument("--l2", type=finite_float, help="canary: L2 regularisation lambda (default 0)")
+    c.add_argument(
+        "--feature-norm", type=finite_float, help="canary: clip every feature row to this L2 norm R"
+    )
+    c.add_argument(
+        "--intercept", action="store_true", default=None, help="canary: fit an intercept"
+    )
+    c.add_argument(
+        "--scaling",
+        choices=("auto", "public-range", "clip-only", "data-public"),
+        help="canary: feature scaling as in train (default auto; private is not audited here)",
+    )
+    c.add_argument("--feature-range", help="canary: declared public feature range LO,HI")
+    c.add_argument(
+        "--target-range", help="canary: declared public range LO,HI of regression targets"
+    )
+    c.add_argument(
+        "--test-size",
+        type=finite_float,
+        help="canary: test fraction when the data have no test set (default 0.2)",
+    )
+    c.add_argument(
+        "--split-seed", type=int, help="canary: seed of the train/test split (default 0)"
+    )
+
+
+def refuse_canary_flags(args: argparse.Namespace) -> None:
+    """The other scenarios simulate chains: the canary flags do not apply to them."""
+    for dest in CANARY_FLAGS:
+        if getattr(args, dest, None) is not None:
+            raise UsageError(
+                f"--{dest.replace('_', '-')} only applies to the canary scenario (audit canary ...)"
+            )
+
+
+def _refuse_derived(args: argparse.Namespace) -> None:
+    for dest in DERIVED_FLAGS:
+        if getattr(args, dest, None) is not None:
+            raise UsageError(
+                f"--{dest.replace('_', '-')} does not apply to the canary scenario: "
+                "the trainer derives "
+                "the run (n, geometry) from the data, and --runs sets the number of models"
+            )
+    if args.pair != "auto":
+        raise UsageError("--pair does not apply to the canary scenario (use --canary)")
+    if args.sensitivity_scale != 1.0:
+        raise UsageError(
+            "--sensitivity-scale does not apply to the canary scenario (use --noise-scale)"
+        )
+    if args.adjacency not in (None, "replace"):
+        raise ParameterError(
+            "adjacency", args.adjacency, "the canary audit swaps one example: replace only"
+        )
+
+
+def _required(args: argparse.Namespace) -> None:
+    for dest in ("dataset", "model", "algorithm", "lr", "clip"):
+        if getattr(args, dest) is None:
+            raise UsageError(f"--{dest.replace('_', '-')} is required with the canary scenario")
+    if args.epochs is None and args.steps is None:
+        raise UsageError("one of --epochs or --steps is required with the canary scenario")
+    if args.noise_std is None and args.noise_multiplier is None:
+        raise UsageError(
+            "one of --noise-std or --noise-multiplier is required with the canary scenario"
+        )
+    if args.algorithm == "sgd" and args.sampling is None:
+        raise UsageError(
+            "--sampling is required with --algorithm sgd: one of poisson, uniform, shuffle"
+        )
+    if args.algorithm != "sgd" and args.sampling is not None:
+        raise UsageError(f"--sampling only applies to --algorithm sgd, not {args.algorithm}")
+    if args.algorithm != "gd" and args.batch_size is None:
+        raise UsageError(f"--batch-size is required with --algorithm {args.algorithm}")
+    if args.model == "mlp":
+        raise NotApplicable(
+            "--model mlp is not audited by canaries: only a linear model (logreg, linreg) has a "
+            "parameter direction that no other example touches"
+        )
+
+
+def cmd_audit_canary(args: argparse.Namespace) -> int:
+    """Run the canary audit the flags describe; print the claim, lower bounds and verdict."""
+    _refuse_derived(args)
+    _required(args)
+    from lastiterate.audit.canary import MAX_RUNS
+
+    runs = (
+        DEFAULT_RUNS if args.runs is None else check_int_in_range("runs", args.runs, 10, MAX_RUNS)
+    )
+    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    delta = (
+        1e-5
+        if args.delta is None
+        else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
+    )
+    noise_scale = check_scale("noise_scale", args.noise_scale)
+    seed = check_int_in_range("seed", args.seed, 0, 2**32 - 1)
+    split_seed = (
+        0
+        if args.split_seed is None
+        else check_int_in_range("split_seed", args.split_seed, 0, 2**32 - 1)
+    )
+    test_size = (
+        0.2
+        if args.test_size is None
+        else check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
+    )
+    l2 = 0.0 if args.l2 is None else args.l2
+    kind = args.canary or "gradient"
+
+    from lastiterate.audit.canary import TrainerSpec, audit_canary, gradient_canary, input_canary
+    from lastiterate.train import preprocessing as pp
+    from lastiterate.train.data import load_dataset
+
+    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
+    data, _prep = pp.preprocess(
+        raw,
+        scaling=args.scaling or "auto",
+        feature_range=args.feature_range,
+        target_range=args.target_range,
+        feature_norm=args.feature_norm,
+    )
+    if args.model == "logreg":
+        if data.task != "classification":
+            raise ParameterError(
+                "model",
+                "logreg",
+                f"needs class labels; {data.name} is a regression dataset (use linreg)",
+            )
+        k = int(data.n_classes or 2)
+        family, n_out = ("binary-logistic", 1) if k == 2 else ("multinomial-logistic", k)
+    else:
+        if data.task != "regression":
+            raise ParameterError(
+                "model",
+                "linreg",
+                f"needs real-valued targets; {data.name} is a classification dataset",
+            )
+        family, n_out = "least-squares", 1
+    if kind == "gradient":
+        pair = gradient_canary(
+            data.X_train,
+            data.y_train,
+            family=family,
+            n_outputs=n_out,
+            feature_norm=args.feature_norm,
+        )
+    else:
+        if len(data.y_test) == 0:
+            raise ParameterError(
+                "canary", "input", f"needs a held-out row; {data.name} has no test rows"
+            )
+        pair = input_canary(
+            data.X_train,
+            data.y_train,
+            data.X_test[0],
+            data.y_test[0],
+            family=family,
+            n_outputs=n_out,
+        )
+    spec = TrainerSpec(
+        algorithm=args.algorithm,
+        lr=args.lr,
+        clip=args.clip,
+        noise_std=args.noise_std,
+        noise_multiplier=args.noise_multiplier,
+        batch_size=args.batch_size,
+        sampling=args.sampling,
+        l2=l2,
+        diameter=args.diameter,
+        feature_norm=args.feature_norm,
+        epochs=args.epochs,
+        steps=args.steps,
+        intercept=bool(args.intercept),
+    )
+    planned, _, _ = spec.method(pair.new_model(spec.intercept), 0).plan(
+        pair.n, epochs=args.epochs, steps=args.steps
+    )
+    if 2 * runs * planned.T > MAX_TOTAL_STEPS:
+        raise ParameterError(
+            "runs",
+            runs,
+            f"2 x runs x steps = {2 * runs * planned.T:.3g} noisy steps exceeds "
+            f"{MAX_TOTAL_STEPS:.0e} (hours of training); lower --runs or --epochs",
+        )
+    progress = (not args.json) and sys.stderr.isatty()
+    res = audit_canary(
+        pair,
+        spec,
+        runs,
+        seed=seed,
+        alpha=alpha,
+        delta=delta,
+        bounds=args.bound,
+        noise_scale=noise_scale,
+        progress=progress,
+    )
+    if args.json:
+        out: dict[str, Any] = res.to_json()
+        out["dataset"] = data.describe()
+        out["model"] = {"kind": args.model, "family": family}
+        print_json(out)
+    else:
+        print(
+            f"Dataset {data.name} (n={pair.n} with the canary row, d={pair.n_features}), "
+            f"{args.model} ({family})"
+        )
+        print(res.format())
+    return 1 if res.verdict == "VIOLATION" else 0

@@ -1,0 +1,36 @@
+"""Constants, the adjacency literal and the grid-size refusal shared by the PLD modules."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+
+from lastiterate.errors import (
+    ParameterError,
+)
+
+
+Adjacency = Literal["add-remove", "replace"]
+
+DEFAULT_DISCRETIZATION: float = 1e-4
+"""Default grid width of the privacy loss (same default as dp_accounting)."""
+
+DEFAULT_TAIL_MASS_TRUNCATION: float = 1e-15
+"""Default bound on the mass an FFT composition may push to +inf (same as dp_accounting)."""
+
+DEFAULT_LOG_MASS_TRUNCATION_BOUND: float = -50.0
+"""One-step profiles are cut where delta <= exp(this); the rest is put at +inf (pessimistic)."""
+
+_MAX_GRID_POINTS = 20_000_000  # grids that would need several GB are coarsened by the callers
+
+
+class _GridTooLarge(ParameterError):
+    """A composition would need more than ``_MAX_GRID_POINTS`` grid points at this width."""
+
+    def __init__(self, points: float) -> None:
+        super().__init__(
+            "discretization",
+            "(composition grid)",
+            f"composition needs {points:.3g} grid points; use a coarser discretization",
+        )
+        self.points = points

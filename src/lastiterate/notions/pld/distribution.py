@@ -1,0 +1,847 @@
+"""The :class:`Pld` class, its result types and constructors (connect-the-dots one-step PLDs)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from lastiterate.errors import (
+    NotApplicable,
+    ParameterError,
+    check_in_range,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
+from lastiterate.notions.pld._common import (
+    Adjacency,
+    DEFAULT_DISCRETIZATION,
+    DEFAULT_LOG_MASS_TRUNCATION_BOUND,
+    DEFAULT_TAIL_MASS_TRUNCATION,
+    _GridTooLarge,
+    _MAX_GRID_POINTS,
+)
+from lastiterate.notions.pld.profiles import (
+    _gaussian_parts,
+    _replace_parts,
+    _subsampled_parts,
+)
+from lastiterate.notions.pld.kernels import (
+    _Pmf,
+    _compose_two,
+    _delta_for_epsilon,
+    _epsilon_for_delta,
+    _identity_pmf,
+    _masses_from_values,
+    _self_compose,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public result types
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PldError:
+    """What the discretisation did (all of it in the pessimistic direction for ``upper``).
+
+    Attributes:
+        value_discretization_interval: grid width Delta of the privacy loss.
+        truncation_mass: bound on the additive over-estimate of delta caused by truncation
+            (one-step cuts and Chernoff windows moved to +inf, negligible low-loss mass moved up);
+            already contained in every upper value.
+        log_mass_truncation_bound: one-step profiles were cut where delta <= exp(this).
+        has_lower: whether an optimistic twin (certified lower estimate) is carried.
+        lower_slack: additive allowance on the optimistic twin's delta (FFT wrap-around and
+            round-off); lower epsilons are computed at ``delta + lower_slack``.
+    """
+
+    value_discretization_interval: float
+    truncation_mass: float
+    log_mass_truncation_bound: float
+    has_lower: bool
+    lower_slack: float
+
+
+@dataclass(frozen=True)
+class EpsilonEstimate:
+    """Certified bracket ``lower <= epsilon <= upper`` at a given delta.
+
+    ``upper`` is a valid (pessimistic) epsilon.  ``lower`` (when available) is a certified lower
+    bound on the epsilon of the exact (undiscretised) object, so ``upper - lower`` bounds the
+    discretisation error.  ``discretization`` is the grid width used.
+    """
+
+    upper: float
+    lower: float | None
+    delta: float
+    discretization: float
+    truncation_mass: float
+
+    @property
+    def relative_width(self) -> float | None:
+        """``(upper - lower) / upper`` (0 when both are 0), or None without a lower bound."""
+        if self.lower is None:
+            return None
+        if self.upper == 0.0:
+            return 0.0
+        return (self.upper - self.lower) / self.upper
+
+
+# ---------------------------------------------------------------------------------------------
+# The Pld wrapper
+# ---------------------------------------------------------------------------------------------
+
+
+class Pld:
+    """Immutable discretised privacy-loss distribution (pessimistic), optionally with a lower twin.
+
+    Holds one PMF for a symmetric pair, or a ``remove`` and an ``add`` PMF for add/remove
+    adjacency (delta is the max over the two directions, as dp_accounting).  Construct with the
+    factory functions of this module or :meth:`from_dp_accounting`; combine with :meth:`compose`
+    and :meth:`self_compose`; query with :meth:`epsilon`, :meth:`delta`,
+    :meth:`epsilon_with_error`.  :meth:`to_dp_accounting` returns the equivalent
+    ``dp_accounting`` ``PrivacyLossDistribution``.
+    """
+
+    __slots__ = (
+        "_add",
+        "_d",
+        "_description",
+        "_log_bound",
+        "_low_add",
+        "_low_remove",
+        "_low_slack",
+        "_remove",
+        "_trunc",
+    )
+
+    def __init__(
+        self,
+        *,
+        description: str,
+        discretization: float,
+        remove: _Pmf,
+        add: _Pmf | None,
+        lower_remove: _Pmf | None = None,
+        lower_add: _Pmf | None = None,
+        truncation_mass: float = 0.0,
+        lower_slack: float = 0.0,
+        log_mass_truncation_bound: float = DEFAULT_LOG_MASS_TRUNCATION_BOUND,
+    ) -> None:
+        """Internal constructor; use the module's factory functions."""
+        self._description = description
+        self._d = float(discretization)
+        self._remove = remove
+        self._add = add
+        self._low_remove = lower_remove
+        self._low_add = lower_add
+        self._trunc = float(truncation_mass)
+        self._low_slack = float(lower_slack)
+        self._log_bound = float(log_mass_truncation_bound)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, name):
+            raise AttributeError("Pld is immutable")
+        object.__setattr__(self, name, value)
+
+    # -- descriptive properties -------------------------------------------------------------
+
+    @property
+    def description(self) -> str:
+        """Human-readable description of the mechanism this PLD represents."""
+        return self._description
+
+    @property
+    def discretization(self) -> float:
+        """Grid width (``value_discretization_interval``) of the privacy loss."""
+        return self._d
+
+    @property
+    def symmetric(self) -> bool:
+        """True when one PMF describes both directions (e.g. replace-one, Gaussian)."""
+        return self._add is None
+
+    @property
+    def has_lower(self) -> bool:
+        """True when an optimistic twin is carried (see :meth:`epsilon_with_error`)."""
+        return self._low_remove is not None
+
+    @property
+    def error(self) -> PldError:
+        """Discretisation and truncation information (see :class:`PldError`)."""
+        return PldError(
+            value_discretization_interval=self._d,
+            truncation_mass=self._trunc,
+            log_mass_truncation_bound=self._log_bound,
+            has_lower=self.has_lower,
+            lower_slack=self._low_slack,
+        )
+
+    @property
+    def size(self) -> int:
+        """Number of grid points held (both directions)."""
+        return len(self._remove.probs) + (0 if self._add is None else len(self._add.probs))
+
+    def __repr__(self) -> str:
+        return (
+            f"Pld({self._description!r}, discretization={self._d:g}, "
+            f"size={self.size}, lower={'yes' if self.has_lower else 'no'})"
+        )
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def _pmfs(self) -> list[_Pmf]:
+        return [self._remove] if self._add is None else [self._remove, self._add]
+
+    def _low_pmfs(self) -> list[_Pmf]:
+        if self._low_remove is None:
+            return []
+        return [self._low_remove] if self._low_add is None else [self._low_remove, self._low_add]
+
+    def epsilon(self, delta: float) -> float:
+        r"""Smallest :math:`\varepsilon \ge 0` such that the (pessimistic) profile is <= ``delta``.
+
+        A valid epsilon for the described mechanism at this delta (upper bound).  Returns
+        ``math.inf`` when the mass at +inf already exceeds ``delta``.
+        """
+        delta = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        return max(_epsilon_for_delta(p, self._d, delta) for p in self._pmfs())
+
+    def delta(self, epsilon: float) -> float:
+        r"""Pessimistic hockey-stick divergence :math:`\delta(\varepsilon)` (max over directions).
+
+        Any real epsilon is accepted (negative values describe the tradeoff curve).
+        """
+        epsilon = check_in_range("epsilon", epsilon, -1e6, 1e6)
+        return max(_delta_for_epsilon(p, self._d, epsilon) for p in self._pmfs())
+
+    def epsilon_with_error(self, delta: float) -> EpsilonEstimate:
+        """Return ``EpsilonEstimate(upper, lower, ...)``; ``lower`` is None without a twin."""
+        upper = self.epsilon(delta)
+        lower: float | None = None
+        lows = self._low_pmfs()
+        if lows:
+            target = delta + self._low_slack
+            lower = (
+                0.0 if target >= 1.0 else max(_epsilon_for_delta(p, self._d, target) for p in lows)
+            )
+            if lower > upper * (1.0 + 1e-9) + 1e-12:  # pragma: no cover - would be a bug
+                raise RuntimeError(
+                    f"internal inconsistency: lower bound {lower!r} exceeds upper bound {upper!r} "
+                    f"for {self._description}"
+                )
+            lower = min(lower, upper)  # equal up to float rounding
+        return EpsilonEstimate(
+            upper=upper,
+            lower=lower,
+            delta=delta,
+            discretization=self._d,
+            truncation_mass=self._trunc,
+        )
+
+    def delta_with_error(self, epsilon: float) -> tuple[float, float | None]:
+        """``(upper, lower)`` bracket of delta at ``epsilon`` (lower None without a twin)."""
+        upper = self.delta(epsilon)
+        upper_eps = float(epsilon)
+        lows = self._low_pmfs()
+        if not lows:
+            return upper, None
+        lower = max(_delta_for_epsilon(p, self._d, upper_eps) for p in lows)
+        return upper, max(0.0, min(upper, lower - self._low_slack))
+
+    # -- composition ------------------------------------------------------------------------
+
+    def _check_same_grid(self, other: Pld) -> None:
+        if not isinstance(other, Pld):
+            raise ParameterError("other", other, "must be a Pld")
+        if other._d != self._d:
+            raise ParameterError(
+                "other",
+                other.description,
+                f"must have the same discretization ({self._d:g}), got {other._d:g}",
+            )
+
+    def compose(
+        self, other: Pld, *, tail_mass_truncation: float = DEFAULT_TAIL_MASS_TRUNCATION
+    ) -> Pld:
+        """PLD of running both mechanisms (independent noise); both must share the grid width.
+
+        Linear FFT convolution of the PMFs (as ``dp_accounting``'s ``compose``) with pessimistic
+        tail truncation of at most ``tail_mass_truncation`` (recorded in :attr:`error`).  The
+        optimistic twin is carried only if both operands have one.
+        """
+        self._check_same_grid(other)
+        tail = check_in_range("tail_mass_truncation", tail_mass_truncation, 0.0, 1e-3)
+        rem, t1 = _compose_two(self._remove, other._remove, tail, True)
+        add: _Pmf | None = None
+        t2 = 0.0
+        if not (self.symmetric and other.symmetric):
+            add, t2 = _compose_two(
+                self._add or self._remove, other._add or other._remove, tail, True
+            )
+        low_rem = low_add = None
+        slack = 0.0
+        if self.has_lower and other.has_lower:
+            low_rem, s1 = _compose_two(self._low_remove, other._low_remove, tail, False)  # type: ignore[arg-type]
+            s2 = 0.0
+            if add is not None:
+                low_add, s2 = _compose_two(
+                    self._low_add or self._low_remove,  # type: ignore[arg-type]
+                    other._low_add or other._low_remove,  # type: ignore[arg-type]
+                    tail,
+                    False,
+                )
+            slack = self._low_slack + other._low_slack + max(s1, s2)
+        return Pld(
+            description=f"{self._description} ⊗ {other._description}",
+            discretization=self._d,
+            remove=rem,
+            add=add,
+            lower_remove=low_rem,
+            lower_add=low_add,
+            truncation_mass=self._trunc + other._trunc + max(t1, t2),
+            lower_slack=slack,
+            log_mass_truncation_bound=max(self._log_bound, other._log_bound),
+        )
+
+    def self_compose(
+        self, k: int, *, tail_mass_truncation: float = DEFAULT_TAIL_MASS_TRUNCATION
+    ) -> Pld:
+        """PLD of ``k`` independent runs (``k = 0`` gives perfect privacy).
+
+        One real-FFT power on a Chernoff window (see module docstring); truncation at most
+        ``tail_mass_truncation``.
+        """
+        k = check_positive_int("k", k, minimum=0)
+        tail = check_in_range("tail_mass_truncation", tail_mass_truncation, 0.0, 1e-3)
+        if k == 0:
+            return identity_pld(discretization=self._d, with_lower=self.has_lower)
+        if k == 1:
+            return self
+        return _compose_power(self, k, None, tail)
+
+    # -- interoperability -------------------------------------------------------------------
+
+    def to_dp_accounting(self):  # -> dp_accounting PrivacyLossDistribution
+        """The equivalent pessimistic ``dp_accounting`` ``PrivacyLossDistribution``."""
+        try:
+            from dp_accounting.pld import pld_pmf, privacy_loss_distribution
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "to_dp_accounting needs dp-accounting: pip install 'lastiterate[dp-accounting]'"
+            ) from exc
+
+        def dense(p: _Pmf) -> object:
+            return pld_pmf.DensePLDPmf(self._d, p.lower, np.array(p.probs), p.infinity_mass, True)
+
+        add = None if self._add is None else dense(self._add)
+        return privacy_loss_distribution.PrivacyLossDistribution(dense(self._remove), add)
+
+    @classmethod
+    def from_dp_accounting(cls, pld: object, *, description: str = "dp_accounting PLD") -> Pld:
+        """Wrap a pessimistic ``dp_accounting`` ``PrivacyLossDistribution`` (no lower twin).
+
+        Reads dp_accounting 0.6's internal fields; raises ``TypeError`` if they are missing or the
+        PLD is optimistic, never guesses.
+        """
+        try:
+            rem = pld._pmf_remove.to_dense_pmf()  # type: ignore[attr-defined]
+            add = None if pld._symmetric else pld._pmf_add.to_dense_pmf()  # type: ignore[attr-defined]
+            pmfs = [rem] if add is None else [rem, add]
+            for p in pmfs:
+                if not p._pessimistic_estimate:
+                    raise TypeError("only pessimistic dp_accounting PLDs can be wrapped")
+            d = float(rem._discretization)
+
+            def conv(p: Any) -> _Pmf:  # a DensePLDPmf (dp_accounting ships no type information)
+                return _Pmf(
+                    int(p._lower_loss), np.array(p._probs, dtype=float), float(p._infinity_mass)
+                )
+
+            return cls(
+                description=description,
+                discretization=d,
+                remove=conv(rem),
+                add=None if add is None else conv(add),
+            )
+        except AttributeError as exc:  # pragma: no cover - depends on dp_accounting internals
+            raise TypeError(
+                f"not a dp_accounting PrivacyLossDistribution (0.6 layout): {exc}"
+            ) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# Constructors
+# ---------------------------------------------------------------------------------------------
+
+
+def _coarser_grid(d: float, points: float) -> float:
+    """The grid width to retry with after a grid of width ``d`` needed ``points`` points."""
+    new = d * max(2.0, 2.0 * points / _MAX_GRID_POINTS)
+    if new > 1.0:
+        raise NotApplicable(
+            f"the privacy-loss distribution would need {points:.3g} grid points even at width "
+            f"{d:g}; its support is too wide to bound numerically"
+        )
+    return new
+
+
+def on_feasible_grid(
+    build: Callable[[float], Pld], discretization: float = DEFAULT_DISCRETIZATION
+) -> Pld:
+    """``build(d)`` at the finest width ``d >= discretization`` whose grids fit in memory.
+
+    The grid is chosen from the accuracy the mechanism allows, never left to the user: when a
+    one-step profile or a composition window would need more than ``_MAX_GRID_POINTS`` points
+    (huge Gaussian factors, very long compositions), the width is multiplied until it fits.  A
+    coarser grid is still pessimistic (an upper bound, with a wider bracket).  Raises
+    ``NotApplicable`` when no width up to 1 fits.
+    """
+    d = _check_discretization(discretization)
+    while True:
+        try:
+            return build(d)
+        except _GridTooLarge as exc:
+            d = _coarser_grid(d, exc.points)
+
+
+def _check_discretization(d: float) -> float:
+    return check_in_range("discretization", d, 1e-7, 1.0, low_open=False)
+
+
+def _check_log_bound(b: float) -> float:
+    return check_in_range("log_mass_truncation_bound", b, -700.0, -5.0)
+
+
+def _top_index(
+    parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], d: float, log_bound: float
+) -> int:
+    """Smallest grid index n >= 1 with delta(n * d) <= exp(log_bound)."""
+    target = math.exp(log_bound)
+
+    def delta_at(x: float) -> float:
+        return float(parts(np.array([x]))[0][0])
+
+    if delta_at(d) <= target:
+        return 1
+    hi = 1.0
+    while delta_at(hi) > target:
+        hi *= 2.0
+        if hi > 1e5:
+            raise ParameterError(
+                "mu", "(profile)", "the privacy profile does not decay (mu too large)"
+            )
+    x = optimize.brentq(
+        lambda t: math.log(max(delta_at(t), 1e-320)) - log_bound, 0.0, hi, xtol=d / 4
+    )
+    n = max(1, math.ceil(x / d))
+    while delta_at(n * d) > target:
+        n += 1
+    if n > _MAX_GRID_POINTS:
+        raise _GridTooLarge(n)
+    return n
+
+
+def _lower_residuals(mid_a: np.ndarray, mid_b: np.ndarray, lin: np.ndarray, d: float) -> np.ndarray:
+    r"""Optimistic (below-the-profile) curve at grid points ``0..top``, minus a linear part.
+
+    With :math:`T_c(u) = \delta(c) - Q(L > c)(u - u_c)` the tangent of the convex profile at the
+    midpoint :math:`u_c = e^{c\Delta}`, the curve takes at grid point i the value
+    :math:`v_i = \min(T_{i-1/2}(u_i), T_{i+1/2}(u_i))`: both ends of a segment lie below the
+    tangent at its midpoint, so the piecewise-linear curve lies below the profile, with a
+    second-order error like connect-the-dots.  The last value is 0 (no mass at +inf), placed at
+    the last grid point where the left tangent is still >= 0, which keeps the last segment below
+    its tangent too.
+
+    To keep precision when the profile is close to a known linear function ``lin`` of u (e.g.
+    ``1 - u``), everything is in residual form: ``T_c(u) - lin(u) = a_c + b_c (u/u_c - 1)`` with
+    ``mid_a``/``mid_b`` given at the midpoints ``-1/2, 1/2, ..., m - 1/2`` and ``lin`` at the grid
+    points ``0..m``; the return value is ``v - lin`` on ``0..top``.
+    """
+    right_of = mid_a + mid_b * math.expm1(d / 2)  # residual of T_c at the grid point above c
+    left_of = mid_a + mid_b * math.expm1(-d / 2)  # residual of T_c at the grid point below c
+    rho = np.minimum(right_of[:-1], left_of[1:])  # grid point r lies above mid r, below mid r+1
+    rho = np.append(rho, -lin[-1])  # value 0 at the top
+    bad = np.nonzero(lin[1:] + right_of[1:] < 0.0)[0]
+    if len(bad):
+        cut = int(bad[0])  # the first failing grid point is bad + 1: put the zero one step lower
+        rho = rho[: cut + 1].copy()
+        rho[cut] = -lin[cut]
+    return rho
+
+
+def _carry_up(masses: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""Make signed masses non-negative by pushing every negative mass to higher losses.
+
+    Replacing (mass ``-a`` at :math:`\ell_i`, ``b`` at :math:`\ell_{i+1}`) by (0, ``b - a``) changes
+    the profile by :math:`a[(1-ue^{-\ell_i})_+ - (1-ue^{-\ell_{i+1}})_+] \le 0` for every u, so the
+    result stays below the profile (lower-safe).  In closed form: with tail sums
+    :math:`R_i = \sum_{j\ge i} m_j` and their running minimum :math:`M_i = \min_{j \le i} R_j`, the
+    new masses are :math:`M_i - M_{i+1} \ge 0` (tail sums keep the precision of tiny tail masses).
+    A negative total left at the top (``-min R``) cannot be pushed further; it is returned as an
+    additive slack on delta.
+    """
+    r = np.append(np.cumsum(masses[::-1])[::-1], 0.0)
+    m = np.minimum.accumulate(r)
+    out = m[:-1] - m[1:]
+    untouched = (m[:-1] == r[:-1]) & (m[1:] == r[1:]) & (masses >= 0)
+    out[untouched] = masses[untouched]
+    return out, max(0.0, -float(m[-1]))
+
+
+def _lower_masses(
+    rho: np.ndarray, i_lo: int, d: float, one_minus_u: bool
+) -> tuple[np.ndarray, float]:
+    """Masses of the optimistic curve ``v = lin + rho`` on the grid ``i_lo, i_lo + 1, ...``.
+
+    ``lin`` is 0 or ``1 - u``; a linear part has no second differences, so interior masses come
+    from ``rho`` alone (accurate even where v is close to 1).  Left of the first grid point the
+    curve is the chord to (0, 1), which lies below ``1 - u <= delta`` when ``v_0 <= 1 - u_0`` (for
+    ``lin = 1 - u`` a positive ``rho_0`` -- at most the profile's tiny excess over 1 - u there -- is
+    counted as slack).  The min-of-tangents values need not be convex where the profile's
+    curvature changes within a grid step (next to an atom), so the signed masses are made
+    non-negative with :func:`_carry_up`, which only lowers the curve.
+    """
+    if len(rho) == 1:
+        return np.array([1.0]), 0.0
+    masses = _masses_from_values(rho, d, -rho[0] if one_minus_u else 1.0 - rho[0])
+    if one_minus_u:
+        masses[-1] += math.exp((i_lo + len(rho) - 1) * d)  # the linear part's top mass, u_top
+    masses, slack = _carry_up(masses)
+    if one_minus_u:
+        slack += max(float(rho[0]), 0.0)
+    return masses, slack
+
+
+def _mass_at_zero(v0: float, v1: float, d: float) -> float:
+    """Connect-the-dots mass at loss 0 of a symmetric profile with values v0 = delta(0), v1 = delta(d)."""
+    return (v1 - v0) / math.expm1(d) + ((1.0 - v0) - math.exp(-d) * (1.0 - v1)) / -math.expm1(-d)
+
+
+def _symmetric_masses(values: np.ndarray, d: float) -> np.ndarray:
+    """Masses at 0, d, 2d, ... of the symmetric PMF whose profile interpolates ``values``."""
+    pos = _masses_from_values(values, d, 0.0)
+    pos[0] = _mass_at_zero(values[0], values[1], d)
+    return pos
+
+
+def _symmetric_pmf(pos: np.ndarray, d: float, infinity_mass: float) -> _Pmf:
+    """Symmetric PMF from its masses at 0, d, 2d, ... (mass at -l is e^{-l} times mass at l)."""
+    m = len(pos) - 1
+    mirrored = (pos[1:] * np.exp(-np.arange(1, m + 1) * d))[::-1]
+    return _Pmf(-m, np.concatenate([mirrored, pos]), infinity_mass)
+
+
+def _symmetric_lower(values: np.ndarray, d: float) -> tuple[_Pmf, float]:
+    r"""Optimistic symmetric PMF from below-the-profile values at 0, d, ... (last value 0).
+
+    The signed symmetric PMF (positive side, mass at 0, mirror) represents exactly the
+    perspective-symmetric piecewise-linear curve through the values, which lies below the profile
+    (the perspective :math:`h(u) \mapsto 1 - u + u h(1/u)` preserves 'below'); then
+    :func:`_carry_up` removes negative masses by only lowering the curve.
+    """
+    if len(values) == 1:
+        return _Pmf(0, np.array([1.0]), 0.0), 0.0
+    signed = _symmetric_pmf(_symmetric_masses(values, d), d, 0.0)
+    probs, slack = _carry_up(np.array(signed.probs))
+    return _Pmf(signed.lower, probs, 0.0), slack
+
+
+def _trim_bottom(pmf: _Pmf, mass: float, pessimistic: bool) -> tuple[_Pmf, float]:
+    """Remove the lowest-loss entries holding at most ``mass`` in total.
+
+    Pessimistic: their mass is moved *up* to the first kept entry (raises the profile by at most
+    ``mass``, only below that loss).  Optimistic: it is dropped (lowers the profile).
+    Returns the PMF and the mass moved.
+    """
+    if mass <= 0.0 or len(pmf.probs) < 3:
+        return pmf, 0.0
+    c = np.cumsum(pmf.probs)
+    cut = int(np.searchsorted(c, mass, side="right"))
+    cut = min(cut, len(pmf.probs) - 1)
+    if cut == 0:
+        return pmf, 0.0
+    moved = float(c[cut - 1])
+    probs = np.array(pmf.probs[cut:])
+    if pessimistic:
+        probs[0] += moved
+    return _Pmf(pmf.lower + cut, probs, pmf.infinity_mass), moved
+
+
+_BOTTOM_TRIM_MASS = 1e-30
+
+
+def _normalise_upper(pmf: _Pmf, index: int) -> _Pmf:
+    """Set the mass at ``index`` so that the total P-mass is exactly 1.
+
+    Connect-the-dots masses are second differences divided by ``e^Delta - 1``, so their sum carries
+    a floating-point error of ~1e-13.  The total must be 1 (the profile is 1 at u = 0); we absorb
+    the error into one entry at a non-positive loss (0 for symmetric PMFs, the lowest loss
+    otherwise), which only affects the profile at epsilon below that loss.  A negative result is
+    clipped to 0 (extra mass is pessimistic).
+    """
+    probs = np.array(pmf.probs)
+    rest = float(probs.sum()) - float(probs[index])
+    probs[index] = max(0.0, 1.0 - pmf.infinity_mass - rest)
+    return _Pmf(pmf.lower, probs, pmf.infinity_mass)
+
+
+def _normalise_lower(pmf: _Pmf) -> _Pmf:
+    """Scale an optimistic PMF down if round-off made its total mass exceed 1 (lowers delta)."""
+    total = float(pmf.probs.sum()) + pmf.infinity_mass
+    if total > 1.0:
+        return _Pmf(pmf.lower, pmf.probs / total, pmf.infinity_mass / total)
+    return pmf
+
+
+def _symmetric_pld(
+    parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    description: str,
+    d: float,
+    log_bound: float,
+    with_lower: bool,
+) -> Pld:
+    r"""Connect-the-dots PLD of a *symmetric* profile given by ``parts`` on :math:`\varepsilon \ge 0`.
+
+    The positive side is built from the (accurate, small) values :math:`\delta(i\Delta)`; the
+    negative side is its mirror (mass at :math:`-\ell` is :math:`e^{-\ell}` times the mass at
+    :math:`\ell`).  The perspective map :math:`\delta(u) \mapsto 1 - u + u\,\delta(1/u)` sends
+    chords to chords, so this is exactly the connect-the-dots PMF of the symmetric profile on the
+    full grid :math:`\{-n..n\}\Delta`, anchored at (0, 1).
+    """
+    n = _top_index(parts, d, log_bound)
+    grid = np.arange(0, n + 1) * d
+    vals, _ = parts(grid)
+    vals = np.minimum.accumulate(vals)
+    pos = np.maximum(_symmetric_masses(vals, d), 0.0)
+    rem = _normalise_upper(_symmetric_pmf(pos, d, float(vals[-1])), n)
+    rem, trimmed = _trim_bottom(rem, _BOTTOM_TRIM_MASS, True)
+    low = None
+    slack = 0.0
+    if with_lower:
+        x = d / 2
+        dx, qx = parts(np.array([x]))
+        # tangent at -d/2 via the symmetric identity: delta(-x) = 1 - e^{-x} + e^{-x} delta(x) and
+        # e^{-x} Q(L > -x) = e^{-x} P(L <= x) = e^{-x} (1 - delta(x) - qe(x))
+        first = (
+            float(-math.expm1(-x) + math.exp(-x) * dx[0]),
+            float(math.exp(-x) * (1.0 - dx[0] - qx[0])),
+        )
+        dm, qm = parts((np.arange(0, n) + 0.5) * d)
+        mid_a = np.concatenate([[first[0]], dm])
+        mid_b = -np.concatenate([[first[1]], qm])
+        lv = _lower_residuals(mid_a, mid_b, np.zeros(n + 1), d)
+        low, slack = _symmetric_lower(lv, d)
+        low, _ = _trim_bottom(_normalise_lower(low), _BOTTOM_TRIM_MASS, False)
+    return Pld(
+        description=description,
+        discretization=d,
+        remove=rem,
+        add=None,
+        lower_remove=low,
+        truncation_mass=float(vals[-1]) + trimmed,
+        lower_slack=slack,
+        log_mass_truncation_bound=log_bound,
+    )
+
+
+def identity_pld(
+    *, discretization: float = DEFAULT_DISCRETIZATION, with_lower: bool = False
+) -> Pld:
+    """Perfect privacy (all privacy loss at 0): the neutral element of composition."""
+    d = _check_discretization(discretization)
+    one = _identity_pmf()
+    return Pld(
+        description="Id",
+        discretization=d,
+        remove=one,
+        add=None,
+        lower_remove=one if with_lower else None,
+    )
+
+
+def gaussian_pld(
+    mu: float,
+    *,
+    discretization: float = DEFAULT_DISCRETIZATION,
+    log_mass_truncation_bound: float = DEFAULT_LOG_MASS_TRUNCATION_BOUND,
+    with_lower: bool = False,
+) -> Pld:
+    r"""Connect-the-dots PLD of :math:`G_\mu` (sensitivity 1, noise std :math:`1/\mu`).
+
+    Profile :math:`\delta(\varepsilon) = \Phi(-\varepsilon/\mu+\mu/2) - e^\varepsilon
+    \Phi(-\varepsilon/\mu-\mu/2)` (docs/theorems.md §1.2).  ``mu = 0`` gives :func:`identity_pld`.
+    """
+    mu = check_nonnegative("mu", mu)
+    d = _check_discretization(discretization)
+    lb = _check_log_bound(log_mass_truncation_bound)
+    if mu == 0.0:
+        return identity_pld(discretization=d, with_lower=with_lower)
+    return _symmetric_pld(lambda e: _gaussian_parts(e, mu), f"G(mu={mu:g})", d, lb, with_lower)
+
+
+def symmetric_subsampled_gaussian_pld(
+    p: float,
+    mu: float,
+    *,
+    discretization: float = DEFAULT_DISCRETIZATION,
+    log_mass_truncation_bound: float = DEFAULT_LOG_MASS_TRUNCATION_BOUND,
+    with_lower: bool = False,
+) -> Pld:
+    r"""Connect-the-dots PLD of the symmetric subsampled Gaussian :math:`C_p(G_\mu)`.
+
+    :math:`C_p(f) = \min\{f_p, f_p^{-1}\}^{**}` with :math:`f_p = pf + (1-p)\mathrm{Id}` (DRS22
+    Def. 6 / Thm 9; docs/theorems.md §1.6): uniform fixed-size subsampling of rate ``p = b/n`` under
+    replace-one adjacency, where ``mu`` is the GDP parameter of one unsampled step
+    (``mu = L/(b sigma)``; ``2/z`` for Opacus noise multiplier z and clipping).  The exact profile
+    is :math:`\delta(\varepsilon) = p\,\delta_G(\log(1 + (e^\varepsilon - 1)/p);\mu)` for
+    :math:`\varepsilon\ge 0` and is symmetric; the PMF is its connect-the-dots discretisation
+    (module docstring), which dominates the exact curve at every epsilon.
+    """
+    p = check_probability("p", p)
+    mu = check_nonnegative("mu", mu)
+    d = _check_discretization(discretization)
+    lb = _check_log_bound(log_mass_truncation_bound)
+    if mu == 0.0:
+        return identity_pld(discretization=d, with_lower=with_lower)
+    return _symmetric_pld(
+        lambda e: _subsampled_parts(e, p, mu), f"C_p(G_mu)(p={p:g}, mu={mu:g})", d, lb, with_lower
+    )
+
+
+def poisson_subsampled_gaussian_pld(
+    sampling_rate: float,
+    noise_multiplier: float,
+    *,
+    adjacency: Adjacency = "add-remove",
+    discretization: float = DEFAULT_DISCRETIZATION,
+    log_mass_truncation_bound: float = DEFAULT_LOG_MASS_TRUNCATION_BOUND,
+    with_lower: bool = False,
+) -> Pld:
+    r"""One step of DP-SGD with Poisson sampling: connect-the-dots PLD.
+
+    Args:
+        sampling_rate: Poisson rate q in (0, 1] (each example joins the batch independently).
+        noise_multiplier: z > 0, the std of the Gaussian added to the SUM of clipped per-example
+            gradients divided by the clipping norm C (Opacus / TF-Privacy / dp_accounting).
+        adjacency: ``"add-remove"`` (one example added or removed; sum moves by <= C; the profile is
+            the max over both directions, dp_accounting ``ADD_OR_REMOVE_ONE``) or ``"replace"``
+            (one example replaced; sum moves by <= 2C; dp_accounting ``REPLACE_ONE`` pair
+            :math:`qN(\mp C) + (1-q)N(0)` -- see google/differential-privacy #378).
+        discretization: grid width of the privacy loss.
+        log_mass_truncation_bound: cut the one-step profile where delta <= exp(this).
+        with_lower: also build the optimistic twin (certified lower estimate).
+
+    Add/remove profiles (Zhu & Wang 2019; dp_accounting): remove
+    :math:`\delta_R(\varepsilon) = q\,\delta_G(\log(1+(e^\varepsilon-1)/q); 1/z)` for
+    :math:`\varepsilon > \log(1-q)` and :math:`1-e^\varepsilon` below; the add PMF is its mirror
+    (the add pair is the swapped remove pair).  Same grid and connect-the-dots formula as
+    ``dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism``.
+    """
+    q = check_probability("sampling_rate", sampling_rate)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    if adjacency not in ("add-remove", "replace"):
+        raise ParameterError("adjacency", adjacency, "must be 'add-remove' or 'replace'")
+    d = _check_discretization(discretization)
+    lb = _check_log_bound(log_mass_truncation_bound)
+    desc = f"PoissonSubsampledGaussian(q={q:g}, z={z:g}, {adjacency})"
+    if adjacency == "replace":
+        return _symmetric_pld(_replace_parts(q, z), desc, d, lb, with_lower)
+    mu = 1.0 / z
+    if q == 1.0:
+        return _symmetric_pld(lambda e: _gaussian_parts(e, mu), desc, d, lb, with_lower)
+    parts = lambda e: _subsampled_parts(e, q, mu)
+    i_lo = math.floor(math.log1p(-q) / d)
+    n = _top_index(parts, d, lb)
+    grid = np.arange(i_lo, n + 1) * d
+    vals, _ = parts(grid)
+    vals = np.minimum.accumulate(vals)
+    probs = np.maximum(_masses_from_values(vals, d, 1.0 - vals[0]), 0.0)
+    rem = _normalise_upper(_Pmf(i_lo, probs, float(vals[-1])), 0)
+    # The add direction is the swapped pair; its connect-the-dots PMF is the mirror, except for the
+    # mass at +inf of the remove PMF, which becomes P-mass at -inf in the add direction (no
+    # contribution to delta).  We keep it as a (pessimistic) mass at the lowest grid point.
+    # The add pair is the swapped remove pair; the perspective map sends the remove
+    # connect-the-dots curve to the add one on the mirrored grid, so the add PMF is the mirror.
+    # (The remove mass at +inf becomes Q-mass at loss -inf, which carries no P-mass.)
+    add = _normalise_upper(_Pmf(-n, (rem.probs * np.exp(-grid))[::-1].copy(), 0.0), 0)
+    low_rem = low_add = None
+    slack = 0.0
+    if with_lower:
+        # remove direction: residual w.r.t. 0; the midpoint below i_lo is in the linear part
+        mids = (np.arange(i_lo - 1, n) + 0.5) * d
+        dm, qm = parts(mids)
+        lv = _lower_residuals(dm, -qm, np.zeros(n - i_lo + 1), d)
+        masses, s1 = _lower_masses(lv, i_lo, d, one_minus_u=False)
+        low_rem = _normalise_lower(_Pmf(i_lo, masses, 0.0))
+        # add direction (the swapped pair), in residual form w.r.t. 1 - u, because the optimistic
+        # PMF cannot simply be mirrored (its total masses are not exactly 1):
+        #   delta_A(c) = 1 - u_c + u_c delta_R(-c),
+        #   T_c(u) - (1 - u) = u_c delta_R(-c) + u_c Q_A(L <= c) (u/u_c - 1),
+        #   Q_A(L <= c) = P_R(L >= -c) = delta_R(-c) + e^{-c} Q_R(L > -c).
+        a_lo, a_hi = -n, -i_lo
+        mids_a = (np.arange(a_lo - 1, a_hi) + 0.5) * d
+        dr, qr = parts(-mids_a)
+        uc = np.exp(mids_a)
+        grid_a = np.arange(a_lo, a_hi + 1) * d
+        lva = _lower_residuals(uc * dr, uc * (dr + qr), -np.expm1(grid_a), d)
+        masses_a, s2 = _lower_masses(lva, a_lo, d, one_minus_u=True)
+        low_add = _normalise_lower(_Pmf(a_lo, masses_a, 0.0))
+        slack = max(s1, s2)
+    return Pld(
+        description=desc,
+        discretization=d,
+        remove=rem,
+        add=add,
+        lower_remove=low_rem,
+        lower_add=low_add,
+        truncation_mass=float(vals[-1]),
+        lower_slack=slack,
+        log_mass_truncation_bound=lb,
+    )
+
+
+def _compose_power(base: Pld, k: int, extra: Pld | None, tail: float) -> Pld:
+    """``base^{⊗k} ⊗ extra`` in one FFT pass per direction (extra must be symmetric)."""
+    if extra is not None and not extra.symmetric:
+        raise ParameterError("extra", extra.description, "must be a symmetric PLD")
+    if extra is not None and extra.discretization != base.discretization:
+        raise ParameterError("extra", extra.description, "must have the same discretization")
+    e_up = None if extra is None else extra._remove
+    rem, t1 = _self_compose(base._remove, k, tail, True, e_up)
+    add, t2 = (None, 0.0) if base._add is None else _self_compose(base._add, k, tail, True, e_up)
+    low_rem = low_add = None
+    slack = 0.0
+    if base.has_lower and (extra is None or extra.has_lower):
+        e_low = None if extra is None else extra._low_remove
+        low_rem, s1 = _self_compose(base._low_remove, k, tail, False, e_low)  # type: ignore[arg-type]
+        s2 = 0.0
+        if base._low_add is not None:
+            low_add, s2 = _self_compose(base._low_add, k, tail, False, e_low)
+        slack = k * base._low_slack + (0.0 if extra is None else extra._low_slack) + max(s1, s2)
+    # a one-step excess t of the profile (sup norm) grows at most to k t under k-fold composition
+    base_trunc = min(1.0, k * base._trunc)
+    desc = f"({base.description})^⊗{k}"
+    if extra is not None:
+        desc += f" ⊗ {extra.description}"
+    return Pld(
+        description=desc,
+        discretization=base.discretization,
+        remove=rem,
+        add=add,
+        lower_remove=low_rem,
+        lower_add=low_add,
+        truncation_mass=min(
+            1.0, base_trunc + (0.0 if extra is None else extra._trunc) + max(t1, t2)
+        ),
+        lower_slack=slack,
+        log_mass_truncation_bound=base._log_bound,
+    )

@@ -1,0 +1,740 @@
+"""PMF kernels on the loss grid: connect-the-dots masses, epsilon/delta of a PMF, pessimistic
+truncation, Chernoff windows and the tilted FFT composition with its floating-point error bound."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import fft as sp_fft
+from scipy import special
+
+from lastiterate.notions.pld._common import (
+    _GridTooLarge,
+    _MAX_GRID_POINTS,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense PMFs on the loss grid
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pmf:
+    """Masses ``probs[j]`` at losses ``(lower + j) * Delta`` plus ``infinity_mass`` at +inf."""
+
+    lower: int
+    probs: np.ndarray
+    infinity_mass: float
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.probs.setflags(write=False)
+
+    @property
+    def upper(self) -> int:
+        return self.lower + len(self.probs) - 1
+
+
+def _identity_pmf() -> _Pmf:
+    return _Pmf(0, np.ones(1), 0.0)
+
+
+def _masses_from_values(values: np.ndarray, d: float, bottom: float) -> np.ndarray:
+    r"""Masses of the PMF whose profile interpolates ``values`` linearly in :math:`u = e^\varepsilon`.
+
+    ``values[j]`` is the profile at :math:`u_j = e^{(lo+j)\Delta}`; ``bottom`` is
+    :math:`-u_0 s_{-}`, minus u_0 times the slope of the profile left of :math:`u_0` (for the
+    connect-the-dots anchor at (0, 1) it is ``1 - values[0]``).  Above the last point the profile is
+    constant (= mass at +inf, not included here).  Mass at :math:`u_j` is
+    :math:`u_j (s_j^+ - s_j^-)` (Doroshenko et al. 2022, Alg. 1; same formula as
+    ``dp_accounting.pld.pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap``).
+    """
+    em1 = math.expm1(d)
+    diffs = np.diff(values)  # V_{j+1} - V_j
+    out = np.empty_like(values)
+    if len(values) == 1:
+        out[0] = bottom
+        return out
+    out[0] = bottom + diffs[0] / em1
+    out[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(d)) / em1
+    out[-1] = diffs[-1] / math.expm1(-d)
+    return out
+
+
+def _delta_for_epsilon(pmf: _Pmf, d: float, epsilon: float) -> float:
+    r""":math:`\delta(\varepsilon) = m_\infty + \sum_{\ell_j > \varepsilon} p_j (1 - e^{\varepsilon - \ell_j})`."""
+    start = max(0, math.floor(epsilon / d) - pmf.lower)
+    if start >= len(pmf.probs):
+        return min(1.0, pmf.infinity_mass)
+    losses = (pmf.lower + np.arange(start, len(pmf.probs))) * d
+    mask = losses > epsilon
+    val = pmf.infinity_mass + float(
+        np.dot(-np.expm1(epsilon - losses[mask]), pmf.probs[start:][mask])
+    )
+    return min(1.0, max(0.0, val))
+
+
+def _epsilon_for_delta(pmf: _Pmf, d: float, delta: float) -> float:
+    r"""Smallest :math:`\varepsilon \ge 0` with :math:`\delta(\varepsilon) \le` ``delta``.
+
+    On :math:`(\ell_{J-1}, \ell_J]` the profile is :math:`U_J - e^{\varepsilon} W_J` with
+    :math:`U_J = m_\infty + \sum_{j\ge J} p_j` and :math:`W_J = \sum_{j \ge J} p_j e^{-\ell_j}`, so
+    the crossing is :math:`\log((U_J - \delta)/W_J)`.  Same result as dp_accounting's
+    ``_get_epsilon_for_delta`` but vectorised (reverse cumulative sums).
+    """
+    if pmf.infinity_mass > delta:
+        return math.inf
+    probs = pmf.probs
+    n = len(probs)
+    tail = np.cumsum(probs[::-1])[::-1] + pmf.infinity_mass  # U_j
+    # The crossing is at or below the first grid point j with U_{j+1} <= delta.
+    above = np.nonzero(tail <= delta)[0]
+    j_top = int(above[0]) if len(above) else n  # U_j <= delta for all j >= j_top
+    j_top = min(j_top, n - 1)
+    while True:
+        shift = (pmf.lower + j_top) * d
+        j_lo = max(0, j_top - int(600.0 / d))
+        losses = (pmf.lower + np.arange(j_lo, n)) * d
+        # W_j * e^shift for j >= j_lo; exponents are <= 600, so nothing overflows
+        w = np.cumsum((probs[j_lo:] * np.exp(shift - losses))[::-1])[::-1]
+        u = tail[j_lo:]
+        m = j_top - j_lo + 1  # grid points j_lo..j_top
+        u_next = np.append(u[1:], pmf.infinity_mass)[:m]
+        w_next = np.append(w[1:], 0.0)[:m]
+        # profile at the grid points: D_j = U_{j+1} - e^{l_j} W_{j+1}  (e^{l_j - shift} <= 1)
+        d_grid = u_next - np.exp(losses[:m] - shift) * w_next
+        ok = np.nonzero(d_grid <= delta)[0]
+        jj = int(ok[0]) if len(ok) else m - 1
+        if jj == 0 and j_lo > 0:
+            j_top = j_lo  # the crossing lies below the window: move the window down
+            continue
+        hi = losses[jj]
+        lo_ = losses[jj - 1] if jj > 0 else -math.inf
+        if w[jj] <= 0.0 or u[jj] <= delta:
+            eps = hi if w[jj] <= 0.0 else lo_
+        else:
+            eps = math.log((u[jj] - delta) / w[jj]) + shift
+        eps = min(hi, max(lo_, eps))
+        return max(0.0, float(eps))
+
+
+def _truncate(probs: np.ndarray, tail: float) -> tuple[int, np.ndarray, float]:
+    """Pessimistic two-sided truncation (dp_accounting ``_truncate_tails``, vectorised).
+
+    Drops a prefix and a suffix of mass <= tail/2 each; the prefix mass is added to the first kept
+    entry (its loss is rounded *up*), the suffix mass is returned to be put at +inf.
+    """
+    if tail <= 0 or len(probs) < 3:
+        return 0, probs, 0.0
+    c = np.cumsum(probs)
+    left = int(np.searchsorted(c, tail / 2.0, side="right"))
+    rc = np.cumsum(probs[::-1])
+    right_count = int(np.searchsorted(rc, tail / 2.0, side="right"))
+    right = len(probs) - right_count
+    right = max(right, left + 1)
+    left_mass = float(c[left - 1]) if left > 0 else 0.0
+    right_mass = float(probs[right:].sum())
+    out = probs[left:right].copy()
+    out[0] += left_mass
+    return left, out, right_mass
+
+
+def _truncate_optimistic(probs: np.ndarray, tail: float) -> tuple[int, np.ndarray]:
+    """Optimistic truncation: drop the low prefix, move the high suffix *down* to the last entry."""
+    if tail <= 0 or len(probs) < 3:
+        return 0, probs
+    c = np.cumsum(probs)
+    left = int(np.searchsorted(c, tail / 2.0, side="right"))
+    rc = np.cumsum(probs[::-1])
+    right = len(probs) - int(np.searchsorted(rc, tail / 2.0, side="right"))
+    right = max(right, left + 1)
+    out = probs[left:right].copy()
+    out[-1] += float(probs[right:].sum())
+    return left, out
+
+
+def _compose_two(a: _Pmf, b: _Pmf, tail: float, pessimistic: bool) -> tuple[_Pmf, float]:
+    """Linear convolution (:func:`_compose_spectral`, with its error bound) + truncation.
+
+    The upper PMF holds ``value + error`` per bin (pointwise above the exact convolution, so its
+    profile is above), the optimistic one ``max(value - error, 0)``.  Returns the PMF and, for the
+    pessimistic one, the mass sent to +inf (the optimistic slack is 0: nothing wraps around).
+    """
+    if len(a.probs) == 1 or len(b.probs) == 1:  # a point mass: an exact shift and scaling
+        one, other = (a, b) if len(a.probs) == 1 else (b, a)
+        c = float(one.probs[0])
+        value, error = other.probs * c, (0.0 if c == 1.0 else 2.0 * _EPS) * other.probs * c
+    else:
+        n_out = len(a.probs) + len(b.probs) - 1
+        n_fft = sp_fft.next_fast_len(n_out, real=True)
+        value, error, _ = _compose_spectral([a.probs, b.probs], [1, 1], n_fft, 0, n_out, False)
+    inf = a.infinity_mass + b.infinity_mass - a.infinity_mass * b.infinity_mass
+    if pessimistic:
+        off, probs, right = _truncate(np.maximum(value + error, 0.0), tail)
+        return _Pmf(a.lower + b.lower + off, probs, min(1.0, inf + right)), right
+    off, probs = _truncate_optimistic(np.maximum(value - error, 0.0), tail)
+    return _Pmf(a.lower + b.lower + off, probs, inf), 0.0
+
+
+def _logsumexp_rows(z: np.ndarray) -> np.ndarray:
+    """Row-wise log(sum(exp(z))) (plain numpy; -inf entries allowed).
+
+    Terms below e^-700 of the row's largest are raised to e^-700 (subnormal exponentials are slow):
+    the result can only grow, by a relative 1e-304 per term, which keeps every Chernoff/CGF bound
+    computed with it valid.  A row of -inf only is -inf.
+    """
+    m = np.max(z, axis=-1, keepdims=True)
+    finite = np.isfinite(m[..., 0])
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(np.maximum(z - m, -700.0)), axis=-1)) + m[..., 0]
+    return np.where(finite, out, -np.inf)
+
+
+_LAMBDAS = np.logspace(-9.0, 1.0, 81)
+
+
+def _binned_cgf(pmf: _Pmf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Upper bounds on K(+lambda) and K(-lambda) on the grid ``_LAMBDAS`` from binned masses (cached)."""
+    hit = pmf._cache.get("cgf")
+    if hit is not None:
+        return hit
+    probs = pmf.probs
+    n = len(probs)
+    width = max(1, n // 2048)
+    nb = -(-n // width)
+    padded = np.zeros(nb * width)
+    padded[:n] = probs
+    binned = padded.reshape(nb, width).sum(axis=1)
+    keep = binned > 0
+    with np.errstate(divide="ignore"):
+        logm = np.log(binned[keep])
+    start = np.arange(nb)[keep] * width
+    stop = np.minimum(start + width - 1, n - 1)
+    k_up = _logsumexp_rows(_LAMBDAS[:, None] * stop[None, :] + logm[None, :])
+    k_dn = _logsumexp_rows(-_LAMBDAS[:, None] * start[None, :] + logm[None, :])
+    with np.errstate(divide="ignore"):
+        logp = np.log(probs)
+    out = (k_up, k_dn, logp)
+    pmf._cache["cgf"] = out
+    return out
+
+
+def _chernoff_window(pmf: _Pmf, k: int, tail: float) -> tuple[int, int]:
+    r"""Indices ``[a, b]`` (relative to ``k * lower``) holding all but ``tail`` of the k-fold sum.
+
+    Chernoff: :math:`P(S_k \ge b) \le \exp(k K(\lambda) - \lambda b)` and
+    :math:`P(S_k \le a) \le \exp(k K(-\lambda) + \lambda a)` with
+    :math:`K(\lambda) = \log\sum_i p_i e^{\lambda i}` (valid for any finite measure), each set to
+    ``tail/2``.  :math:`\lambda` is located on a log grid using binned masses (index rounded to
+    the bin edge, which can only enlarge K), then the bound is evaluated with the exact K at the
+    best grid value and its two neighbours; every evaluated bound is valid, the minimum is kept.
+    """
+    probs = pmf.probs
+    n = len(probs)
+    full_hi = k * (n - 1)
+    if tail <= 0 or n == 1:
+        return 0, full_hi
+    log_t = math.log(2.0 / tail)
+    k_up, k_dn, logp = _binned_cgf(pmf)
+    idx = np.arange(n, dtype=float)
+    hi, lo = full_hi, 0
+    for sign, kk in ((1.0, k_up), (-1.0, k_dn)):
+        bound = (k * kk + log_t) / _LAMBDAS
+        bound = np.where(np.isfinite(bound), bound, np.inf)
+        j = int(np.argmin(bound))
+        cands = _LAMBDAS[max(0, j - 1) : j + 2]
+        exact = (
+            k * _logsumexp_rows(sign * cands[:, None] * idx[None, :] + logp[None, :]) + log_t
+        ) / cands
+        exact = exact[np.isfinite(exact)]
+        if len(exact) == 0:
+            continue
+        best = float(np.min(exact))
+        if sign > 0:
+            hi = min(hi, math.ceil(best))
+        else:
+            lo = max(lo, math.floor(-best))
+    return max(0, lo), max(min(hi, full_hi), max(0, lo))
+
+
+def _int_power(z: np.ndarray, k: int) -> np.ndarray:
+    """``z**k`` by repeated squaring (about 6x faster than numpy's complex power here)."""
+    result: np.ndarray | None = None
+    base = z
+    while k:
+        if k & 1:
+            result = base.copy() if result is None else result * base
+        k >>= 1
+        if k:
+            base = base * base
+    return np.ones_like(z) if result is None else result
+
+
+def _fold(probs: np.ndarray, n_fft: int) -> np.ndarray:
+    """Sum ``probs`` modulo ``n_fft`` (cyclic aliasing, exact for cyclic convolution)."""
+    if len(probs) <= n_fft:
+        return probs
+    m = -(-len(probs) // n_fft)
+    padded = np.zeros(m * n_fft)
+    padded[: len(probs)] = probs
+    return padded.reshape(m, n_fft).sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# FFT composition: exponential tilting and a floating-point error bound
+# ---------------------------------------------------------------------------------------------
+
+_EPS = float(np.finfo(float).eps)
+_FFT_ERROR_CONSTANT = 8.0
+"""Per-level constant of the componentwise FFT error model: one radix-2 level costs
+eta = mu + gamma_4 (sqrt 2 + mu), about 6u for an accurate twiddle table (Higham, *Accuracy and
+Stability of Numerical Algorithms*, 2nd ed., 2002, Thm 24.2); 8 leaves a margin for mixed radices."""
+_TILT_RELATIVE_ERROR = 1e-7
+"""Tilted passes are added until the FFT error bound is below this fraction of each upper bin ..."""
+_TILT_DELTA_FLOOR = 1e-20
+"""... wherever the error above that bin could still add more than this to a delta."""
+_MAX_TILTS = 5
+
+
+def _fft_level_error(n_fft: int) -> float:
+    """Componentwise bound g of one length-``n_fft`` FFT: ``|fl(F x)_f - (F x)_f| <= g ||x||_1``."""
+    return _FFT_ERROR_CONSTANT * max(1, math.ceil(math.log2(max(2, n_fft)))) * _EPS
+
+
+_THETAS = np.logspace(-9.0, 1.0, 41)
+
+
+def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Upper bounds on :math:`\log\sum_j x_j e^{\pm\theta j} - \log\sum_j x_j` on ``_THETAS``.
+
+    Masses are summed in at most 4096 blocks and each block's index is rounded to its end that
+    makes the exponent larger (``stop`` for +theta, ``start`` for -theta): valid upper bounds on
+    both log-CGFs at a cost independent of the length.  Returns ``(up, down, log_total)``.
+    """
+    n = len(logx)
+    width = max(1, -(-n // 4096))
+    nb = -(-n // width)
+    padded = np.full(nb * width, -np.inf)
+    padded[:n] = logx
+    blocks = padded.reshape(nb, width)
+    with np.errstate(divide="ignore"):
+        logm = _logsumexp_rows(blocks)
+    keep = np.isfinite(logm)
+    logm = logm[keep]
+    start = (np.arange(nb) * width)[keep].astype(float)
+    stop = np.minimum(start + width - 1, n - 1)
+    base = float(special.logsumexp(logm))
+    up = _logsumexp_rows(_THETAS[:, None] * stop[None, :] + logm[None, :]) - base
+    dn = _logsumexp_rows(-_THETAS[:, None] * start[None, :] + logm[None, :]) - base
+    return up, dn, base
+
+
+def _exact_log_cgfs(logx: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Exact ``log sum_j x_j e^{+-theta j} - log sum_j x_j`` at ``thetas``; ``(up, down, log_total)``."""
+    j = np.arange(len(logx), dtype=float)
+    keep = np.isfinite(logx)
+    j, lx = j[keep], logx[keep]
+    base = float(special.logsumexp(lx))
+    up = _logsumexp_rows(thetas[:, None] * j[None, :] + lx[None, :]) - base
+    dn = _logsumexp_rows(-thetas[:, None] * j[None, :] + lx[None, :]) - base
+    return up, dn, base
+
+
+def _chernoff_tails(
+    logxs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    above: np.ndarray,
+    below: np.ndarray,
+    refine: bool = True,
+    full_grid: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total mass.
+
+    S is the sum of independent indices, ``powers[i]`` of them distributed as ``exp(logxs[i])``
+    (finite measures, normalised): :math:`P(S \ge c) \le e^{\sum k_i K_i(\theta) - \theta c}`,
+    :math:`P(S \le c) \le e^{\sum k_i K_i(-\theta) + \theta c}` for every theta > 0, with the
+    exact log-CGFs.  Every evaluated theta gives a valid bound; the thetas tried are those located
+    with block-binned log-CGFs on a fixed log grid, and a geometric set spanning the Gaussian optima
+    ``|c - mean| / var`` of the thresholds (times 1/2 .. 2).
+    """
+    mean = var = log_total = 0.0
+    for logx, k in zip(logxs, powers):
+        keep = np.isfinite(logx)
+        j = np.arange(len(logx), dtype=float)[keep]
+        lx = logx[keep]
+        base = float(special.logsumexp(lx))
+        w = np.exp(lx - base)
+        m = float(np.dot(w, j))
+        mean += k * m
+        var += k * float(np.dot(w, (j - m) ** 2))
+        log_total += k * base
+    var = max(var, 1e-12)
+    gaps = np.concatenate([above - mean, mean - below])
+    gaps = gaps[gaps > 0]
+    if len(gaps) == 0:
+        ones = np.full(len(above), math.exp(log_total))
+        return ones, ones.copy()
+    # (1) block-binned log-CGFs (cheap upper bounds) on a fixed log grid locate the optimum of
+    # skewed sums; (2) the Gaussian optima cover long compositions, where binning is too coarse
+    bu = np.zeros(len(_THETAS))
+    bd = np.zeros(len(_THETAS))
+    for logx, k in zip(logxs, powers):
+        u, d, _ = _binned_log_cgfs(logx)
+        bu += k * u
+        bd += k * d
+    ua = bu[:, None] - _THETAS[:, None] * above[None, :]
+    db = bd[:, None] + _THETAS[:, None] * below[None, :]
+    if not refine:
+        scale = math.exp(log_total)
+        return (
+            np.exp(np.minimum(0.0, ua.min(axis=0))) * scale,
+            np.exp(np.minimum(0.0, db.min(axis=0))) * scale,
+        )
+    picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
+    if len(picks) > 2:
+        picks = picks[np.linspace(0, len(picks) - 1, 2).astype(int)]
+    from_bins = (_THETAS[picks][:, None] * np.array([0.5, 0.71, 1.0, 1.41, 2.0])).ravel()
+    lo_t = max(float(gaps.min()) / var / 2.0, 1e-12)
+    hi_t = min(float(gaps.max()) / var * 2.0, 50.0)
+    # skewed sums (small sampling rates) have optima far below the Gaussian ones: reach 1e4 lower
+    thetas = np.unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
+    if full_grid:  # few thresholds (the lower twin's slack): afford the whole log grid, exactly
+        thetas = np.unique(np.concatenate([thetas, _THETAS]))
+    eu = np.zeros(len(thetas))
+    ed = np.zeros(len(thetas))
+    for logx, k in zip(logxs, powers):
+        u, d, _ = _exact_log_cgfs(logx, thetas)
+        eu += k * u
+        ed += k * d
+    best_up = np.minimum(
+        ua.min(axis=0), (eu[:, None] - thetas[:, None] * above[None, :]).min(axis=0)
+    )
+    best_dn = np.minimum(
+        db.min(axis=0), (ed[:, None] + thetas[:, None] * below[None, :]).min(axis=0)
+    )
+    scale = math.exp(log_total)
+    return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
+
+
+def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
+    """Chernoff bound on the composed mass of the factors ``exp(logxs)`` outside ``[lo, hi]``."""
+    above, below = np.array([hi + 1.0]), np.array([lo - 1.0])
+    up, dn = _chernoff_tails(logxs, powers, above, below)
+    if up[0] + dn[0] > 1e-13:  # try the whole log grid, exactly, before settling for a weak bound
+        up2, dn2 = _chernoff_tails(logxs, powers, above, below, full_grid=True)
+        up, dn = np.minimum(up, up2), np.minimum(dn, dn2)
+    return float(up[0] + dn[0])
+
+
+def _alias_profile(
+    logxs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    offset: int,
+    n_fft: int,
+    out_len: int,
+    refine: bool = True,
+) -> np.ndarray:
+    r"""Per-bin Chernoff bound on the mass a cyclic convolution wraps into bin t of the window.
+
+    Bin t (index ``offset + t``) receives mass only from indices ``>= offset + n_fft + t`` (from
+    above) or ``<= offset + t - n_fft`` (from below); both tail bounds are monotone in t and are
+    evaluated on 256 blocks at the block end that makes them valid for the whole block (this
+    profile steers the choice between tilted passes).
+    """
+    edges = np.unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
+    starts, stops = edges[:-1], edges[1:] - 1
+    up, dn = _chernoff_tails(
+        logxs,
+        powers,
+        (offset + n_fft + starts).astype(float),
+        (offset + stops - n_fft).astype(float),
+        refine,
+    )
+    return np.repeat(np.minimum(1.0, up + dn), np.diff(edges))
+
+
+@dataclass
+class _Pass:
+    """One tilted evaluation: bin t (total index ``offset + t``) holds
+    ``r[t] * exp(log_scale - lam * (offset + t))`` with absolute error at most ``bound`` times the
+    same factor, plus a relative error ``relative``; ``logxs`` are the tilted, normalised factors
+    (for the aliasing bound)."""
+
+    lam: float
+    r: np.ndarray
+    log_scale: float
+    bound: float
+    relative: float
+    logxs: list[np.ndarray]
+
+
+def _tilted_pass(
+    probs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    lam: float,
+    n_fft: int,
+    offset: int,
+) -> _Pass:
+    r"""Cyclic convolution :math:`\circledast_i x_i^{*k_i}` of the tilted, normalised factors.
+
+    ``x_i = p_i e^{lam j} / M_i``; at total index s the exact result is
+    :math:`e^{\lambda s}\prod_i M_i^{-k_i}` times the untilted composition, so untilting multiplies
+    by :math:`e^{-\lambda s}\prod M_i^{k_i}`: the FFT's absolute round-off, of the size of
+    ``eps * k * max`` of the *tilted* sequence, is small relative to the bins near the tilted mode
+    (exponential tilting keeps the far tail of a k-fold FFT power accurate).  The bound follows the
+    componentwise FFT model (:func:`_fft_level_error`): a per-frequency input error ``a``
+    propagates exactly through the powers, :math:`|\prod z_i^{k_i} - \prod w_i^{k_i}| \le
+    \prod(|w_i| + a)^{k_i} - \prod |w_i|^{k_i}`; the rounding of the powers and of the inverse
+    transform is added; the sup norm of the output error is at most the weighted mean of the
+    spectral errors.
+    """
+    g = _fft_level_error(n_fft)
+    n_half = n_fft // 2 + 1
+    log_mod_up = np.zeros(n_half)
+    log_scale = 0.0
+    logxs = []
+    spectra = []
+    for p, k in zip(probs, powers):
+        if lam == 0.0:
+            total = float(np.sum(p))
+            x = p / total
+            log_scale += k * math.log(total)
+            with np.errstate(divide="ignore"):
+                logxs.append(np.log(x))
+        else:
+            with np.errstate(divide="ignore"):
+                lw = np.log(p) + lam * np.arange(len(p))
+            log_m = float(special.logsumexp(lw))
+            log_scale += k * log_m
+            logxs.append(lw - log_m)
+            x = np.exp(logxs[-1])
+        folds = -(-len(x) // n_fft)
+        z = sp_fft.rfft(_fold(x, n_fft), n_fft)
+        mod = np.abs(z)
+        a = g + folds * _EPS
+        log_mod_up += k * np.log(mod + a)
+        spectra.append((z, mod, k))
+    # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
+    live = log_mod_up > -700.0
+    spec = np.zeros(n_half, dtype=complex)
+    spec[live] = 1.0
+    log_mod = np.zeros(int(np.count_nonzero(live)))
+    for z, mod, k in spectra:
+        with np.errstate(divide="ignore"):
+            log_mod += k * np.log(mod[live])
+        spec[live] *= _int_power(z[live], k)
+    rounding = (2.0 * math.ceil(math.log2(max(2, max(powers)))) * len(powers) + 2.0) * 3.0 * _EPS
+    with np.errstate(over="ignore", invalid="ignore"):
+        up = np.exp(log_mod_up[live])
+        prop = up * -np.expm1(log_mod - log_mod_up[live])  # (|w| + a)^k - |w|^k, stable
+    weights = np.full(n_half, 2.0)
+    weights[0] = 1.0
+    if n_fft % 2 == 0:
+        weights[-1] = 1.0
+    bound = float(np.dot(weights[live], prop + (rounding + g) * up)) / n_fft
+    bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
+    r = sp_fft.irfft(spec, n_fft)
+    if offset:
+        r = np.roll(r, -(offset % n_fft))
+    # the inputs x and the untilting factor are rounded: relative error per bin
+    s_max = abs(offset) + n_fft
+    relative = 8.0 * sum(powers) * _EPS + 8.0 * _EPS * (abs(log_scale) + abs(lam) * s_max)
+    return _Pass(lam, r, log_scale, bound, relative, logxs)
+
+
+def _blocks(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(log mass, index)`` of the entries of ``exp(logp)`` that carry mass.
+
+    (Exact: block centres would bias the mean by up to half a block per step, i.e. by k times that
+    over a k-fold composition, which can move a tilt outside the window.)
+    """
+    # entries e^-100 below the largest cannot move a moment at the tilts used (<= 600 over the
+    # window): dropping them only makes the placement of a tilt cheaper
+    keep = logp > np.max(logp) - 100.0
+    return logp[keep], np.arange(len(logp), dtype=float)[keep]
+
+
+def _tilted_moments(
+    blocks: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], lam: float
+) -> tuple[float, float]:
+    """Approximate mean and variance of the total index under the tilt ``e^{lam s}``
+    (``sum k K'``, ``sum k K''`` from block masses; only used to place a tilt, any tilt is valid)."""
+    mean = var = 0.0
+    for (logm, c), k in zip(blocks, powers):
+        lw = logm + lam * c
+        w = np.exp(np.maximum(lw - np.max(lw), -700.0))  # no subnormals (placement only)
+        w /= w.sum()
+        m = float(np.dot(w, c))
+        mean += k * m
+        var += k * float(np.dot(w, (c - m) ** 2))
+    return mean, var
+
+
+def _compose_spectral(
+    probs: Sequence[np.ndarray],
+    powers: Sequence[int],
+    n_fft: int,
+    offset: int,
+    out_len: int,
+    aliasing: bool,
+    need_alias: bool = True,
+    window_tail: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window ``offset .. offset + out_len - 1``.
+
+    Returns ``(value, error, alias)``: ``|value - exact| <= error`` bin by bin, where *exact* is the
+    cyclic composition of length ``n_fft`` (equal to the linear one inside the window up to the
+    wrapped-in mass, which is non-negative and at most ``alias`` in total, in the units of the
+    values).  A k-fold FFT power has an absolute round-off of about ``k eps`` times its largest bin
+    (the k-th power multiplies the spectrum's relative error by k), which swamps the tail
+    that a small delta depends on -- the root cause of the under-reports in issue 8.  We therefore
+    evaluate the composition with exponential tilts: an untilted pass, then tilts
+    :math:`e^{\lambda s}` that move the mode to the part of the upper tail where the error bound is
+    not yet below ``_TILT_RELATIVE_ERROR`` of the bin (each bin keeps the pass with the smallest
+    bound), at most ``_MAX_TILTS`` passes.
+    """
+    idx = offset + np.arange(out_len, dtype=float)
+    best_log_err = np.full(out_len, np.inf)
+    sel_log_err = np.full(out_len, np.inf)
+    value = np.zeros(out_len)
+    rel = np.zeros(out_len)
+    source = np.zeros(out_len, dtype=np.int64)
+    passes: list[_Pass] = []
+    lam = 0.0
+    schedule: list[float] | None = None
+    floor = math.inf
+    max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
+    with np.errstate(divide="ignore"):
+        logps = [_blocks(np.log(p)) for p in probs]
+    for _ in range(_MAX_TILTS):
+        ps = _tilted_pass(probs, powers, lam, n_fft, offset)
+        passes.append(ps)
+        factor_log = ps.log_scale - lam * idx
+        # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
+        # pass may wrap in much more, which must steer the choice of pass away from it
+        with np.errstate(divide="ignore"):
+            log_err = np.log(np.full(out_len, ps.bound)) + factor_log
+        alias: np.ndarray | float = 0.0
+        if aliasing and lam > 0.0:
+            cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
+            if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
+                alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
+                if np.any(alias[cand] > 100.0 * ps.bound):
+                    alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
+        with np.errstate(divide="ignore"):
+            log_sel = np.log(ps.bound + alias) + factor_log
+        take = log_sel < sel_log_err
+        if lam == 0.0:
+            take[:] = True
+        with np.errstate(over="ignore", invalid="ignore"):
+            value[take] = ps.r[:out_len][take] * np.exp(factor_log[take])
+        best_log_err[take] = log_err[take]
+        sel_log_err[take] = log_sel[take]
+        rel[take] = ps.relative
+        source[take] = len(passes) - 1
+        # coverage: bins above the mode whose bound is not yet small relative to the bin
+        with np.errstate(over="ignore"):
+            err = np.exp(best_log_err)
+        mode = int(np.argmax(value))
+        tail_err = np.cumsum(err[::-1])[::-1]
+        # a pass cannot do better than its bound relative to its own mode: ask for 100x that
+        floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
+        rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
+        bad = (err > rho * np.maximum(value, 0.0)) & (tail_err > _TILT_DELTA_FLOOR)
+        bad[: mode + 1] = False
+        hits = np.nonzero(bad)[0]
+        if len(hits) == 0:
+            break
+        if schedule is None:
+            # tilts on a geometric ladder below the one whose mode reaches the top of the window
+            # (per-bin selection keeps the best pass for each bin, so the ladder need not be exact)
+            top = min(
+                offset + out_len - 1.0 - (0.1 * out_len if aliasing else 0.0), max_index - 0.5
+            )
+            lo_l, hi_l = 0.0, 600.0 / n_fft  # a larger tilt spans more than e^600 over the window
+            if _tilted_moments(logps, powers, hi_l)[0] > top:
+                for _bisect in range(10):
+                    mid = 0.5 * (lo_l + hi_l)
+                    if _tilted_moments(logps, powers, mid)[0] > top:
+                        hi_l = mid
+                    else:
+                        lo_l = mid
+            schedule = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
+
+        while schedule and schedule[0] <= lam:
+            schedule.pop(0)
+        if not schedule:
+            break
+        lam = schedule.pop(0)
+    with np.errstate(over="ignore"):
+        error = np.exp(best_log_err) + rel * np.abs(value)
+    alias_total = 0.0
+    if aliasing and need_alias:
+        # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
+        # mass from below on bins t <= t1 only from indices <= offset + t1 - n_fft
+        for i, ps in enumerate(passes):
+            taken = np.nonzero(source == i)[0]
+            if len(taken) == 0:
+                continue
+            t0, t1 = int(taken[0]), int(taken[-1])
+            if ps.lam == 0.0 and window_tail is not None:
+                alias_total += window_tail  # the window was chosen to hold all but this mass
+                continue
+            w = _alias_bound(ps.logxs, powers, offset + t1 - n_fft + 1, offset + n_fft + t0 - 1)
+            top = ps.log_scale - ps.lam * (offset + (t0 if ps.lam > 0 else t1))
+            alias_total += w * math.exp(min(700.0, top))
+    return value, error, alias_total
+
+
+def _self_compose(
+    pmf: _Pmf, k: int, tail: float, pessimistic: bool, extra: _Pmf | None = None
+) -> tuple[_Pmf, float]:
+    r"""k-fold composition (times one ``extra`` PMF) by FFT powers on a Chernoff window.
+
+    The window ``[a, a + N)`` of the k-fold sum holds all but ``tail`` of the mass (Chernoff,
+    :func:`_chernoff_window`); the composition is evaluated by :func:`_compose_spectral`
+    (exponentially tilted FFT powers with a floating-point error bound per bin).  Pessimistic PMF:
+    ``value + error`` per bin (above the exact bin; mass wrapped in from outside the window is
+    non-negative, so it only adds), the mass above the window (<= tail/2) goes to +inf and the mass
+    below it (<= tail/2) to the top bin: every dropped or rounded mass moves up.  Optimistic PMF:
+    ``max(value - error, 0)``; the wrapped-in mass (Chernoff-bounded) is returned as slack.
+    ``extra`` (e.g. a Gaussian) is convolved in the same transforms over its full support.
+    Returns ``(pmf, mass_sent_to_inf_or_slack)``.
+    """
+    if k == 1 and extra is None:
+        return pmf, 0.0
+    probs = pmf.probs
+    n = len(probs)
+    n_extra = 1 if extra is None else len(extra.probs)
+    full = k * (n - 1) + 1
+    a, b = _chernoff_window(pmf, k, tail)
+    width = b - a + 1
+    if full <= 2 * width:
+        a, width, truncated = 0, full, False
+    else:
+        truncated = True
+    n_fft = sp_fft.next_fast_len(width + n_extra - 1, real=True)
+    if n_fft > _MAX_GRID_POINTS:
+        raise _GridTooLarge(n_fft)
+    factors = [probs] if extra is None else [probs, extra.probs]
+    powers = [k] if extra is None else [k, 1]
+    out_len = n_fft if truncated else width + n_extra - 1
+    value, error, alias = _compose_spectral(
+        factors, powers, n_fft, a, out_len, truncated, need_alias=not pessimistic, window_tail=tail
+    )
+    inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
+    lower = k * pmf.lower + a
+    if extra is not None:
+        inf = inf + extra.infinity_mass - inf * extra.infinity_mass
+        lower += extra.lower
+    if pessimistic:
+        out = np.maximum(value + error, 0.0)
+        add = tail / 2.0 if truncated else 0.0
+        out[-1] += add  # the mass below the window, moved up to the top bin
+        return _Pmf(lower, out, min(1.0, inf + add)), add
+    return _Pmf(lower, np.maximum(value - error, 0.0), inf), alias

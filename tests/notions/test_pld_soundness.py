@@ -1,0 +1,150 @@
+"""Soundness of the PLD composition engine (issue 8, section 1).
+
+Independent references: the exact Gaussian profile (a q = 1 composition of Gaussians is exactly
+G_{mu sqrt(T)}, so a numerical composition of G_{mu} T times must bracket it), and dp_accounting's
+pessimistic (connect-the-dots) PLD, which shares no code with ours.  Every test can fail: an
+upper value below the exact one, a lower value above it, or a bracket wider than stated fails.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from lastiterate.errors import NotApplicable
+from lastiterate.notions import pld as P
+from lastiterate.notions.gdp import gdp_delta, gdp_epsilon
+
+# (total mu, T, delta): the issue's failing case (G_8 from 1e6 steps at 1e-10) and the extremes.
+GAUSSIAN_CASES = [
+    (8.0, 10**6, 1e-10),
+    (8.0, 1000, 1e-12),
+    (2.0, 10**5, 1e-12),
+    (1.0, 100, 1e-6),
+    (0.5, 10**4, 1e-12),
+]
+
+
+def _check_gaussian_bracket(mu: float, steps: int, delta: float, *, symmetric_subsampled: bool) -> None:
+    mu0 = mu / math.sqrt(steps)
+    one = (
+        P.symmetric_subsampled_gaussian_pld(1.0, mu0, with_lower=True)
+        if symmetric_subsampled
+        else P.gaussian_pld(mu0, with_lower=True)
+    )
+    est = one.self_compose(steps).epsilon_with_error(delta)
+    exact = gdp_epsilon(delta, mu)
+    assert est.lower is not None
+    assert est.lower <= exact <= est.upper, (mu, steps, delta, est, exact)
+    assert est.upper <= exact * 1.01  # within 1% (in fact ~1e-3 at T = 1e6, the grid's k*Delta)
+
+
+@pytest.mark.parametrize(("mu", "steps", "delta"), GAUSSIAN_CASES)
+def test_composed_gaussian_brackets_the_exact_gaussian(mu: float, steps: int, delta: float) -> None:
+    _check_gaussian_bracket(mu, steps, delta, symmetric_subsampled=False)
+
+
+def test_issue_case_c1_of_g_composed_a_million_times_is_not_under_reported() -> None:
+    # C_1(G_mu) = G_mu: the sgd run of the issue (n = b = 5, sigma = 50, L = 2, T = 1e6)
+    one = P.symmetric_subsampled_gaussian_pld(1.0, 2 / (5 * 50))
+    composed = one.self_compose(10**6)
+    assert composed.epsilon(1e-10) >= gdp_epsilon(1e-10, 8.0)  # 82.156, was 82.019
+    assert composed.delta(82.019) >= gdp_delta(82.019, 8.0)  # 1.117e-10, was 0.989e-10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mu", "steps", "delta"), [(8.0, 10**7, 1e-12), (3.0, 10**7, 1e-10), (1.0, 10**7, 1e-6)])
+def test_composed_gaussian_brackets_the_exact_gaussian_at_ten_million_steps(
+    mu: float, steps: int, delta: float
+) -> None:
+    _check_gaussian_bracket(mu, steps, delta, symmetric_subsampled=True)
+
+
+# -- dp_accounting's pessimistic PLD --------------------------------------------------------------
+
+Q_GRID = (1e-3, 0.01, 0.1, 0.5, 0.9, 0.99, 1.0)
+
+
+def _dp_accounting_epsilon(q: float, z: float, steps: int, delta: float) -> float:
+    from dp_accounting.pld import privacy_loss_distribution as pldm
+
+    one = pldm.from_gaussian_mechanism(
+        z, sampling_prob=q, value_discretization_interval=1e-4, pessimistic_estimate=True
+    )
+    return float(one.self_compose(steps).get_epsilon_for_delta(delta))
+
+
+def _check_against_dp_accounting(q: float, z: float, steps: int, delta: float) -> None:
+    ours = P.poisson_subsampled_gaussian_epsilon(q, z, steps, delta, with_lower=True)
+    theirs = _dp_accounting_epsilon(q, z, steps, delta)
+    assert ours.lower is not None and ours.lower <= ours.upper
+    width = ours.upper - ours.lower
+    # ours may be below theirs only by our stated bracket (theirs has no FFT error bound and its
+    # connect-the-dots error is the same as ours); it must not be far above either
+    assert ours.upper >= theirs - width - 1e-9 * theirs, (q, z, steps, delta, ours, theirs)
+    assert ours.upper <= theirs * (1 + 1e-3) + 1e-9, (q, z, steps, delta, ours, theirs)
+
+
+@pytest.mark.parametrize("q", Q_GRID)
+def test_poisson_composition_is_not_below_dp_accounting(q: float) -> None:
+    _check_against_dp_accounting(q, 1.0, 100, 1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("q", Q_GRID)
+@pytest.mark.parametrize(("z", "steps", "delta"), [(0.8, 1000, 1e-10), (2.0, 1000, 1e-12), (5.0, 10**4, 1e-8)])
+def test_poisson_composition_is_not_below_dp_accounting_grid(q: float, z: float, steps: int, delta: float) -> None:
+    _check_against_dp_accounting(q, z, steps, delta)
+
+
+# -- the engine never asks the user for a coarser grid ----------------------------------------
+
+
+def test_huge_gaussian_factor_gets_a_coarser_grid_instead_of_an_error() -> None:
+    comp = P.SubsampledGaussianComposer(0.8, 1.286)
+    eps = comp.epsilon(3, 1e-5, 60.0)  # G_60 alone needs ~2.4e7 points at 1e-4
+    assert math.isfinite(eps) and eps >= gdp_epsilon(1e-5, 60.0)
+    built = P.on_feasible_grid(lambda d: P.gaussian_pld(60.0, discretization=d))
+    assert built.discretization > P.DEFAULT_DISCRETIZATION
+    assert built.epsilon(1e-5) >= gdp_epsilon(1e-5, 60.0)
+
+
+def test_on_feasible_grid_refuses_with_a_reason_when_nothing_fits() -> None:
+    def never_fits(d: float) -> P.Pld:
+        raise P._GridTooLarge(1e12)
+
+    with pytest.raises(NotApplicable, match="grid points"):
+        P.on_feasible_grid(never_fits)
+
+
+# -- results carry the bracket; q = 1 is closed form --------------------------------------------
+
+
+def test_composition_result_carries_a_certified_bracket_in_json() -> None:
+    from lastiterate.bounds.composition import pld_composition
+    from lastiterate.bounds._base import Query
+    from lastiterate.run import Run
+
+    run = Run(algorithm="sgd", sampling="uniform", n=100, batch_size=10, steps=200, lr=1.0,
+              noise_std=1.0, clip=1.0)
+    res = pld_composition(run, Query(delta=1e-6))
+    det = res.details
+    assert det["epsilon_upper"] == res.epsilon
+    assert 0.0 < det["epsilon_lower"] <= det["epsilon_upper"]
+    assert 0.0 <= det["epsilon_bracket_relative_width"] < 1e-2
+    json.dumps(det, allow_nan=False)
+
+
+def test_rate_one_composition_is_the_closed_form_gaussian() -> None:
+    from lastiterate.bounds.composition import gdp_composition_sgd, pld_composition
+    from lastiterate.bounds._base import Query
+    from lastiterate.run import Run
+
+    run = Run(algorithm="sgd", sampling="uniform", n=5, batch_size=5, steps=10**6, lr=1.0,
+              noise_std=50.0, clip=1.0)
+    for bound in (gdp_composition_sgd, pld_composition):
+        res = bound(run, Query(delta=1e-10))
+        assert res.mu == pytest.approx(8.0, rel=1e-12)
+        assert res.epsilon == gdp_epsilon(1e-10, 8.0)
