@@ -299,10 +299,13 @@ def account_grid(
             runs.append(None)
             invalid[i] = str(exc)
 
+    keys = [None if r is None else _run_key(r) for r in runs]
     distinct: dict[str, Run] = {}
-    for r in runs:
-        if r is not None:
-            distinct.setdefault(_run_key(r), r)
+    by_key: dict[str, list[int]] = {}  # the grid points of each distinct run
+    for i, (k, r) in enumerate(zip(keys, runs)):
+        if k is not None and r is not None:
+            distinct.setdefault(k, r)
+            by_key.setdefault(k, []).append(i)
 
     bar = _progress_bar(len(points), show_progress)
     done = 0
@@ -317,21 +320,18 @@ def account_grid(
             progress(f"{done}/{len(points)} {message}")
 
     evaluated: dict[str, dict[str, Any]] = {}
-    by_key = {
-        k: [i for i, r in enumerate(runs) if r is not None and _run_key(r) == k] for k in distinct
-    }
     try:
         for i in invalid:
             tick(f"{_format_point(points[i])}: invalid")
-        for key, r in sorted(distinct.items(), key=lambda kv: _reuse_order(kv[1])):
+        for k_run, r in sorted(distinct.items(), key=lambda kv: _reuse_order(kv[1])):
             try:
                 report = accountant.account(r, delta=delta, epsilon=epsilon, bounds=bounds)
             except (ParameterError, NotApplicable) as exc:
-                evaluated[key] = _invalid_row(str(exc))
+                evaluated[k_run] = _invalid_row(str(exc))
             else:
-                evaluated[key] = _result_row(report)
-            for i in by_key[key]:
-                value = evaluated[key]["epsilon" if epsilon is None else "delta"]
+                evaluated[k_run] = _result_row(report)
+            for i in by_key[k_run]:
+                value = evaluated[k_run]["epsilon" if epsilon is None else "delta"]
                 tick(
                     f"{_format_point(points[i])} -> "
                     + ("no bound" if value is None else f"{value:.4g}")
@@ -342,9 +342,9 @@ def account_grid(
 
     derived = _changing_derived(runs, names)
     records: list[dict[str, Any]] = []
-    for i, (point, r) in enumerate(zip(points, runs)):
+    for i, (point, r, key) in enumerate(zip(points, runs, keys)):
         row: dict[str, Any] = dict(point)
-        res = _invalid_row(invalid[i]) if r is None else evaluated[_run_key(r)]
+        res = _invalid_row(invalid[i]) if key is None else evaluated[key]
         for c in RESULT_COLUMNS:
             row[c] = res[c]
         for name in derived:
