@@ -53,11 +53,12 @@ _EXPORTS = {
     "Query": "lastiterate.bounds.base",
     "glm_certificate": "lastiterate.train.geometry",
     "Certificate": "lastiterate.train.geometry",
+    "account_grid": "lastiterate.sweep",
 }
 
 __all__ = [
     "Calibration", "Certificate", "Failure", "NotApplicable", "ParameterError", "Query", "Refusal", "Report",
-    "Result", "Run", "__version__", "account", "calibrate_epochs", "calibrate_noise", "glm_certificate",
+    "Result", "Run", "__version__", "account", "account_grid", "calibrate_epochs", "calibrate_noise", "glm_certificate",
 ]
 
 

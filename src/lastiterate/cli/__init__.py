@@ -29,7 +29,7 @@ from lastiterate.cli.common import (
 from lastiterate.errors import NotApplicable, ParameterError
 
 #: subcommand modules, in the order of ``lastiterate --help``
-SUBCOMMANDS = ("account", "calibrate", "convert", "train", "predict", "audit", "reproduce", "demo")
+SUBCOMMANDS = ("account", "calibrate", "sweep", "convert", "train", "predict", "audit", "reproduce", "demo")
 
 
 def build_parser() -> Parser:
