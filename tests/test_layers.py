@@ -36,9 +36,12 @@ MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
 
 def test_no_library_module_imports_the_cli() -> None:
     offenders = {
-        name: sorted(m for m in _imports(path, top_level_only=False) if m.startswith("lastiterate.cli"))
+        name: sorted(
+            m for m in _imports(path, top_level_only=False) if m.startswith("lastiterate.cli")
+        )
         for name, path in MODULES.items()
-        if not name.startswith("lastiterate.cli") and name != "lastiterate.__main__"  # the entry point
+        if not name.startswith("lastiterate.cli")
+        and name != "lastiterate.__main__"  # the entry point
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -56,7 +59,9 @@ def test_module_level_imports_have_no_cycle() -> None:
         stack.append(node)
         for nxt in graph[node]:
             if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+                raise AssertionError(
+                    "import cycle: " + " -> ".join(stack[stack.index(nxt) :] + [nxt])
+                )
             if nxt not in state:
                 visit(nxt)
         stack.pop()

@@ -6,7 +6,7 @@
                  sensitivity=10.0, strong_convexity=0.002, smoothness=32.5)
     report = li.account(run, delta=1e-5)
     report.best.epsilon, report.best.bound       # (7.579..., 'shifted-interpolation')
-    print(report.format())                        # every valid bound, and why the others do not apply
+    print(report.format())                        # every bound, and why the others do not apply
     li.calibrate_noise(run, epsilon=2.0, delta=1e-5).noise_std
 
 What a number means: ``epsilon`` and ``delta`` bound what an adversary learns about one example
@@ -57,8 +57,9 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Calibration", "Certificate", "Failure", "NotApplicable", "ParameterError", "Query", "Refusal", "Report",
-    "Result", "Run", "__version__", "account", "account_grid", "calibrate_epochs", "calibrate_noise", "glm_certificate",
+    "Calibration", "Certificate", "Failure", "NotApplicable", "ParameterError", "Query", "Refusal",
+    "Report", "Result", "Run", "__version__", "account", "account_grid", "calibrate_epochs",
+    "calibrate_noise", "glm_certificate",
 ]
 
 

@@ -157,7 +157,8 @@ def account(
         run: the validated run (what was trained, with its declared geometry and adjacency).
         delta: report epsilon at this delta, in (0, 1).
         epsilon: report delta at this epsilon instead (>= 0).
-        bounds: bound ids to evaluate (default: all registered, see ``lastiterate.bounds.BOUND_IDS``).
+        bounds: bound ids to evaluate (default: all registered,
+            ``lastiterate.bounds.BOUND_IDS``).
         orders: Renyi orders > 1 at which RDP results report their curves.
 
     Returns:
@@ -308,7 +309,8 @@ def calibrate_noise(
         and the report at that noise.
 
     Raises:
-        ParameterError: the target is unreachable with any finite noise, or met with vanishing noise.
+        ParameterError: the target is unreachable with any finite noise, or met with vanishing
+            noise.
         NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)

@@ -51,9 +51,17 @@ def _generator(random_state: Any) -> np.random.Generator:
         return np.random.default_rng()
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool) and int(random_state) >= 0:
+    if (
+        isinstance(random_state, Integral)
+        and not isinstance(random_state, bool)
+        and int(random_state) >= 0
+    ):
         return np.random.default_rng(int(random_state))
-    raise ParameterError("random_state", random_state, "must be None (fresh OS entropy), an integer >= 0 or a numpy Generator")
+    raise ParameterError(
+        "random_state",
+        random_state,
+        "must be None (fresh OS entropy), an integer >= 0 or a numpy Generator",
+    )
 
 
 class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -107,25 +115,37 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _budget(self) -> tuple[float, float]:
         delta = check_in_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
         if (self.epsilon is None) == (self.mu is None):
-            raise ParameterError("epsilon", self.epsilon, "give exactly one of epsilon and mu (the budget to spend)")
+            raise ParameterError(
+                "epsilon", self.epsilon, "give exactly one of epsilon and mu (the budget to spend)"
+            )
         if self.mu is not None:
             return check_positive("mu", self.mu), delta
         mu = gdp_mu(check_positive("epsilon", self.epsilon), delta)
         if not mu > 0:
-            raise ParameterError("epsilon", self.epsilon, f"is too small to spend anything at delta={delta:g}")
+            raise ParameterError(
+                "epsilon", self.epsilon, f"is too small to spend anything at delta={delta:g}"
+            )
         return mu, delta
 
     def fit(self, X: Any, y: Any = None) -> DPStandardScaler:
         """Release the private means and variances of ``X`` (``y`` is ignored)."""
         if self.bounds is None:
-            raise ParameterError("bounds", None, "must be declared (public (lo, hi) per feature or for all); "
-                                 "bounds computed from the data would leak")
+            raise ParameterError(
+                "bounds",
+                None,
+                "must be declared (public (lo, hi) per feature or for all); "
+                "bounds computed from the data would leak",
+            )
         if self.adjacency not in ADJACENCIES:
-            raise ParameterError("adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES))
+            raise ParameterError(
+                "adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES)
+            )
         mu, delta = self._budget()
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite=True)
         lo, hi = parse_range(self.bounds, X.shape[1], "bounds")
-        mom = private_moments(X, lo, hi, mu, adjacency=self.adjacency, rng=_generator(self.random_state))
+        mom = private_moments(
+            X, lo, hi, mu, adjacency=self.adjacency, rng=_generator(self.random_state)
+        )
         self.mean_ = mom.mean
         self.scale_ = mom.std
         self.var_ = mom.std**2
@@ -135,8 +155,13 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.epsilon_ = gdp_epsilon(delta, mom.mu)
         self.privacy_report_ = {
             "mechanism": "Gaussian mechanism on per-feature sums of clipped values and of their squares",
-            "mu": self.mu_, "epsilon": self.epsilon_, "delta": delta, "adjacency": self.adjacency,
-            "sigma_sum": mom.sigma_sum, "sigma_square": mom.sigma_square, "sigma_count": mom.sigma_count,
+            "mu": self.mu_,
+            "epsilon": self.epsilon_,
+            "delta": delta,
+            "adjacency": self.adjacency,
+            "sigma_sum": mom.sigma_sum,
+            "sigma_square": mom.sigma_square,
+            "sigma_count": mom.sigma_count,
             "bounds": [[float(a), float(b)] for a, b in zip(lo, hi)],
             "composition": "GDP: a downstream mu_model-GDP estimator gives sqrt(mu_model^2 + mu^2)-GDP",
             "secret_noise": self.random_state is None,
@@ -696,7 +721,6 @@ _RULE_DOC = """
 
 
 class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
-
     def __init__(
         self,
         *,
@@ -780,14 +804,14 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
 
 
 DPLogisticRegression.__doc__ = (
-        """Differentially private logistic regression (binary and multinomial, with intercept).
+    """Differentially private logistic regression (binary and multinomial, with intercept).
 
     Only the fitted model (``coef_``, ``intercept_``) is covered by the guarantee, which is
     ``(epsilon, delta)``-DP under ``adjacency`` (``"replace"``: datasets of the same size differing
     in one row; ``"add-remove"``: one row more or less, trained with Poisson-sampled NoisySGD).
 """
-        + _RULE_DOC
-        + """
+    + _RULE_DOC
+    + """
     Parameters
     ----------
     epsilon, delta : the target guarantee (default 1.0, 1e-5).
@@ -815,12 +839,10 @@ DPLogisticRegression.__doc__ = (
     >>> clf.fit(X, y).score(X_test, y_test)                                 # doctest: +SKIP
     >>> clf.privacy_report_.best                                            # doctest: +SKIP
     """
-    )
-
+)
 
 
 class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
-
     _family_of_targets = "least-squares"
 
     def __init__(
@@ -871,15 +893,15 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
 
 
 DPRidge.__doc__ = (
-        """Differentially private ridge regression (least squares with an L2 penalty).
+    """Differentially private ridge regression (least squares with an L2 penalty).
 
     Rows are clipped to ``data_norm`` and targets to ``[-target_bound, target_bound]`` (both per-row
     maps inside the guarantee; scale the targets to a public range first).  The per-example
     gradient ``(u - y) x`` is clipped to ``C = target_bound * R_eff``, a Huber-type loss for which
     the geometry certificate holds for any C.
 """
-        + _RULE_DOC
-        + """
+    + _RULE_DOC
+    + """
     Parameters
     ----------
     epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps :
@@ -890,8 +912,7 @@ DPRidge.__doc__ = (
     ----------
     coef_ (n_features,), intercept_ (float), n_features_in_, n_iter_, privacy_report_.
     """
-    )
-
+)
 
 
 __all__ += [

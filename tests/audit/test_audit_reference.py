@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from lastiterate.audit.reference import (
+    _reference_cgd_mu,
+    _reference_gd_mu,
     cgd_quadratic_mu,
     composition_epsilon,
     gaussian_propagation_mu,
@@ -21,8 +23,6 @@ from lastiterate.audit.reference import (
     linear_sgd_curve,
     linear_unconstrained_mu,
     projected_walk_curve,
-    _reference_gd_mu,
-    _reference_cgd_mu,
 )
 from lastiterate.audit.stats import gdp_epsilon
 from lastiterate.run import Run

@@ -27,7 +27,9 @@ GAUSSIAN_CASES = [
 ]
 
 
-def _check_gaussian_bracket(mu: float, steps: int, delta: float, *, symmetric_subsampled: bool) -> None:
+def _check_gaussian_bracket(
+    mu: float, steps: int, delta: float, *, symmetric_subsampled: bool
+) -> None:
     mu0 = mu / math.sqrt(steps)
     one = (
         P.symmetric_subsampled_gaussian_pld(1.0, mu0, with_lower=True)
@@ -55,7 +57,9 @@ def test_issue_case_c1_of_g_composed_a_million_times_is_not_under_reported() -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("mu", "steps", "delta"), [(8.0, 10**7, 1e-12), (3.0, 10**7, 1e-10), (1.0, 10**7, 1e-6)])
+@pytest.mark.parametrize(
+    ("mu", "steps", "delta"), [(8.0, 10**7, 1e-12), (3.0, 10**7, 1e-10), (1.0, 10**7, 1e-6)]
+)
 def test_composed_gaussian_brackets_the_exact_gaussian_at_ten_million_steps(
     mu: float, steps: int, delta: float
 ) -> None:
@@ -94,8 +98,12 @@ def test_poisson_composition_is_not_below_dp_accounting(q: float) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("q", Q_GRID)
-@pytest.mark.parametrize(("z", "steps", "delta"), [(0.8, 1000, 1e-10), (2.0, 1000, 1e-12), (5.0, 10**4, 1e-8)])
-def test_poisson_composition_is_not_below_dp_accounting_grid(q: float, z: float, steps: int, delta: float) -> None:
+@pytest.mark.parametrize(
+    ("z", "steps", "delta"), [(0.8, 1000, 1e-10), (2.0, 1000, 1e-12), (5.0, 10**4, 1e-8)]
+)
+def test_poisson_composition_is_not_below_dp_accounting_grid(
+    q: float, z: float, steps: int, delta: float
+) -> None:
     _check_against_dp_accounting(q, z, steps, delta)
 
 
@@ -123,12 +131,20 @@ def test_on_feasible_grid_refuses_with_a_reason_when_nothing_fits() -> None:
 
 
 def test_composition_result_carries_a_certified_bracket_in_json() -> None:
-    from lastiterate.bounds.composition import pld_composition
     from lastiterate.bounds.base import Query
+    from lastiterate.bounds.composition import pld_composition
     from lastiterate.run import Run
 
-    run = Run(algorithm="sgd", sampling="uniform", n=100, batch_size=10, steps=200, lr=1.0,
-              noise_std=1.0, clip=1.0)
+    run = Run(
+        algorithm="sgd",
+        sampling="uniform",
+        n=100,
+        batch_size=10,
+        steps=200,
+        lr=1.0,
+        noise_std=1.0,
+        clip=1.0,
+    )
     res = pld_composition(run, Query(delta=1e-6))
     det = res.details
     assert det["epsilon_upper"] == res.epsilon
@@ -138,12 +154,20 @@ def test_composition_result_carries_a_certified_bracket_in_json() -> None:
 
 
 def test_rate_one_composition_is_the_closed_form_gaussian() -> None:
-    from lastiterate.bounds.composition import gdp_composition_sgd, pld_composition
     from lastiterate.bounds.base import Query
+    from lastiterate.bounds.composition import gdp_composition_sgd, pld_composition
     from lastiterate.run import Run
 
-    run = Run(algorithm="sgd", sampling="uniform", n=5, batch_size=5, steps=10**6, lr=1.0,
-              noise_std=50.0, clip=1.0)
+    run = Run(
+        algorithm="sgd",
+        sampling="uniform",
+        n=5,
+        batch_size=5,
+        steps=10**6,
+        lr=1.0,
+        noise_std=50.0,
+        clip=1.0,
+    )
     for bound in (gdp_composition_sgd, pld_composition):
         res = bound(run, Query(delta=1e-10))
         assert res.mu == pytest.approx(8.0, rel=1e-12)

@@ -426,7 +426,11 @@ def audit_run(
             "batches with a linear loss (pair 'difference')"
         )
     # the pair scales with L (an antipodal pair stays antipodal: offset L/2 -> L s/2)
-    sim = spec.with_(sigma=spec.sigma * noise_scale, L=spec.L * sensitivity_scale, offset=spec.offset * sensitivity_scale)
+    sim = spec.with_(
+        sigma=spec.sigma * noise_scale,
+        L=spec.L * sensitivity_scale,
+        offset=spec.offset * sensitivity_scale,
+    )
     x, y = simulate_pair(sim, N, seed)
     sa = audit_scores(
         scores(sim, x), scores(sim, y), delta=delta, alpha=alpha, strategy=strategy, seed=seed

@@ -1,4 +1,5 @@
-"""Command-line interface: ``lastiterate account | calibrate | convert | train | predict | audit | reproduce | demo``.
+"""Command-line interface: ``lastiterate account | calibrate | sweep | convert | train | predict |
+audit | reproduce | demo``.
 
 Each subcommand owns a module of this package (``add_parser`` registers it, a ``cmd_*`` function
 runs it); :mod:`lastiterate.cli.common` holds what they share.  The CLI only consumes the library:
@@ -29,7 +30,17 @@ from lastiterate.cli.common import (
 from lastiterate.errors import NotApplicable, ParameterError
 
 #: subcommand modules, in the order of ``lastiterate --help``
-SUBCOMMANDS = ("account", "calibrate", "sweep", "convert", "train", "predict", "audit", "reproduce", "demo")
+SUBCOMMANDS = (
+    "account",
+    "calibrate",
+    "sweep",
+    "convert",
+    "train",
+    "predict",
+    "audit",
+    "reproduce",
+    "demo",
+)
 
 
 def build_parser() -> Parser:
@@ -38,9 +49,14 @@ def build_parser() -> Parser:
 
     parser = Parser(
         prog="lastiterate",
-        description="Differential-privacy accounting of noisy gradient descent when only the final model is released.",
-        epilog="Run 'lastiterate COMMAND --help' for a command's flags. Exit status: 0 ok, 1 audit violation, "
-               "2 invalid input, 3 no applicable bound, 70 internal error.",
+        description=(
+            "Differential-privacy accounting of noisy gradient descent when only the final model "
+            "is released."
+        ),
+        epilog=(
+            "Run 'lastiterate COMMAND --help' for a command's flags. Exit status: 0 ok, 1 audit "
+            "violation, 2 invalid input, 3 no applicable bound, 70 internal error."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"lastiterate {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
@@ -55,7 +71,7 @@ def _fail(message: str, status: int) -> int:
 
 
 def _stdout_gone() -> int:
-    """stdout was closed by its reader: silence the flush at exit and report it by the status alone."""
+    """stdout was closed by its reader: silence the flush at exit, report it by the status alone."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -39,22 +39,47 @@ MAX_CHAIN_STEPS = 5e9
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("audit", help="Monte-Carlo audit of the accountant's claims for a run")
-    p.add_argument("scenario", choices=SCENARIOS,
-                   help="loss pair: quadratic, linear (projected walk with --diameter), or auto; "
-                        "canary: train models with and without a canary and audit the final models")
+    p = subparsers.add_parser(
+        "audit", help="Monte-Carlo audit of the accountant's claims for a run"
+    )
+    p.add_argument(
+        "scenario",
+        choices=SCENARIOS,
+        help="loss pair: quadratic, linear (projected walk with --diameter), or auto; "
+        "canary: train models with and without a canary and audit the final models",
+    )
     add_run_flags(p, noise=False)
     a = p.add_argument_group("audit")
     a.add_argument("--samples", type=int, help=f"chains per world (default {DEFAULT_SAMPLES})")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument("--alpha", type=float, default=1e-3, help="false-alarm probability of the lower bounds (default 1e-3)")
-    a.add_argument("--position", type=int, help="cgd: batch index of the differing example (default the last)")
-    a.add_argument("--pair", choices=("auto", "difference", "antipodal"), default="auto",
-                   help="differing gradients: g=0 vs g'=-L u (difference), +-L/2 u (antipodal, clipped); "
-                        "auto = antipodal with --clip, difference otherwise")
-    a.add_argument("--noise-scale", type=float, default=1.0,
-                   help="mutation testing: simulate (canary: train with) noise_std * this factor")
-    a.add_argument("--sensitivity-scale", type=float, default=1.0, help="mutation testing: simulate sensitivity * this factor")
+    a.add_argument(
+        "--alpha",
+        type=float,
+        default=1e-3,
+        help="false-alarm probability of the lower bounds (default 1e-3)",
+    )
+    a.add_argument(
+        "--position", type=int, help="cgd: batch index of the differing example (default the last)"
+    )
+    a.add_argument(
+        "--pair",
+        choices=("auto", "difference", "antipodal"),
+        default="auto",
+        help="differing gradients: g=0 vs g'=-L u (difference), +-L/2 u (antipodal, clipped); "
+        "auto = antipodal with --clip, difference otherwise",
+    )
+    a.add_argument(
+        "--noise-scale",
+        type=float,
+        default=1.0,
+        help="mutation testing: simulate (canary: train with) noise_std * this factor",
+    )
+    a.add_argument(
+        "--sensitivity-scale",
+        type=float,
+        default=1.0,
+        help="mutation testing: simulate sensitivity * this factor",
+    )
     add_canary_flags(p)
     p.set_defaults(func=_cmd_audit)
 
@@ -71,26 +96,41 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ParameterError("samples", args.samples, "must be at most 5e7 chains per world")
     if n_samples * run.T > MAX_CHAIN_STEPS:
         raise ParameterError(
-            "samples", args.samples,
-            f"samples x steps = {n_samples * run.T:.3g} chain-steps per world exceeds {MAX_CHAIN_STEPS:.0e} "
-            "(several minutes of simulation); lower --samples or --steps",
+            "samples",
+            args.samples,
+            f"samples x steps = {n_samples * run.T:.3g} chain-steps per world exceeds "
+            f"{MAX_CHAIN_STEPS:.0e} (several minutes of simulation); lower --samples or --steps",
         )
     alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
-    delta = 1e-5 if args.delta is None else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
+    delta = (
+        1e-5
+        if args.delta is None
+        else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
+    )
     noise_scale = check_scale("noise_scale", args.noise_scale)
     sens_scale = check_scale("sensitivity_scale", args.sensitivity_scale)
     if args.position is not None and run.algorithm != "cgd":
         raise ParameterError("position", args.position, "only applies to cgd")
     if args.position is not None:
         check_in_range("position", args.position, 0, run.l - 1)
-    if args.scenario == "quadratic" and not ((run.m is not None and run.m > 0) or (run.c is not None and run.c < 1)):
+    if args.scenario == "quadratic" and not (
+        (run.m is not None and run.m > 0) or (run.c is not None and run.c < 1)
+    ):
         raise UsageError("scenario quadratic needs --strong-convexity m > 0 or --contraction c < 1")
 
     from lastiterate.audit.report import audit_run
 
     res = audit_run(
-        run, scenario=args.scenario, N=n_samples, seed=args.seed, alpha=alpha, delta=delta,
-        bounds=args.bound, position=args.position, noise_scale=noise_scale, sensitivity_scale=sens_scale,
+        run,
+        scenario=args.scenario,
+        N=n_samples,
+        seed=args.seed,
+        alpha=alpha,
+        delta=delta,
+        bounds=args.bound,
+        position=args.position,
+        noise_scale=noise_scale,
+        sensitivity_scale=sens_scale,
         pair=args.pair,
     )
     if args.json:

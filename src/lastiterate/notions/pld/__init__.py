@@ -104,28 +104,19 @@ re-exports the public names, so ``from lastiterate.notions.pld import ...`` keep
 from __future__ import annotations
 
 from lastiterate.notions.pld._common import (
-    Adjacency,
+    _MAX_GRID_POINTS,  # noqa: F401  (kept importable from the old module)
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
+    Adjacency,
     _GridTooLarge,  # noqa: F401  (kept importable from the old module)
-    _MAX_GRID_POINTS,  # noqa: F401  (kept importable from the old module)
 )
-from lastiterate.notions.pld.profiles import (
-    _gaussian_parts,  # noqa: F401  (kept importable from the old module)
-    _replace_parts,  # noqa: F401  (kept importable from the old module)
-    _subsampled_parts,  # noqa: F401  (kept importable from the old module)
-    gaussian_delta,
-    symmetric_subsampled_gaussian_delta,
-)
-from lastiterate.notions.pld.kernels import (
-    _Pmf,  # noqa: F401  (kept importable from the old module)
-    _compose_spectral,  # noqa: F401  (kept importable from the old module)
-    _compose_two,  # noqa: F401  (kept importable from the old module)
-    _delta_for_epsilon,  # noqa: F401  (kept importable from the old module)
-    _epsilon_for_delta,  # noqa: F401  (kept importable from the old module)
-    _self_compose,  # noqa: F401  (kept importable from the old module)
-    _tilted_pass,  # noqa: F401  (kept importable from the old module)
+from lastiterate.notions.pld.composer import (
+    KEstimate,
+    SubsampledGaussianComposer,
+    _gaussian_epsilon,  # noqa: F401  (kept importable from the old module)
+    compose_symmetric_subsampled_with_gaussian,
+    poisson_subsampled_gaussian_epsilon,
 )
 from lastiterate.notions.pld.distribution import (
     EpsilonEstimate,
@@ -138,12 +129,21 @@ from lastiterate.notions.pld.distribution import (
     poisson_subsampled_gaussian_pld,
     symmetric_subsampled_gaussian_pld,
 )
-from lastiterate.notions.pld.composer import (
-    KEstimate,
-    SubsampledGaussianComposer,
-    _gaussian_epsilon,  # noqa: F401  (kept importable from the old module)
-    compose_symmetric_subsampled_with_gaussian,
-    poisson_subsampled_gaussian_epsilon,
+from lastiterate.notions.pld.kernels import (
+    _compose_spectral,  # noqa: F401  (kept importable from the old module)
+    _compose_two,  # noqa: F401  (kept importable from the old module)
+    _delta_for_epsilon,  # noqa: F401  (kept importable from the old module)
+    _epsilon_for_delta,  # noqa: F401  (kept importable from the old module)
+    _Pmf,  # noqa: F401  (kept importable from the old module)
+    _self_compose,  # noqa: F401  (kept importable from the old module)
+    _tilted_pass,  # noqa: F401  (kept importable from the old module)
+)
+from lastiterate.notions.pld.profiles import (
+    _gaussian_parts,  # noqa: F401  (kept importable from the old module)
+    _replace_parts,  # noqa: F401  (kept importable from the old module)
+    _subsampled_parts,  # noqa: F401  (kept importable from the old module)
+    gaussian_delta,
+    symmetric_subsampled_gaussian_delta,
 )
 
 __all__ = [

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-
 from lastiterate.errors import (
     ParameterError,
 )
-
 
 Adjacency = Literal["add-remove", "replace"]
 

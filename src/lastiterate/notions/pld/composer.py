@@ -8,7 +8,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-
 from lastiterate.errors import (
     ParameterError,
     check_in_range,
@@ -17,10 +16,10 @@ from lastiterate.errors import (
     check_probability,
 )
 from lastiterate.notions.pld._common import (
-    Adjacency,
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
+    Adjacency,
 )
 from lastiterate.notions.pld.distribution import (
     EpsilonEstimate,
@@ -34,7 +33,6 @@ from lastiterate.notions.pld.distribution import (
     poisson_subsampled_gaussian_pld,
     symmetric_subsampled_gaussian_pld,
 )
-
 
 # ---------------------------------------------------------------------------------------------
 # Epsilon helpers and the cached composer for "C_p(G_a)^{⊗k} ⊗ G_b"

@@ -20,28 +20,27 @@ from lastiterate.errors import (
     check_probability,
 )
 from lastiterate.notions.pld._common import (
-    Adjacency,
+    _MAX_GRID_POINTS,
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
+    Adjacency,
     _GridTooLarge,
-    _MAX_GRID_POINTS,
+)
+from lastiterate.notions.pld.kernels import (
+    _compose_two,
+    _delta_for_epsilon,
+    _epsilon_for_delta,
+    _identity_pmf,
+    _masses_from_values,
+    _Pmf,
+    _self_compose,
 )
 from lastiterate.notions.pld.profiles import (
     _gaussian_parts,
     _replace_parts,
     _subsampled_parts,
 )
-from lastiterate.notions.pld.kernels import (
-    _Pmf,
-    _compose_two,
-    _delta_for_epsilon,
-    _epsilon_for_delta,
-    _identity_pmf,
-    _masses_from_values,
-    _self_compose,
-)
-
 
 # ---------------------------------------------------------------------------------------------
 # Public result types

@@ -12,10 +12,9 @@ from scipy import fft as sp_fft
 from scipy import special
 
 from lastiterate.notions.pld._common import (
-    _GridTooLarge,
     _MAX_GRID_POINTS,
+    _GridTooLarge,
 )
-
 
 # ---------------------------------------------------------------------------------------------
 # Dense PMFs on the loss grid
