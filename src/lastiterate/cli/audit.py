@@ -51,7 +51,9 @@ def add_parser(subparsers: Any) -> None:
     add_run_flags(p, noise=False)
     a = p.add_argument_group("audit")
     a.add_argument("--samples", type=int, help=f"chains per world (default {DEFAULT_SAMPLES})")
-    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument("--seed", type=int, default=0,
+                   help="seed of the simulated chains or audit models (default 0): an audit is a "
+                   "reproducible experiment whose models are never released")
     a.add_argument(
         "--alpha",
         type=float,
