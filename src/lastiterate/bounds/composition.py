@@ -205,18 +205,20 @@ class RevealedSamplingComposition:
         w = stats.binom.pmf(k, T, q)
         keep = w >= 1e-30 * w.max()
         self._dropped = float(max(0.0, 1.0 - w[keep].sum()))
-        self._k = k[keep]
-        self._w = w[keep]
-        self._mu = mu
+        used = keep & (k > 0)  # K = 0: the example never entered a batch (delta_G = 0)
+        self._w = w[used]
+        self._mus = mu * np.sqrt(k[used].astype(float))
 
     def delta(self, epsilon: float) -> float:
-        from lastiterate.notions.gdp import gdp_delta
+        """The mixture's delta at ``epsilon`` (all components at once, summed exactly)."""
+        import numpy as np
 
-        total = self._dropped
-        for k, w in zip(self._k.tolist(), self._w.tolist()):
-            if k:
-                total += w * float(gdp_delta(epsilon, self._mu * math.sqrt(k)))
-        return min(1.0, total)
+        from lastiterate.notions.gdp import _gdp_delta_unchecked
+
+        if not epsilon >= 0:
+            raise ParameterError("epsilon", epsilon, "must be >= 0")
+        parts = self._w * _gdp_delta_unchecked(np.asarray(float(epsilon)), self._mus)
+        return min(1.0, math.fsum([self._dropped, *parts.tolist()]))
 
     def epsilon(self, delta: float) -> float:
         from lastiterate.notions.gdp import smallest_epsilon

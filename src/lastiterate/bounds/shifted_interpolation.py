@@ -703,6 +703,11 @@ def noisy_cgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
 #: gives is itself a valid pessimistic bound; only the final value is recomputed at the default
 #: grid width of the PLD engine)
 SEARCH_DISCRETIZATION = 3e-3
+#: grid budget of one search evaluation: a candidate whose composition needs a longer grid is
+#: evaluated on a coarser one (still a valid pessimistic bound), so no search step costs more than
+#: a few FFTs of this length (windows of 1e6 steps with a large per-step mu made the T -> infinity
+#: search of a 3-step run take a minute)
+SEARCH_GRID_POINTS = 2**18
 #: range of the noise split theta (share of the noise variance given to the subsampled part;
 #: theta = 1/2 is the paper's statement)
 _THETA_RANGE = (0.05, 0.95)
@@ -752,6 +757,7 @@ def subsampled_gaussian_composition_value(
     query: Query,
     *,
     discretization: float | None = None,
+    max_points: int | None = None,
 ) -> float:
     """epsilon at ``query.delta`` (or delta at ``query.epsilon``) of
 
@@ -760,15 +766,29 @@ def subsampled_gaussian_composition_value(
     composed by the pessimistic (connect-the-dots) PLD engine
     (``lastiterate.notions.pld.SubsampledGaussianComposer``), so the value is an upper bound for
     the exact tradeoff function at any grid width.  ``k = 0`` leaves only the Gaussian.  Returns
-    ``inf`` when a parameter is beyond the engine's range (mu > 60)."""
+    ``inf`` when a parameter is beyond the engine's range (mu > 60).  ``max_points`` caps the grid
+    (searches: a coarser grid is still an upper bound; ``inf`` when even width 1 does not fit)."""
     if mu_sub > _MAX_PLD_MU or mu_gauss > _MAX_PLD_MU:
         return math.inf
-    obj = _composer(float(p), float(mu_sub)).pld(
-        int(k), float(mu_gauss), discretization=discretization
-    )
+    composer = _composer(float(p), float(mu_sub))
+    if max_points is None:
+        obj = composer.pld(int(k), float(mu_gauss), discretization=discretization)
+    else:
+        from lastiterate.notions.pld import grid_budget
+
+        try:
+            with grid_budget(max_points):
+                obj = composer.pld(int(k), float(mu_gauss), discretization=discretization)
+        except NotApplicable:  # no grid within the budget: this candidate is not worth its cost
+            return math.inf
     if query.delta is not None:
         return float(obj.epsilon(query.delta))
     return float(obj.delta(float(query.epsilon)))  # type: ignore[arg-type]
+
+
+def _search_budget(disc: float | None) -> int | None:
+    """The grid budget of an evaluation at ``disc``: capped for the search grid only."""
+    return SEARCH_GRID_POINTS if disc == SEARCH_DISCRETIZATION else None
 
 
 def _golden_integer_min(
@@ -859,8 +879,12 @@ def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
     """theta in the allowed range minimising a CLT surrogate (search heuristic only)."""
     from scipy.optimize import minimize_scalar
 
-    res = minimize_scalar(objective, bounds=_THETA_RANGE, method="bounded", options={"xatol": 1e-3})
-    return float(res.x) if math.isfinite(res.fun) else 0.5
+    def finite(theta: float) -> float:  # inf/NaN would make Brent's parabola steps NaN
+        v = objective(theta)
+        return min(1e+300, v)
+
+    res = minimize_scalar(finite, bounds=_THETA_RANGE, method="bounded", options={"xatol": 1e-3})
+    return float(res.x) if res.fun < 1e300 else 0.5
 
 
 def pld_default() -> float:
@@ -872,7 +896,13 @@ def pld_default() -> float:
 def _sgd_composition_value(run: Run, query: Query, disc: float | None = None) -> float:
     """Thm 4.8 (composition, tau = 0): C_p(G_{L/(b sigma)})^{⊗T}."""
     return subsampled_gaussian_composition_value(
-        run.p, run.L / (run.b * run.sigma), run.T, 0.0, query, discretization=disc
+        run.p,
+        run.L / (run.b * run.sigma),
+        run.T,
+        0.0,
+        query,
+        discretization=disc,
+        max_points=_search_budget(disc),
     )
 
 
@@ -1059,6 +1089,7 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
             r / math.sqrt((1 - theta) * nu),
             query,
             discretization=disc,
+            max_points=_search_budget(disc),
         )
 
     def clt_nu(theta: float) -> float:
@@ -1139,6 +1170,7 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
             thm49_gaussian_mu(step_mu, c, theta, nu, tau),
             query,
             discretization=disc,
+            max_points=_search_budget(disc),
         )
 
     def clt_nu(theta: float) -> float:

@@ -102,8 +102,9 @@ def gaussian_tradeoff(alpha: ArrayLike, mu: float) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
-def _gdp_delta_unchecked(eps: np.ndarray, mu: float) -> np.ndarray:
-    """``delta(eps; mu)`` for validated ``eps >= 0`` (may contain +inf) and ``mu > 0``.
+def _gdp_delta_unchecked(eps: np.ndarray, mu: float | np.ndarray) -> np.ndarray:
+    """``delta(eps; mu)`` for validated ``eps >= 0`` (may contain +inf) and ``mu > 0`` (a scalar, or
+    an array broadcast against ``eps``).
 
     Two algebraically identical forms are used:
 
@@ -115,10 +116,11 @@ def _gdp_delta_unchecked(eps: np.ndarray, mu: float) -> np.ndarray:
     * ``a > 0``: ``delta = Phi(a) - exp(eps + log Phi(b))``; here ``Phi(a) >= 1/2`` so nothing
       underflows and ``e^eps Phi(b) <= Phi(a)`` cannot overflow.
     """
-    eps = np.asarray(eps, dtype=float)
-    out = np.zeros_like(eps)
+    eps, mu_b = np.broadcast_arrays(np.asarray(eps, dtype=float), np.asarray(mu, dtype=float))
+    out = np.zeros(eps.shape)
     finite = np.isfinite(eps)
     e = np.where(finite, eps, 0.0)
+    mu = mu_b  # type: ignore[assignment]  # an array of mu's is evaluated elementwise
     # overflow only for subnormal mu (eps/mu -> inf); the limits then give delta = 0 without NaN
     with np.errstate(over="ignore"):
         a = -e / mu + mu / 2.0

@@ -110,6 +110,8 @@ from lastiterate.notions.pld._common import (
     DEFAULT_TAIL_MASS_TRUNCATION,
     Adjacency,
     _GridTooLarge,  # noqa: F401  (kept importable from the old module)
+    grid_budget,
+    max_grid_points,
 )
 from lastiterate.notions.pld.composer import (
     KEstimate,
@@ -159,7 +161,9 @@ __all__ = [
     "compose_symmetric_subsampled_with_gaussian",
     "gaussian_delta",
     "gaussian_pld",
+    "grid_budget",
     "identity_pld",
+    "max_grid_points",
     "on_feasible_grid",
     "poisson_subsampled_gaussian_epsilon",
     "poisson_subsampled_gaussian_pld",

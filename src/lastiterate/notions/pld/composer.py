@@ -20,6 +20,7 @@ from lastiterate.notions.pld._common import (
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
     Adjacency,
+    max_grid_points,
 )
 from lastiterate.notions.pld.distribution import (
     EpsilonEstimate,
@@ -122,7 +123,7 @@ class SubsampledGaussianComposer:
         self._cache_size = check_positive_int("cache_size", cache_size)
         self._one: dict[tuple[float, bool], Pld] = {}
         self._gauss: dict[tuple[float, float, bool], Pld] = {}
-        self._composed: OrderedDict[tuple[float, int, float, bool], Pld] = OrderedDict()
+        self._composed: OrderedDict[tuple[float, int, float, bool, int], Pld] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"SubsampledGaussianComposer(p={self.p:g}, mu={self.mu:g}, discretization={self.discretization:g})"
@@ -166,7 +167,7 @@ class SubsampledGaussianComposer:
         k = check_positive_int("k", k, minimum=0)
         b = check_nonnegative("extra_gaussian_mu", extra_gaussian_mu)
         d = self.discretization if discretization is None else _check_discretization(discretization)
-        key = (d, k, b, with_lower)
+        key = (d, k, b, with_lower, max_grid_points())  # a grid budget may coarsen the result
         hit = self._composed.get(key)
         if hit is not None:
             self._composed.move_to_end(key)

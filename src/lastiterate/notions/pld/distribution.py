@@ -20,12 +20,13 @@ from lastiterate.errors import (
     check_probability,
 )
 from lastiterate.notions.pld._common import (
-    _MAX_GRID_POINTS,
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
     Adjacency,
     _GridTooLarge,
+    grid_budget,
+    max_grid_points,
 )
 from lastiterate.notions.pld.kernels import (
     _compose_two,
@@ -382,9 +383,15 @@ class Pld:
 # ---------------------------------------------------------------------------------------------
 
 
+#: grid budget of the accountant's compositions (see :func:`on_feasible_grid`): about 1e6 points
+#: keeps one composition well under a second; the memory cap ``_MAX_GRID_POINTS`` stays the limit
+#: for direct calls of the engine
+ACCOUNTING_GRID_POINTS = 2**20
+
+
 def _coarser_grid(d: float, points: float) -> float:
     """The grid width to retry with after a grid of width ``d`` needed ``points`` points."""
-    new = d * max(2.0, 2.0 * points / _MAX_GRID_POINTS)
+    new = d * max(2.0, 2.0 * points / max_grid_points())
     if new > 1.0:
         raise NotApplicable(
             f"the privacy-loss distribution would need {points:.3g} grid points even at width "
@@ -394,22 +401,28 @@ def _coarser_grid(d: float, points: float) -> float:
 
 
 def on_feasible_grid(
-    build: Callable[[float], Pld], discretization: float = DEFAULT_DISCRETIZATION
+    build: Callable[[float], Pld],
+    discretization: float = DEFAULT_DISCRETIZATION,
+    *,
+    max_points: int = ACCOUNTING_GRID_POINTS,
 ) -> Pld:
-    """``build(d)`` at the finest width ``d >= discretization`` whose grids fit in memory.
+    """``build(d)`` at the finest width ``d >= discretization`` whose grids hold ``max_points``.
 
     The grid is chosen from the accuracy the mechanism allows, never left to the user: when a
-    one-step profile or a composition window would need more than ``_MAX_GRID_POINTS`` points
-    (huge Gaussian factors, very long compositions), the width is multiplied until it fits.  A
-    coarser grid is still pessimistic (an upper bound, with a wider bracket).  Raises
+    one-step profile or a composition window would need more than ``max_points`` points (huge
+    Gaussian factors, very long compositions: a privacy loss spread over a range R), the width is
+    multiplied until it fits, i.e. about R / max_points, whose error is a tiny fraction of an
+    epsilon that large.  A coarser grid is still pessimistic (an upper bound, with a wider
+    bracket).  An enclosing :func:`grid_budget` can only lower ``max_points``.  Raises
     ``NotApplicable`` when no width up to 1 fits.
     """
     d = _check_discretization(discretization)
-    while True:
-        try:
-            return build(d)
-        except _GridTooLarge as exc:
-            d = _coarser_grid(d, exc.points)
+    with grid_budget(min(max_points, max_grid_points())):
+        while True:
+            try:
+                return build(d)
+            except _GridTooLarge as exc:
+                d = _coarser_grid(d, exc.points)
 
 
 def _check_discretization(d: float) -> float:
@@ -444,7 +457,7 @@ def _top_index(
     n = max(1, math.ceil(x / d))
     while delta_at(n * d) > target:
         n += 1
-    if n > _MAX_GRID_POINTS:
+    if n > max_grid_points():
         raise _GridTooLarge(n)
     return n
 

@@ -12,8 +12,8 @@ from scipy import fft as sp_fft
 from scipy import special
 
 from lastiterate.notions.pld._common import (
-    _MAX_GRID_POINTS,
     _GridTooLarge,
+    max_grid_points,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -718,7 +718,7 @@ def _self_compose(
     else:
         truncated = True
     n_fft = sp_fft.next_fast_len(width + n_extra - 1, real=True)
-    if n_fft > _MAX_GRID_POINTS:
+    if n_fft > max_grid_points():
         raise _GridTooLarge(n_fft)
     factors = [probs] if extra is None else [probs, extra.probs]
     powers = [k] if extra is None else [k, 1]
