@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lastiterate.bounds import BOUND_IDS, Query, Result, registered
-from lastiterate.errors import NotApplicable, ParameterError, check_positive
+from lastiterate.bracketing import Bracket, shrink_bracket
+from lastiterate.errors import SCALE_RANGE, NotApplicable, ParameterError, check_positive
 from lastiterate.formatting import COMPOSITION_BOUNDS, format_report
 from lastiterate.run import Run
 
@@ -315,42 +316,61 @@ def calibrate_noise(
     """
     target = check_positive("epsilon", epsilon)
 
-    def eps_at(sigma: float) -> float:
+    def excess(log_sigma: float) -> float:
+        sigma = math.exp(log_sigma)
         eps = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)[0]
         if progress is not None:
             progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g}")
-        return eps
+        return _log_excess(eps, target)
 
-    hi = run.sigma
-    lo = run.sigma
-    if eps_at(hi) > target:
-        for _ in range(200):
-            lo, hi = hi, hi * 2.0
-            if eps_at(hi) <= target:
-                break
-        else:
-            raise ParameterError(
-                "epsilon", epsilon, "is not reachable with any finite noise for this run"
-            )
-    else:
-        for _ in range(200):
-            hi, lo = lo, lo / 2.0
-            if eps_at(lo) > target:
-                break
-        else:
-            raise ParameterError(
-                "epsilon", epsilon, "is met with vanishing noise; the run leaks nothing measurable"
-            )
-    while hi / lo - 1 > rtol:
-        mid = math.sqrt(lo * hi)
-        if eps_at(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
+    bracket = _noise_bracket(excess, math.log(run.sigma), epsilon)
+    bracket = shrink_bracket(
+        excess, bracket, done=lambda bad, good: abs(good - bad) <= math.log1p(rtol)
+    )
+    hi = math.exp(bracket.good)
     final = run.replace(noise_std=hi)
     _, rep = _best_epsilon(final, delta, bounds)
     z = hi * final.b / final.clip if final.clip is not None else None
     return Calibration(noise_std=hi, noise_multiplier=z, epochs=final.E, report=rep)
+
+
+def _log_excess(eps: float, target: float) -> float:
+    """log(eps / target): > 0 violates the target (inf for eps = inf, -inf for eps = 0)."""
+    if eps <= 0.0:
+        return -math.inf
+    return math.log(eps) - math.log(target) if math.isfinite(eps) else math.inf
+
+
+def _noise_bracket(excess: Callable[[float], float], x0: float, epsilon: float) -> Bracket:
+    """A bracket [violating, meeting] on log sigma around the run's sigma: the first step scales
+    sigma by epsilon(sigma)/target (exact for eps proportional to 1/sigma, clipped to a factor
+    16), then steps grow geometrically until the target is crossed."""
+    g0 = excess(x0)
+    step = min(max(g0, -math.log(16.0)), math.log(16.0)) if math.isfinite(g0) else 0.0
+    if step == 0.0:
+        step = math.log(2.0) if g0 > 0 else -math.log(2.0)
+    x, g = x0, g0
+    lowest, highest = math.log(SCALE_RANGE[0]) + 1e-9, math.log(SCALE_RANGE[1]) - 1e-9
+    for _ in range(200):
+        if x in (lowest, highest):
+            break
+        x_new = min(max(x + step, lowest), highest)  # the noise range a Run accepts
+        g_new = excess(x_new)
+        if (g > 0) != (g_new > 0):
+            return (
+                Bracket(bad=x, good=x_new, g_bad=g, g_good=g_new)
+                if g > 0
+                else Bracket(bad=x_new, good=x, g_bad=g_new, g_good=g)
+            )
+        x, g = x_new, g_new
+        step *= 2.0
+    if g0 > 0:
+        raise ParameterError(
+            "epsilon", epsilon, "is not reachable with any finite noise for this run"
+        )
+    raise ParameterError(
+        "epsilon", epsilon, "is met with vanishing noise; the run leaks nothing measurable"
+    )
 
 
 def calibrate_epochs(
@@ -387,11 +407,14 @@ def calibrate_epochs(
     """
     target = check_positive("epsilon", epsilon)
 
+    seen: dict[int, tuple[float, Report]] = {}
+
     def evaluate(epochs: int) -> tuple[float, Report]:
-        eps, rep = _best_epsilon(run.replace(epochs=epochs), delta, bounds)
-        if progress is not None:
-            progress(f"epochs={epochs} -> epsilon={eps:.6g}")
-        return eps, rep
+        if epochs not in seen:
+            seen[epochs] = _best_epsilon(run.replace(epochs=epochs), delta, bounds)
+            if progress is not None:
+                progress(f"epochs={epochs} -> epsilon={seen[epochs][0]:.6g}")
+        return seen[epochs]
 
     eps1, rep1 = evaluate(1)
     if eps1 > target:
@@ -409,25 +432,27 @@ def calibrate_epochs(
         tightest = min(limits, key=lambda r: float(r.details["epsilon_limit"]))
         return Calibration(run.sigma, _z(run), None, rep1, limit=tightest)
     lo, hi = 1, 2
+    g_lo = _log_excess(eps1, target)
     while True:
-        eps_hi, _ = evaluate(hi)
-        if eps_hi > target:
+        g_hi = _log_excess(evaluate(hi)[0], target)
+        if g_hi > 0:
             break
-        lo, hi = hi, hi * 2
+        lo, hi, g_lo = hi, hi * 2, g_hi
         if hi > max_epochs:
             raise ParameterError(
                 "epsilon",
                 epsilon,
                 f"allows more than {max_epochs:g} epochs and no bound proves a limit",
             )
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if evaluate(mid)[0] <= target:
-            lo = mid
-        else:
-            hi = mid
-    _, rep = evaluate(lo)
-    return Calibration(run.sigma, _z(run), float(lo), rep)
+    bracket = shrink_bracket(
+        lambda e: _log_excess(evaluate(int(e))[0], target),
+        Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo),
+        done=lambda bad, good: bad - good <= 1,
+        integer=True,
+    )
+    best = int(bracket.good)
+    _, rep = evaluate(best)
+    return Calibration(run.sigma, _z(run), float(best), rep)
 
 
 def _z(run: Run) -> float | None:

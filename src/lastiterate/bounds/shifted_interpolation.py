@@ -835,6 +835,43 @@ def _golden_integer_min(
     return best, memo[best]
 
 
+def _pruned_by_gaussian_factor(
+    value: Callable[[int, float], float],
+    gaussian_mu: Callable[[int, float], float],
+    query: Query,
+) -> Callable[[int, float], float]:
+    """``value`` that skips the PLD for candidates that cannot win.
+
+    Composing more mechanisms never lowers epsilon (or delta at a fixed epsilon), so the window's
+    Gaussian factor G_b alone is a LOWER bound on the window's value.  When it already exceeds the
+    best value evaluated so far, the candidate loses to that one and its (costly: a wide Gaussian
+    widens the FFT grid) composition is skipped; the lower bound is returned in its place, which
+    is larger than the incumbent, so the search's minimum is always an evaluated upper bound.
+    """
+    best = [math.inf]
+
+    def pruned(nu: int, theta: float) -> float:
+        low = _gaussian_value(gaussian_mu(nu, theta), query)
+        if low > best[0]:
+            return low
+        v = value(nu, theta)
+        best[0] = min(best[0], v)
+        return v
+
+    return pruned
+
+
+def _gaussian_value(mu: float, query: Query) -> float:
+    """epsilon at ``query.delta`` (or delta at ``query.epsilon``) of G_mu (exact)."""
+    from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
+
+    if not mu <= MU_MAX:
+        return math.inf if query.delta is not None else 1.0
+    if query.delta is not None:
+        return float(gdp_epsilon(query.delta, mu))
+    return float(gdp_delta(float(query.epsilon), mu))  # type: ignore[arg-type]
+
+
 def _search_window_theta(
     value: Callable[[int, float], float],
     hi: int,
@@ -845,7 +882,8 @@ def _search_window_theta(
 
     Golden-section search over nu at the CLT-optimal theta, in a bracket of a factor 8 around the
     CLT-optimal window (clipped to [1, hi]); then theta = 1/2 and theta +- 0.1, +- 0.05 are tried
-    at the best window.  ``value(nu, theta)`` must be a valid bound for every input, so these
+    at the best window.  ``value(nu, theta)`` must be a valid bound for every input (or, for
+    candidates pruned by :func:`_pruned_by_gaussian_factor`, exceed an evaluated one), so these
     heuristics only affect tightness.  Returns (value, nu, theta).
     """
     lo_t, hi_t = _THETA_RANGE
@@ -881,7 +919,7 @@ def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
 
     def finite(theta: float) -> float:  # inf/NaN would make Brent's parabola steps NaN
         v = objective(theta)
-        return min(1e+300, v)
+        return min(1e300, v)
 
     res = minimize_scalar(finite, bounds=_THETA_RANGE, method="bounded", options={"xatol": 1e-3})
     return float(res.x) if res.fun < 1e300 else 0.5
@@ -948,8 +986,9 @@ def _sgd_window_result(
     c: float,
     window_value: Callable[[int, float, float | None], float],
     search: Callable[[int], tuple[float, int, float]],
-    best_overall: tuple[float, int, float],
-    best_overall_at_T: Callable[[], float],
+    limit_search: Callable[[], tuple[float, int, float]],
+    clt_limit_mu: float,
+    window_at_T: Callable[[int, float], float],
     gaussian_mu: Callable[[int, float], float],
     geometry_details: dict[str, Any],
     reading_details: dict[str, Any],
@@ -957,22 +996,31 @@ def _sgd_window_result(
     """Thm 4.8's composition (tau = 0) against the windows of Thm 4.9 / 4.10, then the chosen one
     recomputed at the default grid width (every coarse value is itself a valid pessimistic bound).
 
-    ``window_value(nu, theta, disc)`` is the window bound at this run's T, ``search(hi)`` the coarse
-    search over windows 1..hi (:func:`_search_window_theta`), ``best_overall`` = (value, nu, theta)
-    the coarse best window over all lengths (the supremum over T) and ``best_overall_at_T()`` that
-    window's coarse value at this run's T.  ``gaussian_mu(nu, theta)`` is the Gaussian factor of the
-    chosen window; ``geometry_details`` / ``reading_details`` are placed in ``details`` before
+    ``window_value(nu, theta, disc)`` is the window bound at this run's T, ``search(hi)`` the
+    coarse search over windows 1..hi (:func:`_search_window_theta`), ``limit_search()`` = (value,
+    nu, theta) the coarse best window over all lengths (the supremum over T) and
+    ``window_at_T(nu, theta)`` a window's coarse value at this run's T.  The limit search is
+    skipped (``epsilon_limit`` = inf, a trivially valid supremum) when the CLT surrogate
+    ``clt_limit_mu`` of the limit already gives more than ``_LIMIT_SKIP_FACTOR`` times
+    composition's epsilon at this T: no window can then win here, and such a limit bounds nothing
+    a user would train for.  ``gaussian_mu(nu, theta)`` is the Gaussian factor of the chosen
+    window; ``geometry_details`` / ``reading_details`` are placed in ``details`` before
     ``per_step_mu`` / before the limit value."""
     T, p = run.T, run.p
     step_mu = run.L / (run.b * run.sigma)
-    limit_value, nu_lim, th_lim = best_overall
     comp_coarse = _sgd_composition_value(run, query, SEARCH_DISCRETIZATION)
     coarse: list[tuple[float, int, float | None, str]] = [
         (comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")
     ]
-    if T >= 2:
+    skip = (
+        query.delta is not None
+        and math.isfinite(comp_coarse)
+        and _gaussian_value(clt_limit_mu, query) > _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0)
+    )
+    limit_value, nu_lim, th_lim = (math.inf, 0, 0.5) if skip else limit_search()
+    if T >= 2 and not skip:
         if nu_lim <= T - 1:
-            coarse.append((best_overall_at_T(), nu_lim, th_lim, "window"))
+            coarse.append((window_at_T(nu_lim, th_lim), nu_lim, th_lim, "window"))
         elif limit_value < 1.2 * comp_coarse:
             # the best window overall does not improve with T: if even it loses clearly to
             # composition, no window shorter than T can win (skipping only affects tightness)
@@ -997,8 +1045,12 @@ def _sgd_window_result(
         "composition_discretization": (disc or pld_default())
         if theta is None
         else SEARCH_DISCRETIZATION,
-        "optimal_window_steps": nu_lim,
-        "optimal_theta": th_lim,
+        "optimal_window_steps": None if skip else nu_lim,
+        "optimal_theta": None if skip else th_lim,
+        "limit_search": "skipped: the CLT surrogate of the limit exceeds "
+        f"{_LIMIT_SKIP_FACTOR:g} x composition at this T"
+        if skip
+        else "done",
         **reading_details,
         _limit_key(query): max(limit_value, value),
     }
@@ -1012,6 +1064,11 @@ def _sgd_window_result(
         assumptions=_geometry_notes(run, c)
         + ["uniformly random size-b batches (p = b/n), drawn independently each step"],
     )
+
+
+#: skip the T -> infinity window search when its CLT surrogate exceeds this many times
+#: composition's epsilon at the run's T (see :func:`_sgd_window_result`)
+_LIMIT_SKIP_FACTOR = 4.0
 
 
 def _memoized(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Result]:
@@ -1104,11 +1161,17 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
 
     def search(hi: int) -> tuple[float, int, float]:
         return _search_window_theta(
-            lambda k, th: window_value(k, th, SEARCH_DISCRETIZATION), hi, clt_nu, theta_clt
+            _pruned_by_gaussian_factor(
+                lambda k, th: window_value(k, th, SEARCH_DISCRETIZATION),
+                lambda k, th: r / math.sqrt((1 - th) * k),
+                query,
+            ),
+            hi,
+            clt_nu,
+            theta_clt,
         )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
-    best_overall = search(nu_cap)  # coarse grid: itself a valid (pessimistic) bound
     return _sgd_window_result(
         run,
         query,
@@ -1117,8 +1180,9 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
         c=c,
         window_value=window_value,
         search=search,
-        best_overall=best_overall,
-        best_overall_at_T=lambda: best_overall[0],  # the window bound does not depend on T
+        limit_search=lambda: search(nu_cap),  # coarse grid: itself a valid (pessimistic) bound
+        clt_limit_mu=math.sqrt(max(clt_mu2(theta_clt), 0.0)),
+        window_at_T=lambda nu, th: window_value(nu, th, SEARCH_DISCRETIZATION),  # T-free
         gaussian_mu=lambda nu, theta: r / math.sqrt((1 - theta) * nu),
         geometry_details={},
         reading_details={},
@@ -1192,15 +1256,17 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
 
     def search(hi: int, tau_of: Callable[[int], float]) -> tuple[float, int, float]:
         return _search_window_theta(
-            lambda k, th: window_value(k, th, tau_of(k), SEARCH_DISCRETIZATION),
+            _pruned_by_gaussian_factor(
+                lambda k, th: window_value(k, th, tau_of(k), SEARCH_DISCRETIZATION),
+                lambda k, th: thm49_gaussian_mu(step_mu, c, th, k, tau_of(k)),
+                query,
+            ),
             hi,
             clt_nu,
             theta_clt,
         )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
-    best_overall = search(nu_cap, lambda k: math.inf)  # coarse: a valid bound
-    _, nu_lim, th_lim = best_overall
     return _sgd_window_result(
         run,
         query,
@@ -1209,9 +1275,10 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
         c=c,
         window_value=lambda nu, theta, disc: window_value(nu, theta, T - nu, disc),
         search=lambda hi: search(hi, lambda k: T - k),
-        best_overall=best_overall,
-        # same window with the actual (finite) tau: never worse than the limit window
-        best_overall_at_T=lambda: window_value(nu_lim, th_lim, T - nu_lim, SEARCH_DISCRETIZATION),
+        limit_search=lambda: search(nu_cap, lambda k: math.inf),  # coarse: a valid bound
+        clt_limit_mu=math.sqrt(max(clt_mu2(theta_clt), 0.0)),
+        # the limit's window with the actual (finite) tau: never worse than the limit window
+        window_at_T=lambda nu, th: window_value(nu, th, T - nu, SEARCH_DISCRETIZATION),
         gaussian_mu=lambda nu, theta: thm49_gaussian_mu(step_mu, c, theta, nu, T - nu),
         geometry_details={"contraction": c},
         reading_details={

@@ -1,0 +1,71 @@
+"""The calibration bracket never ends on the wrong side and needs few evaluations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lastiterate.bracketing import Bracket, shrink_bracket
+
+
+def _bracket(f, bad: float, good: float) -> Bracket:  # type: ignore[no-untyped-def]
+    return Bracket(bad=bad, good=good, g_bad=f(bad), g_good=f(good))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    root=st.floats(-5, 5),
+    power=st.floats(0.2, 3.0),
+    kink=st.floats(-5, 5),
+)
+def test_continuous_bracket_keeps_the_invariant(root: float, power: float, kink: float) -> None:
+    # monotone decreasing with a kink and a curvature: excess > 0 left of the root
+    def f(x: float) -> float:
+        d = root - x
+        return math.copysign(abs(d) ** power, d) * (3.0 if x > kink else 1.0)
+
+    calls = []
+
+    def counted(x: float) -> float:
+        calls.append(x)
+        return f(x)
+
+    b = shrink_bracket(
+        counted, _bracket(f, -10.0, 10.0), done=lambda bad, good: abs(good - bad) <= 1e-6
+    )
+    assert f(b.bad) > 0 >= f(b.good)
+    assert abs(b.good - b.bad) <= 1e-6
+    assert b.bad <= root + 1e-12 and b.good >= root - 1e-12
+    assert len(calls) < 80  # bisection would need about 25; interpolation usually far fewer
+
+
+def test_log_linear_target_converges_in_a_few_steps() -> None:
+    # eps proportional to 1/sigma: log-excess linear in log sigma, as for Gaussian bounds
+    target = 2.0
+    f = lambda x: math.log(3.0 / math.exp(x)) - math.log(target)
+    calls = []
+    b = shrink_bracket(
+        lambda x: calls.append(x) or f(x),
+        _bracket(f, math.log(0.5), math.log(8.0)),
+        done=lambda bad, good: abs(good - bad) <= math.log1p(2e-4),
+    )
+    assert f(b.good) <= 0 < f(b.bad)
+    assert len(calls) <= 6
+
+
+@pytest.mark.parametrize("answer", [1, 2, 7, 63, 64, 1000])
+def test_integer_bracket_finds_the_largest_good_integer(answer: int) -> None:
+    f = lambda e: (e - answer - 0.5) ** 3  # > 0 (bad) above the answer
+    b = shrink_bracket(
+        f, _bracket(f, 2048.0, 1.0), done=lambda bad, good: bad - good <= 1, integer=True
+    )
+    assert b.good == answer and b.bad == answer + 1
+
+
+def test_non_finite_excess_falls_back_to_bisection() -> None:
+    f = lambda x: math.inf if x < 1.0 else -math.inf
+    b = shrink_bracket(f, _bracket(f, -8.0, 8.0), done=lambda bad, good: abs(good - bad) <= 1e-3)
+    assert b.bad < 1.0 <= b.good
