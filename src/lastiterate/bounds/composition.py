@@ -125,15 +125,68 @@ def _full_batch_result(bound_id: str, mu0: float, run: Run, query: Query) -> Res
     )
 
 
-def _sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
+def _sgd_pld(run: Run, discretization: float = 1e-4) -> tuple[Any, str, str, dict[str, Any]]:
     """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
-    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip)
+    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip,
+           discretization)
     if key not in _PLD_CACHE:
         if len(_PLD_CACHE) > 32:
             _PLD_CACHE.clear()
-        _PLD_CACHE[key] = _build_sgd_pld(run)
+        _PLD_CACHE[key] = _build_sgd_pld(run, discretization)
     pld_obj, theorem, reference, details = _PLD_CACHE[key]
     return pld_obj, theorem, reference, dict(details)
+
+
+#: a composition whose certified bracket is wider than this (relative) is recomputed on a finer
+#: grid: the default width 1e-4 cannot resolve an epsilon of the order of 1e-2 (tiny per-step
+#: losses all fall into one bin), so the grid follows the accuracy the answer needs
+_TARGET_BRACKET = 1e-2
+_FINEST_DISCRETIZATION = 1e-7
+
+
+def _sgd_pld_for_query(run: Run, query: Query) -> tuple[Any, str, str, dict[str, Any]]:
+    """:func:`_sgd_pld` on the default grid, refined (at most three times, each at most 100x, and
+    only while the grid budget lets it be finer) until the bracket at the query is narrower than
+    ``_TARGET_BRACKET``.  Every grid gives an upper bound; refining only tightens it."""
+    from lastiterate.notions.pld.distribution import ACCOUNTING_GRID_POINTS
+
+    d = 1e-4
+    found = _sgd_pld(run, d)
+    upper, width = _bracket_at(found[0], query)
+    for _ in range(3):
+        if width <= _TARGET_BRACKET or d <= _FINEST_DISCRETIZATION:
+            break
+        d_new = max(_FINEST_DISCRETIZATION, d * max(0.01, 0.5 * _TARGET_BRACKET / width))
+        if _grid_points(found[0]) * d / d_new > ACCOUNTING_GRID_POINTS / 2:
+            break  # a grid that fine would be coarsened back (or cost seconds): keep this one
+        finer = _sgd_pld(run, d_new)
+        upper_new, width_new = _bracket_at(finer[0], query)
+        if not upper_new < upper:
+            break  # FFT error bounds of a longer grid ate the gain: keep the tighter one
+        d, found, upper, width = d_new, finer, upper_new, width_new
+    return found
+
+
+def _grid_points(pld_obj: Any) -> int:
+    """Length of the composed PMF (0 for a closed form)."""
+    pmf = getattr(pld_obj, "_remove", None)
+    return 0 if pmf is None else len(pmf.probs)
+
+
+def _bracket_at(pld_obj: Any, query: Query) -> tuple[float, float]:
+    """(upper, (upper - lower) / upper) of the certified bracket at the query (width 0 without a
+    lower twin or for a non-finite or zero upper end)."""
+    if not getattr(pld_obj, "has_lower", False):
+        return 0.0, 0.0
+    if query.delta is not None:
+        est = pld_obj.epsilon_with_error(query.delta)
+        upper, lower = float(est.upper), est.lower
+    else:
+        up, low = pld_obj.delta_with_error(float(query.epsilon))  # type: ignore[arg-type]
+        upper, lower = float(up), low
+    if lower is None or not math.isfinite(upper) or upper <= 0.0:
+        return upper, 0.0
+    return upper, (upper - float(lower)) / upper
 
 
 _PLD_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
@@ -148,7 +201,7 @@ def _pld_adjacency(adjacency: str) -> Adjacency:
     raise ParameterError("adjacency", adjacency, "must be one of replace, add-remove")
 
 
-def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
+def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
     from lastiterate.notions import pld
 
     if run.sampling_scheme == "uniform":
@@ -157,8 +210,9 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
         mu0 = run.L / (run.b * run.sigma)
         return (
             pld.on_feasible_grid(
-                lambda d: pld.symmetric_subsampled_gaussian_pld(run.p, mu0, discretization=d, with_lower=True)
-                .self_compose(run.T)
+                lambda w: pld.symmetric_subsampled_gaussian_pld(run.p, mu0, discretization=w, with_lower=True)
+                .self_compose(run.T),
+                d,
             ),
             "Thm 4.8: C_p(G_mu)^{⊗T}",
             "Bok, Su, Altschuler 2024, Thm 4.8; Dong, Roth, Su 2022, Thm 9",
@@ -170,9 +224,10 @@ def _build_sgd_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     adjacency = _pld_adjacency(run.adjacency)
     return (
         pld.on_feasible_grid(
-            lambda d: pld.poisson_subsampled_gaussian_pld(
-                run.p, z, adjacency=adjacency, discretization=d, with_lower=True
-            ).self_compose(run.T)
+            lambda w: pld.poisson_subsampled_gaussian_pld(
+                run.p, z, adjacency=adjacency, discretization=w, with_lower=True
+            ).self_compose(run.T),
+            d,
         ),
         "Poisson-subsampled Gaussian, T-fold composition",
         "Bu, Dong, Long, Su 2020 (paper 004), Sec. 3; dp_accounting PLD",
@@ -287,7 +342,7 @@ def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
     mu_full = _full_batch_gaussian_mu(run)
     if mu_full is not None:
         return _full_batch_result(bound_id, mu_full, run, query)
-    pld_obj, theorem, reference, details = _sgd_pld(run)
+    pld_obj, theorem, reference, details = _sgd_pld_for_query(run, query)
     if run.sampling_scheme == "uniform":
         from lastiterate.notions.clt import clt_mu_symmetric
 
@@ -303,7 +358,7 @@ def pld_composition(run: Run, query: Query) -> Result:
         mu_full = _full_batch_gaussian_mu(run)
         if mu_full is not None:
             return _full_batch_result("pld-composition", mu_full, run, query)
-        pld_obj, theorem, reference, details = _sgd_pld(run)
+        pld_obj, theorem, reference, details = _sgd_pld_for_query(run, query)
     else:
         # The privacy-loss distribution of G_mu composed k times is exactly that of G_{mu sqrt(k)}
         # (the Gaussian PLD is N(mu^2/2, mu^2) and normals add), so no discretisation is needed.

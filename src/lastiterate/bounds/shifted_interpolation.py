@@ -925,10 +925,17 @@ def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
     return float(res.x) if res.fun < 1e300 else 0.5
 
 
-def pld_default() -> float:
-    from lastiterate.notions import pld
+def _thm48_composition(run: Run, query: Query) -> tuple[float, float]:
+    """Thm 4.8's C_p(G_{L/(b sigma)})^{⊗T} at the query, from the composition bounds' PLD (one
+    cached object, on the grid their accuracy rule chose): (value, grid width)."""
+    from lastiterate.bounds.composition import _sgd_pld_for_query
 
-    return float(pld.DEFAULT_DISCRETIZATION)
+    pld_obj = _sgd_pld_for_query(run, query)[0]
+    if query.delta is not None:
+        value = float(pld_obj.epsilon_with_error(query.delta).upper)
+    else:
+        value = float(pld_obj.delta_with_error(float(query.epsilon))[0])  # type: ignore[arg-type]
+    return value, float(pld_obj.discretization)
 
 
 def _sgd_composition_value(run: Run, query: Query, disc: float | None = None) -> float:
@@ -1027,9 +1034,10 @@ def _sgd_window_result(
             coarse.append(search(T - 1) + ("window",))
     best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
     disc = _final_discretization(best_coarse, query)
-    value = (
-        _sgd_composition_value(run, query, disc) if theta is None else window_value(nu, theta, disc)
-    )
+    if theta is None:  # Thm 4.8 is composition: the same (cached) PLD as the composition bounds
+        value, comp_disc = _thm48_composition(run, query)
+    else:
+        value, comp_disc = window_value(nu, theta, disc), SEARCH_DISCRETIZATION
     comp = value if theta is None else comp_coarse
     details: dict[str, Any] = {
         "tau": T - nu,
@@ -1042,9 +1050,7 @@ def _sgd_window_result(
         "per_step_mu": step_mu,
         "sampling_rate": p,
         "composition_" + ("epsilon" if query.delta is not None else "delta"): comp,
-        "composition_discretization": (disc or pld_default())
-        if theta is None
-        else SEARCH_DISCRETIZATION,
+        "composition_discretization": comp_disc,
         "optimal_window_steps": None if skip else nu_lim,
         "optimal_theta": None if skip else th_lim,
         "limit_search": "skipped: the CLT surrogate of the limit exceeds "
