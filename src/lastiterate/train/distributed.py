@@ -446,6 +446,9 @@ def launch_local(
                     )
                 return code
             time.sleep(0.05)
+    except KeyboardInterrupt:  # the terminal interrupted every process: rank 0 said so
+        _stop(procs)
+        return 130
     except BaseException:
         _stop(procs)
         raise
