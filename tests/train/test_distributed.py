@@ -171,13 +171,17 @@ def test_noise_is_added_once_per_global_step() -> None:
     np.testing.assert_allclose(_zero_gradient_params(DataParallel(), steps, sigma, lr), expected)
 
 
-def test_fresh_secret_is_shared_by_rank_0() -> None:
-    """Unseeded: rank 0's OS-entropy root reaches every rank (same batches, same noise, identical
-    parameters); a run whose ranks kept their own roots is refused, not silently averaged."""
-    got = _ranks(_fit_params, 2, "shuffle", None, 8, {})
+@pytest.mark.parametrize("secure", [False, True])
+def test_fresh_secret_is_shared_by_rank_0(secure: bool) -> None:
+    """Unseeded: rank 0's OS-entropy root (128 bits, or the 256-bit CSPRNG key) reaches every rank
+    (same batches, same noise, identical parameters); a run whose ranks kept their own roots is
+    refused, not silently averaged."""
+    got = _ranks(_fit_params, 2, "shuffle", None, 8, {"secure": secure})
     assert all(s == "ok" for s, _ in got.values()), got
     assert np.array_equal(got[0][1][0], got[1][1][0])
     assert got[0][1][3] == "os-entropy"
+    if secure:
+        return
 
     broken = _ranks(_fit_unshared, 2)
     assert all(s == "error" for s, _ in broken.values())
