@@ -187,7 +187,9 @@ class DataParallel:
 
         dtype = sums[0].dtype
         flat = torch.cat([s.detach().reshape(-1).to(dtype) for s in sums])
-        buf = self._comm(torch.cat([flat, torch.tensor([float(n_clipped)], dtype=dtype)]))
+        buf = self._comm(
+            torch.cat([flat, torch.tensor([float(n_clipped)], dtype=dtype, device=flat.device)])
+        )
         dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group)
         out, k = [], 0
         for s in sums:
