@@ -114,7 +114,10 @@ def check_device(device: Any) -> Any:
         raise ParameterError(
             "device", name, "is not available: torch.cuda.is_available() is False (use cpu)"
         )
-    return torch.device(name)
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ParameterError("device", name, "must be cpu, cuda or cuda:INDEX") from None
 
 
 def move_model(model: Any, device: Any) -> Any:
