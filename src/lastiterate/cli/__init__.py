@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args: Any = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # re-executed by train --nproc
         if getattr(args, "func", None) is None:
             parser.print_help()
             return EXIT_USAGE

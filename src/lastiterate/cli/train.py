@@ -184,6 +184,22 @@ def add_parser(sub: Any) -> None:
         type=int,
         help="torch threads (default: 1 for small models, see NoisyMethod.fit)",
     )
+    a.add_argument(
+        "--nproc",
+        type=int,
+        metavar="K",
+        help="data-parallel training in K local processes (1-64, at most the batch size; default "
+        "1; under torchrun: WORLD_SIZE). Every process takes a share of the same GLOBAL batch, the "
+        "clipped sums are all-reduced and the noise is added once per step: the guarantee is "
+        "that of one process",
+    )
+    a.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the per-example gradients are computed (default cpu; cuda needs a GPU that "
+        "torch sees; NCCL across processes)",
+    )
     o = p.add_argument_group("privacy bookkeeping and output")
     o.add_argument(
         "--delta", type=float, default=1e-5, help="report epsilon at this delta (default 1e-5)"
@@ -229,6 +245,54 @@ def _hidden(text: str) -> tuple[int, ...]:
     return widths
 
 
+def _launch_processes(args: argparse.Namespace) -> int | None:
+    """``--nproc K`` (K > 1) outside torchrun: check what can be checked without the data, then
+    re-execute this very command in K local processes (:func:`launch_local`) and return their
+    status.  None: this process trains (one process, or one rank of torchrun / the launcher)."""
+    from lastiterate.train import distributed as dist
+
+    world = dist.torchrun_world()
+    if args.nproc is not None:
+        dist.check_nproc(args.nproc)
+        if world is not None and args.nproc != world[1]:
+            raise _usage(
+                f"--nproc {args.nproc} contradicts WORLD_SIZE={world[1]} set by torchrun: give one "
+                "of them"
+            )
+    nproc = world[1] if world is not None else (args.nproc or 1)
+    if nproc > 1:
+        if args.batch_size is not None and args.algorithm != "gd" and nproc > args.batch_size:
+            raise ParameterError(
+                "nproc",
+                nproc,
+                f"must be at most the global batch size --batch-size {args.batch_size}: every "
+                "process takes a share of the same global batch",
+            )
+        if args.scaling == "private":
+            raise _usage(
+                "--scaling private is not supported across processes: each process would draw "
+                "its own noisy statistics (use one process, or a public range)"
+            )
+    if world is not None or nproc == 1:
+        return None
+    if args.device == "cuda":
+        dist.check_device("cuda")
+    import os
+
+    import lastiterate
+
+    src = os.path.dirname(os.path.dirname(os.path.abspath(lastiterate.__file__)))
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src + (os.pathsep + old if old else "")  # the children run this code
+    try:
+        return dist.launch_local([sys.executable, "-m", "lastiterate.cli", *args.argv], nproc)
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
 def run_train(args: argparse.Namespace) -> int:
     t_total = time.perf_counter()
     if args.noise_std is None and args.noise_multiplier is None and args.target_epsilon is None:
@@ -261,7 +325,20 @@ def run_train(args: argparse.Namespace) -> int:
         from lastiterate.train.model_file import check_output_path
 
         check_output_path(args.out, args.dataset, args.checkpoint, args.ledger)
+    status = _launch_processes(args)
+    if status is not None:
+        return status
 
+    from lastiterate.train.distributed import from_env
+
+    dp = from_env(args.device)  # one process, or this rank of the process group
+    try:
+        return _train(args, dp, t_total, hidden)
+    finally:
+        dp.close()
+
+
+def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int, ...]) -> int:
     import torch
 
     from lastiterate.train import preprocessing as pp
@@ -411,7 +488,13 @@ def run_train(args: argparse.Namespace) -> int:
             resume=args.resume,
             progress=progress,
             threads=args.threads,
+            distributed=dp,
         )
+    if not dp.is_writer:
+        return 0  # rank 0 reports, evaluates and writes the model
+    from lastiterate.train.distributed import move_model
+
+    move_model(model, "cpu")
     if result.randomness["warning"]:
         print(f"warning: {result.randomness['warning']}", file=sys.stderr)
     train_eval = evaluate(model, data.X_train, data.y_train, args.feature_norm)
@@ -499,6 +582,8 @@ def run_train(args: argparse.Namespace) -> int:
         "notes": result.notes,
         "randomness": result.randomness,
     }
+    if dp.parallel or str(dp.device) != "cpu":
+        out["distributed"] = dp.describe()
     if args.json:
         print_json(out)
         return 0
@@ -541,6 +626,13 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
         if g.get("hint"):
             lines.append(f"  hint: {g['hint']}")
     lines.extend(out["notes"])
+    if out.get("distributed"):
+        dd = out["distributed"]
+        lines.append(
+            f"Processes: {dd['world_size']} ({dd['backend'] or 'one process'} on {dd['device']}); "
+            "each takes a share of the same global batch, noise added once per global step: the "
+            "guarantee is that of one process"
+        )
     rnd = out["randomness"]
     lines.append(
         "Noise and batches: "

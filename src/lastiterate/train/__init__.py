@@ -17,7 +17,8 @@ certificates), :mod:`~.models` (closed-form / per-layer per-example gradients), 
 :mod:`~.budget` (budget stop), :mod:`~.data` (datasets), :mod:`~.preprocessing` (scaling inside the
 guarantee), :mod:`~.randomness` (secret or seeded noise and batches), :mod:`~.model_file` (the
 released model file and its card: ``load_model``), :mod:`~.opacus_accountant` (an Opacus
-``IAccountant``). The command line (``lastiterate train``, ``lastiterate predict``) lives in
+``IAccountant``), :mod:`~.distributed` (data-parallel training over the global batch, devices).
+The command line (``lastiterate train``, ``lastiterate predict``) lives in
 :mod:`lastiterate.cli`.
 
 Importing this package is cheap: torch is imported only when a torch-based name is first used.
@@ -69,6 +70,7 @@ _EXPORTS = {
     "save_model": "model_file",
     "model_card": "model_file",
     "ReleasedModel": "model_file",
+    "DataParallel": "distributed",
 }
 
 __all__ = list(_EXPORTS)

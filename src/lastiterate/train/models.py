@@ -128,7 +128,7 @@ class GLM(nn.Module):
         z = self.forward(X)
         if self.family == "multinomial-logistic":
             r = torch.softmax(z, dim=1)
-            r[torch.arange(len(y)), y.long()] -= 1.0
+            r[torch.arange(len(y), device=r.device), y.long()] -= 1.0
             return r
         if self.family == "binary-logistic":
             return torch.sigmoid(z) - y.to(z.dtype).reshape(-1, 1)
@@ -277,7 +277,7 @@ def _linear_grad_norms(
 ) -> Tensor:
     """Per-example gradient norms from the inputs ``a_l`` and output gradients ``G_l`` of every
     Linear layer: ``||g_i||^2 = sum_l ||G_l,i||^2 (||a_l,i||^2 + 1 if the layer has a bias)``."""
-    sq = torch.zeros(B, dtype=dtype)
+    sq = torch.zeros(B, dtype=dtype, device=acts[0].device if acts else None)
     for a, g, lin in zip(acts, grads, lins):
         g2 = (g * g).sum(1)
         sq = sq + g2 * (a * a).sum(1) + (g2 if lin.bias is not None else 0.0)

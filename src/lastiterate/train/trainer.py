@@ -27,6 +27,10 @@
   secret and never be reused on other data).  ``secure=True``: a keyed CSPRNG and the
   floating-point-safe Gaussian sampler of Holohan and Braghin (ESORICS 2021).  Only the owner-only
   checkpoint keeps the secret (to resume); reports, JSON and ledgers never do.
+* Device and processes (:mod:`~lastiterate.train.distributed`): ``fit(device="cuda")`` runs the
+  same per-example path on a GPU; ``fit(distributed=from_env())`` splits every GLOBAL batch over
+  the ranks of a ``torch.distributed`` group, all-reduces the clipped sums, normalises by the
+  global b_t and adds ``Z_t`` once, after the all-reduce (the same Run, the same guarantee).
 
 The trainer BUILDS the :class:`~lastiterate.run.Run` describing what it executed (sampling,
 n, b, T, eta, sigma, C, D, and the geometry only when :mod:`~lastiterate.train.geometry`
@@ -57,6 +61,7 @@ from torch import Tensor
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive, check_positive_int
 from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
+from lastiterate.train.distributed import DataParallel, check_device, move_model, parameters_sha256
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
 from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint, training_checkpoint
 from lastiterate.train.randomness import Randomness, SeededRunWarning
@@ -205,6 +210,7 @@ class NoisyMethod:
         self.adjacency = check_adjacency(adjacency, self.algorithm, sampling)
         self.permute = permute
         self._adam_state: dict[str, Any] = {}
+        self._dp = DataParallel()  # one process on the CPU unless fit(device=, distributed=)
 
     # ---------------------------------------------------------------- planning
     def sampler(self, n: int) -> Sampler:
@@ -294,6 +300,7 @@ class NoisyMethod:
         """Z_t ~ N(0, sigma^2 I) over all parameters, from this run's (secret) randomness."""
         numel = sum(p.numel() for p in params)
         z = self.randomness.gaussian(_NOISE_STREAM, t, numel, sigma, params[0].dtype)
+        z = z.to(params[0].device)  # drawn on the CPU: the same noise on every device
         out, k = [], 0
         for p in params:
             out.append(z[k : k + p.numel()].view_as(p))
@@ -304,11 +311,17 @@ class NoisyMethod:
         self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float
     ) -> tuple[list[Tensor], int, int]:
         """The noisy averaged gradient of step t (before the learning rate),
-        #clipped, batch size."""
+        #clipped, batch size.
+
+        Across processes (:mod:`~lastiterate.train.distributed`): this rank clips and sums its
+        share of the GLOBAL batch, the sums are all-reduced, the normaliser is the global one, and
+        the noise is added once, after the all-reduce; the returned counts are global."""
         idx = sampler.batch(t)
-        idx_t = torch.from_numpy(idx)
+        mine = self._dp.share(idx)
+        idx_t = torch.from_numpy(mine).to(X.device)
         Xb, yb = torch.index_select(X, 0, idx_t), torch.index_select(y, 0, idx_t)
         gsum, n_clipped = self.model.clipped_grad_sum(Xb, yb, self.clip)
+        gsum, n_clipped = self._dp.sum_clipped(gsum, n_clipped)
         denom = sampler.normaliser(idx)
         params = self.model.params()
         noise = self._noise(t, sigma, params)
@@ -365,8 +378,8 @@ class NoisyMethod:
             "permute": self.permute,
         }
         h.update(json.dumps(method, sort_keys=True).encode())
-        h.update(X.detach().contiguous().numpy().tobytes())
-        h.update(y.detach().contiguous().numpy().tobytes())
+        h.update(X.detach().to("cpu").contiguous().numpy().tobytes())
+        h.update(y.detach().to("cpu").contiguous().numpy().tobytes())
         return h.hexdigest()
 
     # ---------------------------------------------------------------- training
@@ -387,6 +400,8 @@ class NoisyMethod:
         bounds: Sequence[str] | None = None,
         on_epoch: Callable[[int, int], None] | None = None,
         threads: int | None = None,
+        device: Any = None,
+        distributed: DataParallel | None = None,
     ) -> TrainResult:
         """Train on (X, y) for ``epochs`` (or ``steps``) and account the executed run.
 
@@ -399,13 +414,29 @@ class NoisyMethod:
         size < 5e7, e.g. every GLM and the MLPs of the CLI), whose small per-step kernels only lose
         to thread synchronisation -- measured 40-70x faster on a loaded 2-core machine --; torch's
         setting otherwise.
+
+        ``device`` (``"cpu"`` default, ``"cuda"``): the model and the data are moved there (the
+        model stays there).  ``distributed``: this process's place in a data-parallel run
+        (:func:`lastiterate.train.distributed.from_env`); the GLOBAL batch is what the Run
+        describes, the noise is added once per global step, only rank 0 writes the ledger and
+        checkpoints, and only rank 0 accounts (``result.report`` is None on the other ranks).
         """
+        if distributed is None:
+            dp = DataParallel(device=check_device("cpu" if device is None else device))
+        else:
+            dp = distributed
+            if device is not None and check_device(device) != check_device(dp.device):
+                raise ParameterError(
+                    "device", str(device), f"differs from the process group's device {dp.device}"
+                )
         if threads is None:
             threads = default_threads(self.model, self.batch_size or len(y))
         old_threads = torch.get_num_threads()
         if threads is not None:
             torch.set_num_threads(check_positive_int("threads", threads))
+        self._dp = dp
         try:
+            move_model(self.model, dp.device)
             return self._fit(
                 X,
                 y,
@@ -422,6 +453,7 @@ class NoisyMethod:
                 on_epoch=on_epoch,
             )
         finally:
+            self._dp = DataParallel()
             torch.set_num_threads(old_threads)
 
     def _fit(
@@ -481,7 +513,11 @@ class NoisyMethod:
             )  # fresh secret per run (a resume adopts its checkpoint's)
         else:
             warnings.warn(self.randomness.describe()["warning"], SeededRunWarning, stacklevel=3)
+        dp = self._dp
+        account = account and dp.is_writer  # rank 0 accounts and writes; the others only train
+        self.randomness = dp.share_randomness(self.randomness)  # rank 0's secret root, in memory
         planned, cert, sampler = self.plan(n, epochs=epochs, steps=steps)
+        dp.check_batch(sampler.batch_size)
         sigma = planned.sigma
         schedule = planned.lr_schedule
         notes: list[str] = []
@@ -494,6 +530,11 @@ class NoisyMethod:
             notes.append(budget.message())
 
         fingerprint = self._fingerprint(planned, X, y)
+        if dp.parallel:  # the same run, data, randomness, budget stop and start on every rank
+            dp.check_same(
+                "the run, the data and the initial parameters",
+                f"{fingerprint} {stop} {parameters_sha256(self.model.params())}",
+            )
         start = 0
         run_id = uuid.uuid4().hex
         resumed_from = None
@@ -531,7 +572,12 @@ class NoisyMethod:
                 notes.append(f"resumed from checkpoint at step {start}")
             else:
                 notes.append("no checkpoint found: starting at step 0")
-        led = Ledger(ledger).open() if ledger is not None else None
+        if dp.parallel and resume:
+            dp.check_same(
+                "the checkpoint resumed (every process must read the same file)",
+                f"{start} {parameters_sha256(self.model.params())}",
+            )
+        led = Ledger(ledger).open() if ledger is not None and dp.is_writer else None
 
         def account_at(t: int) -> Any:
             from lastiterate.accountant import account as _account
@@ -580,7 +626,7 @@ class NoisyMethod:
         ends = [e for e in sampler.epoch_ends(stop) if e > start] if stop > 0 else []
         l_epoch = sampler.l
         bar = None
-        if progress:
+        if progress and dp.is_writer:
             from tqdm import tqdm
 
             bar = tqdm(
@@ -595,6 +641,7 @@ class NoisyMethod:
         delay = float(os.environ.get("LASTITERATE_TEST_STEP_DELAY", "0") or 0)
         t = start
         train_seconds = 0.0
+        X, y = X.to(dp.device), y.to(dp.device)
         try:
             for end in ends:
                 t0 = time.perf_counter()
@@ -606,7 +653,7 @@ class NoisyMethod:
                     if delay:  # test hook: makes a run slow enough to be killed mid-epoch
                         time.sleep(delay)
                 train_seconds += time.perf_counter() - t0
-                if checkpoint is not None:
+                if checkpoint is not None and dp.is_writer:
                     save_checkpoint(
                         checkpoint,
                         {
@@ -642,6 +689,8 @@ class NoisyMethod:
         finally:
             if bar is not None:
                 bar.close()
+        if dp.parallel:  # identical updates keep the ranks identical: checked, not assumed
+            dp.check_same("the final parameters", parameters_sha256(self.model.params()))
 
         executed = truncate(planned, stop)
         report = None
@@ -779,7 +828,8 @@ class NoisyAdam(NoisyMethod):
         return {k: [x.clone() for x in v] for k, v in self._adam_state.items()}
 
     def _load_optimizer_state(self, state: dict[str, Any]) -> None:
-        self._adam_state = {k: [x.clone() for x in v] for k, v in state.items()}
+        device = self.model.params()[0].device
+        self._adam_state = {k: [x.clone().to(device) for x in v] for k, v in state.items()}
 
 
 def evaluate(
@@ -787,8 +837,8 @@ def evaluate(
 ) -> dict[str, float | None]:
     """Accuracy (classification) or mean squared error, and the mean loss, on (X, y)."""
     params = model.params()
-    Xt = torch.as_tensor(np.asarray(X), dtype=params[0].dtype)
-    yt = torch.as_tensor(np.asarray(y))
+    Xt = torch.as_tensor(np.asarray(X), dtype=params[0].dtype, device=params[0].device)
+    yt = torch.as_tensor(np.asarray(y), device=params[0].device)
     if feature_norm is not None:
         Xt = clip_rows(Xt, feature_norm)
     regression = (
