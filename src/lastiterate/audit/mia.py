@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from lastiterate.audit.canary import TrainerSpec, _scaled_noise
 from lastiterate.audit.stats import Split, audit_scores, clopper_pearson_lower, gdp_epsilon
 from lastiterate.errors import (
@@ -278,7 +279,8 @@ class AttackResult:
     eps_lb: float
     eps_from_mu_lb: float
     alpha: float
-    test: dict[str, Any]
+    test_eps: dict[str, Any]
+    test_mu: dict[str, Any]
     n_members: int
     n_nonmembers: int
 
@@ -293,6 +295,15 @@ def _tpr_at(fpr: np.ndarray, tpr: np.ndarray, target: float) -> float:
     """The largest TPR among ROC points with FPR <= target (0 when none)."""
     ok = fpr <= target
     return float(tpr[ok].max()) if np.any(ok) else 0.0
+
+
+def _with_lower_ends(test: Any) -> dict[str, Any]:
+    """A test's JSON with the Clopper-Pearson LOWER ends of FPR and FNR (same level), for plots."""
+    out = test.to_json()
+    a = test.alpha_per_test / 2
+    out["fpr_l"] = float(clopper_pearson_lower(round(test.fpr * test.n_d), test.n_d, a))
+    out["fnr_l"] = float(clopper_pearson_lower(round(test.fnr * test.n_dprime), test.n_dprime, a))
+    return out
 
 
 def evaluate_attack(
@@ -320,12 +331,9 @@ def evaluate_attack(
     sa = audit_scores(
         non, mem, delta=delta, alpha=alpha, strategy=Split(0.5), directions=("greater",), seed=seed
     )
-    test = sa.best_eps_test
-    assert test is not None and sa.eps_lb is not None
-    tj = test.to_json()
-    a = test.alpha_per_test / 2
-    tj["fpr_l"] = float(clopper_pearson_lower(round(test.fpr * test.n_d), test.n_d, a))
-    tj["fnr_l"] = float(clopper_pearson_lower(round(test.fnr * test.n_dprime), test.n_dprime, a))
+    assert sa.best_eps_test is not None and sa.best_mu_test is not None and sa.eps_lb is not None
+    test_eps = _with_lower_ends(sa.best_eps_test)
+    test_mu = _with_lower_ends(sa.best_mu_test)
     return AttackResult(
         attack=attack,
         auc=float(roc_auc_score(labels, scores)),
@@ -336,7 +344,8 @@ def evaluate_attack(
         eps_lb=float(sa.eps_lb),
         eps_from_mu_lb=gdp_epsilon(delta, sa.mu_lb) if sa.mu_lb > 0 else 0.0,
         alpha=alpha,
-        test=tj,
+        test_eps=test_eps,
+        test_mu=test_mu,
         n_members=int(mem.size),
         n_nonmembers=int(non.size),
     )
@@ -361,8 +370,10 @@ def membership_split(n_pool: int, members: int, seed: int) -> MembershipSplit:
     high = (n_pool - 1) // 3
     if high < MIN_MEMBERS:
         raise ParameterError(
-            "members", members, f"the pool has {n_pool} rows; membership inference needs >= "
-            f"{3 * MIN_MEMBERS + 1} (members, non-members, disjoint shadow data)"
+            "members",
+            members,
+            f"the pool has {n_pool} rows; membership inference needs >= "
+            f"{3 * MIN_MEMBERS + 1} (members, non-members, disjoint shadow data)",
         )
     members = check_int_in_range("members", members, MIN_MEMBERS, high)
     perm = np.random.default_rng([int(seed), 0x6D6961]).permutation(n_pool)
@@ -629,13 +640,34 @@ def audit_mia(
         if bar is not None:
             bar.update(1)
 
-    common = dict(shadows=shadows, seed=seed, delta=delta, alpha=alpha, tick=tick)
     try:
         private, run, acc_p = _attack_world(
-            X, y, split, model_spec, spec, world="private", noise_scale=noise_scale, **common
+            X,
+            y,
+            split,
+            model_spec,
+            spec,
+            shadows=shadows,
+            seed=seed,
+            world="private",
+            noise_scale=noise_scale,
+            delta=delta,
+            alpha=alpha,
+            tick=tick,
         )
         baseline, _, acc_b = _attack_world(
-            X, y, split, model_spec, spec, world="baseline", noise_scale=0.0, **common
+            X,
+            y,
+            split,
+            model_spec,
+            spec,
+            shadows=shadows,
+            seed=seed,
+            world="baseline",
+            noise_scale=0.0,
+            delta=delta,
+            alpha=alpha,
+            tick=tick,
         )
     finally:
         if bar is not None:
