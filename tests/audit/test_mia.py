@@ -332,6 +332,13 @@ def test_cli_mia_refuses_regression(capsys: pytest.CaptureFixture[str]) -> None:
     assert "regression" in capsys.readouterr().err
 
 
+def test_cli_shadow_range_is_the_library_range() -> None:
+    from lastiterate.audit import mia
+    from lastiterate.cli import audit_mia
+
+    assert (audit_mia.MIN_SHADOWS, audit_mia.MAX_SHADOWS) == (mia.MIN_SHADOWS, mia.MAX_SHADOWS)
+
+
 def test_cli_other_scenarios_refuse_mia_flags_and_plot(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["audit", "linear", "--algorithm", "gd", "--n", "4", "--lr", "0.1", "--noise-std", "1"]
     base += ["--sensitivity", "1", "--steps", "10"]

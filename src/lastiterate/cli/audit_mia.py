@@ -29,8 +29,11 @@ from lastiterate.errors import (
     check_scale,
 )
 
-#: shadow models per world when --shadows is not given
+#: shadow models per world when --shadows is not given, and their range (the library's
+#: ``lastiterate.audit.mia.MIN_SHADOWS`` / ``MAX_SHADOWS``, repeated here so that ``--help`` does
+#: not import numpy; a test checks they agree)
 DEFAULT_SHADOWS = 8
+MIN_SHADOWS, MAX_SHADOWS = 2, 64
 #: noisy steps over all models (2 x (1 + shadows) x T) above which the audit is refused
 MAX_TOTAL_STEPS = 2e6
 
@@ -53,8 +56,6 @@ DERIVED_FLAGS = (
 
 def add_mia_flags(p: argparse.ArgumentParser) -> None:
     """The flags of the mia scenario (with the canary group's data and model flags)."""
-    from lastiterate.audit.mia import MAX_SHADOWS, MIN_SHADOWS
-
     g = p.add_argument_group(
         "mia scenario (membership inference; with --dataset, --model logreg/mlp and the run and "
         "training flags)"
@@ -147,8 +148,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def cmd_audit_mia(args: argparse.Namespace) -> int:
     """Run the membership-inference audit the flags describe."""
-    from lastiterate.audit.mia import MAX_SHADOWS, MIN_SHADOWS
-
     _check_flags(args)
     shadows = (
         DEFAULT_SHADOWS
