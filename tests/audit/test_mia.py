@@ -192,7 +192,8 @@ def test_private_lower_bound_never_exceeds_the_claim(memorised) -> None:  # type
     for a in r.private.values():
         assert a.eps_lb <= r.claim_eps and a.mu_lb <= r.claim_mu
         assert abs(a.auc - 0.5) < 0.12
-    assert r.eps_lb == max(a.eps_lb for a in r.private.values())
+    assert r.eps_lb == max(a.eps_lb for a in r.private.values()) == r.private[r.best_attack].eps_lb
+    assert r.mu_lb == max(a.mu_lb for a in r.private.values()) == r.private[r.mu_attack].mu_lb
     assert r.private["loss"].alpha == pytest.approx(0.05 / len(ATTACKS))
 
 

@@ -510,6 +510,7 @@ class MIAResult:
     mu_lb: float
     eps_lb: float
     best_attack: str
+    mu_attack: str
     verdict: str
     reason: str
     checks: tuple[Any, ...]
@@ -569,9 +570,12 @@ class MIAResult:
                 f"{acc['heldout_loss']:.3g})"
             )
         lines.append(
-            f"  private lower bounds (best attack {self.best_attack}): eps >= {f(self.eps_lb)} at "
-            f"delta {self.delta:g}, mu >= {f(self.mu_lb)} (weak evidence: the examples of one "
-            "model are not independent trials; the canary audit is the sharper test)"
+            f"  private lower bounds: eps >= {f(self.eps_lb)} at delta {self.delta:g} "
+            f"({self.best_attack}), mu >= {f(self.mu_lb)} ({self.mu_attack})"
+        )
+        lines.append(
+            "  (weak evidence: the examples of one model are not independent trials; the canary "
+            "audit is the sharper test)"
         )
         lines.append(f"  verdict: {self.verdict} ({self.reason}); {self.seconds:.1f} s")
         for c in self.checks:
@@ -673,7 +677,8 @@ def audit_mia(
         if bar is not None:
             bar.close()
     best_attack = max(private, key=lambda k: private[k].eps_lb)
-    mu_lb = max(a.mu_lb for a in private.values())
+    mu_attack = max(private, key=lambda k: private[k].mu_lb)
+    mu_lb = private[mu_attack].mu_lb
     eps_lb = private[best_attack].eps_lb
     rep = account(run, delta=delta, bounds=bounds)
     checks = []
@@ -707,6 +712,7 @@ def audit_mia(
         mu_lb=mu_lb,
         eps_lb=eps_lb,
         best_attack=best_attack,
+        mu_attack=mu_attack,
         verdict=verdict,
         reason=reason,
         checks=tuple(checks),
