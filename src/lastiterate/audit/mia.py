@@ -403,10 +403,11 @@ def _train(
     return model, res.run
 
 
-def _model_seed(seed: int, world: str, index: int) -> int:
-    tag = {"private": 1, "baseline": 2}[world]
+def _model_seed(seed: int, index: int) -> int:
+    """The trainer seed of model ``index`` (0: the target, j: shadow j); the private model and
+    the baseline use the same seeds (the same batches under sampling: only the noise differs)."""
     return int(
-        np.random.SeedSequence([int(seed), 0x6D6961, tag, int(index)]).generate_state(
+        np.random.SeedSequence([int(seed), 0x6D6961, int(index)]).generate_state(
             1, dtype=np.uint32
         )[0]
     )
@@ -421,7 +422,6 @@ def _attack_world(
     *,
     shadows: int,
     seed: int,
-    world: str,
     noise_scale: float,
     delta: float,
     alpha: float,
@@ -434,13 +434,13 @@ def _attack_world(
     is_member = np.concatenate([np.ones(m, dtype=bool), np.zeros(split.nonmembers.size, bool)])
     fn = spec.feature_norm
     target, run = _train(
-        model_spec, spec, X[members], y[members], _model_seed(seed, world, 0), noise_scale
+        model_spec, spec, X[members], y[members], _model_seed(seed, 0), noise_scale
     )
     tick()
     Xt, yt = X[target_rows], y[target_rows]
     probs_t = class_probabilities(target, Xt, fn)
     loss_t = per_example_loss(target, Xt, yt, fn)
-    rng = np.random.default_rng([int(seed), 0x736861, 1 if world == "private" else 2])
+    rng = np.random.default_rng([int(seed), 0x736861])  # the same shadow data in both worlds
     sh_probs, sh_labels, sh_member, out_phi = [], [], [], []
     for j in range(shadows):
         pool = split.shadow_pool
@@ -455,7 +455,7 @@ def _attack_world(
             spec,
             X[pool[own]],
             y[pool[own]],
-            _model_seed(seed, world, j + 1),
+            _model_seed(seed, j + 1),
             noise_scale,
         )
         if run_j.setting() != run.setting():  # pragma: no cover - same n, same flags
@@ -653,7 +653,6 @@ def audit_mia(
             spec,
             shadows=shadows,
             seed=seed,
-            world="private",
             noise_scale=noise_scale,
             delta=delta,
             alpha=alpha,
@@ -667,7 +666,6 @@ def audit_mia(
             spec,
             shadows=shadows,
             seed=seed,
-            world="baseline",
             noise_scale=0.0,
             delta=delta,
             alpha=alpha,
