@@ -60,6 +60,7 @@ from lastiterate.errors import (
     check_int_in_range,
     check_positive_int,
 )
+from lastiterate.jsonutil import jsonable
 
 __all__ = [
     "ATTACKS",
@@ -288,7 +289,7 @@ class AttackResult:
         out = dict(self.__dict__)
         out["roc"] = {"fpr": list(self.fpr), "tpr": list(self.tpr)}
         del out["fpr"], out["tpr"]
-        return out
+        return jsonable(out)
 
 
 def _tpr_at(fpr: np.ndarray, tpr: np.ndarray, target: float) -> float:
@@ -526,7 +527,7 @@ class MIAResult:
         out["private"] = {k: v.to_json() for k, v in self.private.items()}
         out["baseline"] = {k: v.to_json() for k, v in self.baseline.items()}
         out["checks"] = [c.to_json() for c in self.checks]
-        return out
+        return jsonable(out)  # standard JSON: a bound of -inf becomes "-inf"
 
     def format(self) -> str:
         from lastiterate.formatting import fmt_number as f
