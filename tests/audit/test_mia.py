@@ -216,11 +216,13 @@ def test_result_json_is_standard_and_rocs_monotone(memorised) -> None:  # type: 
             assert set(a["tpr_at_fpr"]) == {"0.001", "0.01"}
 
 
-def test_audit_is_reproducible() -> None:
+def test_audit_is_reproducible_with_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
     X, y = _random_labels(120, 5, seed=4)
     spec = TrainerSpec(algorithm="gd", lr=1.0, clip=1.0, noise_std=0.1, feature_norm=1.0, steps=5)
     ms = ModelSpec("logreg", 5, 2)
-    a = audit_mia(X, y, ms, spec, members=30, shadows=2, seed=7)
+    a = audit_mia(X, y, ms, spec, members=30, shadows=2, seed=7, progress=True)
+    err = capsys.readouterr().err
+    assert "mia: target and shadow models" in err and "/6 [" in err  # 2 x (1 + 2) models
     b = audit_mia(X, y, ms, spec, members=30, shadows=2, seed=7)
     assert a.private["lira"].fpr == b.private["lira"].fpr
     assert a.private["shadow"].auc == b.private["shadow"].auc
@@ -266,11 +268,19 @@ def test_cli_mia_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 10_000
 
 
-def test_cli_mia_text(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(MIA_ARGV)
+def test_cli_mia_text_with_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The flags can come from a TOML file (flags on the command line win)."""
+    argv = list(MIA_ARGV)
+    for flag in ("--members", "--shadows"):
+        i = argv.index(flag)
+        del argv[i : i + 2]
+    cfg = tmp_path / "mia.toml"
+    cfg.write_text("members = 60\nshadows = 2\n")
+    rc = main([*argv, "--config", str(cfg)])
     text = capsys.readouterr().out
     assert rc == 0 and "Membership inference audit:" in text and "claim (" in text
     assert "baseline  loss" in text and "weak evidence" in text
+    assert "60 members vs 60 non-members, 2 shadow models" in text
 
 
 def test_cli_canary_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
