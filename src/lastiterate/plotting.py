@@ -184,7 +184,9 @@ def plot_audit_tradeoff(
     ax.set_xlabel("false positive rate (type I error)")
     ax.set_ylabel("false negative rate (type II error)")
     ax.set_title(
-        title + "\n(a point below a claimed curve, interval included, refutes it)", fontsize=9
+        title
+        + "\n(a claim is refuted when a point's upper corner (FPR_u, FNR_u) lies below its curve)",
+        fontsize=9,
     )
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()

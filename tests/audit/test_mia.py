@@ -359,3 +359,16 @@ def test_cli_other_scenarios_refuse_mia_flags_and_plot(capsys: pytest.CaptureFix
         assert flag in err and len(err.strip().splitlines()) == 1
     canary = ["audit", "canary", "--dataset", "digits", "--model", "logreg", "--members", "10"]
     assert main(canary) == 2 and "--members" in capsys.readouterr().err
+
+
+def test_audit_point_intervals_are_clopper_pearson() -> None:
+    """The plotted interval of a test: Clopper-Pearson lower ends (scipy's beta quantiles) at the
+    test's level, the upper ends as certified."""
+    from lastiterate.plotting import audit_point
+
+    test = {"fpr": 0.1, "fnr": 0.3, "fpr_u": 0.25, "fnr_u": 0.5, "n_d": 50, "n_dprime": 40}
+    test["alpha_per_test"] = 0.02
+    p = audit_point("t", test)
+    assert p["fpr_l"] == pytest.approx(stats.beta.ppf(0.01, 5, 46), rel=1e-9)
+    assert p["fnr_l"] == pytest.approx(stats.beta.ppf(0.01, 12, 29), rel=1e-9)
+    assert (p["fpr_u"], p["fnr_u"]) == (0.25, 0.5)
