@@ -8,6 +8,8 @@
   with boundary atoms), linear NoisySGD (binomial mixture).
 * :mod:`~lastiterate.audit.simulate` - vectorised N-chain simulators of NoisyGD / NoisyCGD /
   NoisySGD (uniform, Poisson, shuffled batches), with projection and coupled randomness.
+* :mod:`~lastiterate.audit.canary` / :mod:`~lastiterate.audit.mia` - audits of the trainer's
+  final models: canaries (:func:`audit_canary`) and membership inference (:func:`audit_mia`).
 * :mod:`~lastiterate.audit.report` - :class:`AuditResult` and :func:`audit_run`, which audits
   every bound the accountant reports for a :class:`~lastiterate.run.Run`.
 
@@ -33,6 +35,9 @@ _EXPORTS = {
     "TrainerSpec": "canary",
     "gradient_canary": "canary",
     "input_canary": "canary",
+    "MIAResult": "mia",
+    "ModelSpec": "mia",
+    "audit_mia": "mia",
     "AuditResult": "report",
     "ClaimCheck": "report",
     "audit_run": "report",
@@ -72,9 +77,12 @@ __all__ = [
     "ChainSpec",
     "ClaimCheck",
     "Explicit",
+    "MIAResult",
+    "ModelSpec",
     "Split",
     "TrainerSpec",
     "audit_canary",
+    "audit_mia",
     "audit_run",
     "audit_scores",
     "audit_spec",

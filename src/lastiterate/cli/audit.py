@@ -4,14 +4,19 @@
         [--alpha A] [--delta DELTA] [--position J] [--pair {auto,difference,antipodal}]
         [--bound ID ...] [--json]
     lastiterate audit canary --dataset D --model logreg <train flags> [--canary {gradient,input}]
-        [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--noise-scale F] [--json]
+        [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--noise-scale F] [--plot FILE.png]
+        [--json]
+    lastiterate audit mia --dataset D --model {logreg,mlp} <train flags> [--shadows K]
+        [--members M] [--seed S] [--alpha A] [--delta DELTA] [--plot FILE.png] [--json]
 
 Simulates N chains per world on the worst-case pair for the run (quadratic with the extremal
 curvature, or a linear loss; with ``--diameter`` the linear pair is the projected random walk),
 certifies mu and epsilon lower bounds at confidence 1 - alpha, and compares them (and the exact
 reference value, where known) with every guarantee.  The ``canary`` scenario audits the trainer
 itself instead: it trains models with and without a canary and compares the final models
-(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`).  Exit status: 0 (ok /
+(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`); the ``mia`` scenario runs
+membership-inference attacks on a trained model (:mod:`lastiterate.cli.audit_mia`,
+:mod:`lastiterate.audit.mia`).  Exit status: 0 (ok /
 inconclusive), 1 (VIOLATION), 2 (invalid input).
 """
 
@@ -21,6 +26,7 @@ import argparse
 from typing import Any
 
 from lastiterate.cli.audit_canary import add_canary_flags, cmd_audit_canary, refuse_canary_flags
+from lastiterate.cli.audit_mia import add_mia_flags, cmd_audit_mia, refuse_mia_flags
 from lastiterate.cli.common import (
     UsageError,
     add_run_flags,
@@ -30,7 +36,7 @@ from lastiterate.cli.common import (
 )
 from lastiterate.errors import ParameterError, check_in_range, check_positive_int, check_scale
 
-SCENARIOS = ("auto", "quadratic", "linear", "canary")
+SCENARIOS = ("auto", "quadratic", "linear", "canary", "mia")
 #: chains per world when --samples is not given
 DEFAULT_SAMPLES = 200_000
 #: simulated work per world (chains x steps) above which the audit is refused: about 5e9 chain-steps
@@ -46,14 +52,19 @@ def add_parser(subparsers: Any) -> None:
         "scenario",
         choices=SCENARIOS,
         help="loss pair: quadratic, linear (projected walk with --diameter), or auto; "
-        "canary: train models with and without a canary and audit the final models",
+        "canary: train models with and without a canary and audit the final models; "
+        "mia: membership inference against a trained model",
     )
     add_run_flags(p, noise=False)
     a = p.add_argument_group("audit")
     a.add_argument("--samples", type=int, help=f"chains per world (default {DEFAULT_SAMPLES})")
-    a.add_argument("--seed", type=int, default=0,
-                   help="seed of the simulated chains or audit models (default 0): an audit is a "
-                   "reproducible experiment whose models are never released")
+    a.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the simulated chains or audit models (default 0): an audit is a "
+        "reproducible experiment whose models are never released",
+    )
     a.add_argument(
         "--alpha",
         type=float,
@@ -82,15 +93,28 @@ def add_parser(subparsers: Any) -> None:
         default=1.0,
         help="mutation testing: simulate sensitivity * this factor",
     )
+    a.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="canary, mia: write the empirical tradeoff points (FPR, FNR with intervals) against "
+        "the claimed tradeoff curve to this PNG",
+    )
     add_canary_flags(p)
+    add_mia_flags(p)
     p.set_defaults(func=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     apply_config(args)
     if args.scenario == "canary":
+        refuse_mia_flags(args)
         return cmd_audit_canary(args)
+    if args.scenario == "mia":
+        return cmd_audit_mia(args)
     refuse_canary_flags(args)
+    refuse_mia_flags(args)
+    if args.plot is not None:
+        raise UsageError("--plot only applies to the canary and mia scenarios")
     run = run_from_args(args)
     samples = DEFAULT_SAMPLES if args.samples is None else args.samples
     n_samples = check_positive_int("samples", samples, minimum=10)

@@ -2,7 +2,8 @@
 
     lastiterate audit canary --dataset digits --model logreg --algorithm cgd --epochs 100 \\
         --batch-size 256 --lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005 \\
-        [--canary {gradient,input}] [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--json]
+        [--canary {gradient,input}] [--runs R] [--seed S] [--alpha A] [--delta DELTA]
+        [--plot FILE.png] [--json]
 
 Trains R models per world (with / without the canary) with the project's own trainer, scores the
 final models and prints the accountant's claim for the trained run beside the certified lower
@@ -73,7 +74,7 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         "--model",
         choices=("logreg", "linreg", "mlp"),
         help="canary: logreg (binary / multinomial logistic) or linreg (least squares); "
-        "mlp is refused",
+        "mlp: mia only",
     )
     c.add_argument(
         "--canary",
@@ -193,6 +194,11 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     )
     l2 = 0.0 if args.l2 is None else args.l2
     kind = args.canary or "gradient"
+    plot = None
+    if getattr(args, "plot", None) is not None:
+        from lastiterate.plotting import check_png_path
+
+        plot = check_png_path(args.plot)
 
     from lastiterate.audit.canary import TrainerSpec, audit_canary, gradient_canary, input_canary
     from lastiterate.train import preprocessing as pp
@@ -281,10 +287,16 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
         noise_scale=noise_scale,
         progress=progress,
     )
+    if plot is not None:
+        from lastiterate.plotting import plot_canary_audit
+
+        plot_canary_audit(res, plot)
     if args.json:
         out: dict[str, Any] = res.to_json()
         out["dataset"] = data.describe()
         out["model"] = {"kind": args.model, "family": family}
+        if plot is not None:
+            out["plot"] = str(plot)
         print_json(out)
     else:
         print(
@@ -292,4 +304,6 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
             f"{args.model} ({family})"
         )
         print(res.format())
+        if plot is not None:
+            print(f"Plot written to {plot}")
     return 1 if res.verdict == "VIOLATION" else 0
