@@ -111,6 +111,10 @@ LOSSES: dict[str, str] = {
     "mse": "least-squares",
 }
 
+#: The constant of Opacus' clip factor ``min(1, C / (||g|| + 1e-6))``
+#: (``DPOptimizer.clip_and_accumulate``).
+OPACUS_CLIP_EPS = 1e-6
+
 #: Noise stream of the Randomness root (the batches use the sampler's streams 11-14).
 NOISE_STREAM = 21
 
@@ -423,6 +427,13 @@ def glm_geometry(
     ``nn.MSELoss`` on one output is (u - y)^2 = 2 x the certificate's least-squares loss
     (u - y)^2 / 2, certified as least squares on rows of norm sqrt(2) R_eff (same Hessian
     2 x x^T, and the clip is still a scalar clamp, i.e. a Huber-type convex loss).
+
+    Opacus clips with the factor ``min(1, C / (||g|| + 1e-6))`` (:data:`OPACUS_CLIP_EPS`).  For
+    the scalar GLMs the clipped gradient is ``phi(l'(u)) x`` with ``phi(a) = a min(1, C / (|a|
+    ||x|| + 1e-6))`` non-decreasing with slope <= 1, so it is still the derivative of a convex loss
+    with the same M.  For the multinomial loss, where the certificate needs the clip never to be
+    active, it is inactive for every example only when ``C >= sup ||g|| + 1e-6``: the certificate
+    is computed for the clip ``C - 1e-6``.
     """
     linear = glm_linear(module)
     if linear is None:
@@ -452,7 +463,24 @@ def glm_geometry(
             f"nn.MSELoss = 2 x least squares: certified as least squares on rows of norm "
             f"sqrt(2) R_eff = {math.sqrt(2.0) * R_eff:.6g}; "
         )
+    elif family == "multinomial-logistic":
+        # Opacus scales a gradient g by min(1, C / (||g|| + 1e-6)): the clip is inactive for
+        # every example only when C >= sup ||g|| + 1e-6, so certify with the clip C - 1e-6
+        cert = glm_certificate(
+            family,
+            feature_norm=R,
+            l2=l2,
+            clip=max(clip - OPACUS_CLIP_EPS, clip / 2),
+            lr=lr,
+            intercept=intercept,
+        )
+        prefix = (
+            f"with Opacus' clip factor C/(||g|| + {OPACUS_CLIP_EPS:g}) the certificate uses "
+            f"the clip C - {OPACUS_CLIP_EPS:g}; "
+        )
     else:
+        # scalar GLMs: min(1, C / (|l'(u)| ||x|| + 1e-6)) l'(u) is still a non-decreasing clamp
+        # of l'(u) with slope <= 1, i.e. the derivative of a convex loss with the same M
         cert = glm_certificate(
             family, feature_norm=R, l2=l2, clip=clip, lr=lr, intercept=intercept
         )
