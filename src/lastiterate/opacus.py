@@ -54,9 +54,10 @@ gradients (``GradSampleModule``) and clipping (``DPOptimizer.clip_and_accumulate
   dataset, so it is part of the mechanism and costs no privacy), which is what the GLM certificate
   needs.
 * **Secret randomness.**  Batches and noise come from one :class:`~lastiterate.train.randomness.
-  Randomness`: fresh OS entropy by default (stock Opacus without ``secure_mode`` draws its noise
-  from torch's global generator, whose default seed is a public constant), ``seed=`` for
-  reproducible runs (with a :class:`~lastiterate.train.randomness.SeededRunWarning`),
+  Randomness`: fresh OS entropy by default, independent of torch's global generator (which stock
+  Opacus without ``secure_mode`` uses, so that a ``torch.manual_seed`` set for a reproducible
+  initialisation also replays its noise), ``seed=`` for reproducible runs (with a
+  :class:`~lastiterate.train.randomness.SeededRunWarning`),
   ``secure=True`` for a keyed CSPRNG and the floating-point-safe Gaussian sampler.
 
 :func:`make_private_last_iterate` wires loader, optimizer and accountant from one declaration,
@@ -262,7 +263,7 @@ class LastIterateDPOptimizer(DPOptimizer):
                 "must be 1: call optimizer.step() after every backward pass (accumulating "
                 "several batches runs another algorithm than the one accounted)",
             )
-        size = int(len(self.grad_samples[0]))
+        size = len(self.grad_samples[0])
         if self.normaliser == "fixed":
             if size != self.expected_batch_size:
                 raise ParameterError(
@@ -384,16 +385,22 @@ def loss_family(loss: Any, out_features: int) -> tuple[str, str]:
         }.get(type(loss))
         if name is None:
             raise ParameterError(
-                "loss", type(loss).__name__, "must be nn.CrossEntropyLoss, nn.BCEWithLogitsLoss "
-                "or nn.MSELoss (or declare the geometry)"
+                "loss",
+                type(loss).__name__,
+                "must be nn.CrossEntropyLoss, nn.BCEWithLogitsLoss "
+                "or nn.MSELoss (or declare the geometry)",
             )
-        plain = getattr(loss, "reduction", "mean") == "mean" and all(
-            getattr(loss, a, None) is None for a in ("weight", "pos_weight")
-        ) and float(getattr(loss, "label_smoothing", 0.0)) == 0.0
+        plain = (
+            getattr(loss, "reduction", "mean") == "mean"
+            and all(getattr(loss, a, None) is None for a in ("weight", "pos_weight"))
+            and float(getattr(loss, "label_smoothing", 0.0)) == 0.0
+        )
         if not plain:
             raise ParameterError(
-                "loss", repr(loss), "must be the plain loss: reduction='mean', no class weights, "
-                "no label smoothing (the certificate is for the unweighted mean loss)"
+                "loss",
+                repr(loss),
+                "must be the plain loss: reduction='mean', no class weights, "
+                "no label smoothing (the certificate is for the unweighted mean loss)",
             )
         loss = name
     if loss not in LOSSES:
@@ -449,8 +456,10 @@ def glm_geometry(
     name, family = loss_family(loss, linear.out_features)
     if data_norm is None:
         raise ParameterError(
-            "data_norm", None, "is required for a GLM: the bound R on ||x|| that rows are "
-            "clipped to (the certificate's smoothness is proportional to R^2)"
+            "data_norm",
+            None,
+            "is required for a GLM: the bound R on ||x|| that rows are "
+            "clipped to (the certificate's smoothness is proportional to R^2)",
         )
     R = check_positive("data_norm", data_norm)
     intercept = linear.bias is not None
@@ -481,9 +490,7 @@ def glm_geometry(
     else:
         # scalar GLMs: min(1, C / (|l'(u)| ||x|| + 1e-6)) l'(u) is still a non-decreasing clamp
         # of l'(u) with slope <= 1, i.e. the derivative of a convex loss with the same M
-        cert = glm_certificate(
-            family, feature_norm=R, l2=l2, clip=clip, lr=lr, intercept=intercept
-        )
+        cert = glm_certificate(family, feature_norm=R, l2=l2, clip=clip, lr=lr, intercept=intercept)
         prefix = ""
     if not cert.certified:
         hint = f" ({cert.hint})" if cert.hint else ""
@@ -542,23 +549,27 @@ def _sgd_settings(optimizer: Any, module: nn.Module) -> tuple[float, float]:
     """(lr, weight decay) of a plain ``torch.optim.SGD`` over the module's parameters."""
     if isinstance(optimizer, DPOptimizer) or type(optimizer) is not torch.optim.SGD:
         raise ParameterError(
-            "optimizer", type(optimizer).__name__, "must be a plain torch.optim.SGD (the theorems "
-            "analyse gradient steps; wiring adds the clipping, noise and projection)"
+            "optimizer",
+            type(optimizer).__name__,
+            "must be a plain torch.optim.SGD (the theorems "
+            "analyse gradient steps; wiring adds the clipping, noise and projection)",
         )
     groups = optimizer.param_groups
     for name, bad in (("momentum", 0.0), ("nesterov", False), ("maximize", False)):
         values = {g.get(name, bad) for g in groups}
         if values != {bad}:
             raise ParameterError(
-                "optimizer", f"{name}={sorted(values, key=str)}", f"must be {name}={bad}: the "
-                "theorems need plain gradient steps"
+                "optimizer",
+                f"{name}={sorted(values, key=str)}",
+                f"must be {name}={bad}: the theorems need plain gradient steps",
             )
     lrs = {float(g["lr"]) for g in groups}
     wds = {float(g.get("weight_decay", 0.0) or 0.0) for g in groups}
     if len(lrs) != 1 or len(wds) != 1:
         raise ParameterError(
-            "optimizer", f"lr={sorted(lrs)}, weight_decay={sorted(wds)}", "must use one learning "
-            "rate and one weight decay for all parameters"
+            "optimizer",
+            f"lr={sorted(lrs)}, weight_decay={sorted(wds)}",
+            "must use one learning rate and one weight decay for all parameters",
         )
     theirs = {id(p) for g in groups for p in g["params"]}
     mine = {id(p) for p in module.parameters() if p.requires_grad}
@@ -776,7 +787,7 @@ def make_private_last_iterate(
             if diameter is not None
             else "; no projection"
         )
-        + f"; planned {T} steps ({E:g} epochs), calibrated with {cal.report.best.bound}"
+        + f"; planned {T} steps ({E:g} epochs), calibrated with {best.bound}"
     )
     accountant = LastIteratePathAccountant(
         geometry=geometry,
@@ -804,7 +815,9 @@ def _describe(sampling: str, n: int, b: int) -> str:
     if sampling == "uniform":
         return f"uniform batches of exactly b = {b} of n = {n}, normalised by b"
     l = math.ceil(n / b)
-    kind = "one secret shuffle, then cyclic" if sampling == "cyclic" else "a fresh shuffle per epoch"
+    kind = (
+        "one secret shuffle, then cyclic" if sampling == "cyclic" else "a fresh shuffle per epoch"
+    )
     return (
         f"{kind}: l = {l} balanced batches of {n // l}-{-(-n // l)} examples per epoch, each "
         "normalised by its size"

@@ -60,9 +60,7 @@ def _wire(
     args.update(kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededRunWarning)
-        return make_private_last_iterate(
-            model, opt, DataLoader(_data(n), batch_size=b), **args
-        )
+        return make_private_last_iterate(model, opt, DataLoader(_data(n), batch_size=b), **args)
 
 
 def _train(model, opt, loader, epochs: int, loss=torch.nn.functional.cross_entropy) -> int:
@@ -98,7 +96,10 @@ def test_uniform_batches_are_b_distinct_indices_and_epochs_follow_the_run() -> N
     # seeded: reproducible; unseeded: fresh secret randomness
     again = LastIterateBatchSampler(n, b, "uniform", seed=3)
     assert [list(again) for _ in range(4)] == [
-        batches[0:8], batches[8:15], batches[15:22], batches[22:29]
+        batches[0:8],
+        batches[8:15],
+        batches[15:22],
+        batches[22:29],
     ]
     a, c = LastIterateBatchSampler(n, b, "uniform"), LastIterateBatchSampler(n, b, "uniform")
     assert list(a) != list(c)
@@ -115,7 +116,9 @@ def test_cyclic_batches_are_one_shuffle_then_the_same_partition_every_epoch() ->
     assert [x.tolist() for x in balanced_partition(order, 3)] == epochs[0]
     assert s.run_kwargs() == {"algorithm": "cgd", "batch_size": b}
     # the shuffle is secret and random: another root gives another order
-    others = {tuple(np.concatenate(list(LastIterateBatchSampler(n, b, "cyclic")))) for _ in range(5)}
+    others = {
+        tuple(np.concatenate(list(LastIterateBatchSampler(n, b, "cyclic")))) for _ in range(5)
+    }
     assert len(others) > 1
 
 
@@ -203,8 +206,8 @@ def test_a_batch_the_accountant_did_not_charge_is_refused() -> None:
 
 # ------------------------------------------------------------------------------------- wiring
 # Accounting uniform batches with every bound takes tens of seconds per evaluation (the C_p-based
-# Thms 4.8-4.9 and their PLD), so the fast test restricts uniform runs to paper 002's Thm 3.3; the slow
-# test below calibrates a uniform run with every bound.
+# Thms 4.8-4.9 and their PLD), so the fast test restricts uniform runs to paper 002's Thm 3.3; the
+# slow test below calibrates a uniform run with every bound.
 @pytest.mark.parametrize(
     "sampling,bounds",
     [("cyclic", None), ("uniform", ["smooth-bounded-domain"]), ("shuffle", None)],
@@ -302,6 +305,18 @@ def test_seeded_runs_reproduce_and_warn_unseeded_runs_differ() -> None:
         _seeded_call()
 
 
+def test_secure_mode_and_a_changed_learning_rate_is_reported() -> None:
+    model, opt, loader, acc = _wire(40, 8, seed=None, secure=True, bounds=["gdp-composition"])
+    assert opt.randomness.secure and "(secure CSPRNG)" in acc.explain()
+    _train(model, opt, loader, 1)
+    assert acc.get_report(1e-5) is not None
+    for g in opt.param_groups:  # a scheduler changed the step size: not the accounted run
+        g["lr"] = 0.25
+    _train(model, opt, loader, 1)
+    assert acc.get_report(1e-5) is None
+    assert "learning rate" in acc.reason and "Fallback" in acc.explain()
+
+
 def _seeded_call() -> None:
     model = torch.nn.Linear(5, 3)
     make_private_last_iterate(
@@ -368,11 +383,7 @@ def test_glm_smoothness_bounds_the_true_hessian(loss: str, out: int, bias: bool)
         x = torch.randn(1, 6, generator=g)
         x = x / x.norm() * R
         w0 = torch.zeros(out * 6 + (out if bias else 0)) + 0.0 * torch.randn(1, generator=g)
-        y = (
-            torch.tensor([1])
-            if loss == "cross-entropy"
-            else torch.tensor([[1.0]])
-        )
+        y = torch.tensor([1]) if loss == "cross-entropy" else torch.tensor([[1.0]])
 
         def f(w: torch.Tensor, x=x, y=y) -> torch.Tensor:
             W = w[: out * 6].view(out, 6)
@@ -395,7 +406,10 @@ def test_softmax_certificate_leaves_room_for_opacus_clip_factor() -> None:
     with pytest.raises(NotApplicable, match="clip can be active"):
         glm_geometry(lin, clip=G * (1 + 1e-9), **kw)
     geo = glm_geometry(lin, clip=G + 2e-6, **kw)
-    assert geo.run_kwargs == {"strong_convexity": 0.01, "smoothness": pytest.approx(R**2 / 2 + 0.01)}
+    assert geo.run_kwargs == {
+        "strong_convexity": 0.01,
+        "smoothness": pytest.approx(R**2 / 2 + 0.01),
+    }
 
 
 def test_mse_and_bce_glms_are_wired() -> None:
@@ -412,9 +426,16 @@ def test_mse_and_bce_glms_are_wired() -> None:
         model = torch.nn.Linear(5, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.2, weight_decay=0.01)
         model, opt, loader, acc = make_private_last_iterate(
-            model, opt, DataLoader(TensorDataset(X, y), batch_size=8),
-            target_epsilon=4.0, target_delta=1e-5, epochs=2, max_grad_norm=1.0,
-            sampling="cyclic", loss=loss, data_norm=1.0,
+            model,
+            opt,
+            DataLoader(TensorDataset(X, y), batch_size=8),
+            target_epsilon=4.0,
+            target_delta=1e-5,
+            epochs=2,
+            max_grad_norm=1.0,
+            sampling="cyclic",
+            loss=loss,
+            data_norm=1.0,
         )
         _train(model, opt, loader, 2, loss=fn)
         assert acc.get_epsilon(1e-5) <= 4.0 and acc.last_report is not None
@@ -505,9 +526,16 @@ def test_digits_beside_stock_opacus_at_the_same_target_epsilon() -> None:
     model = torch.nn.Linear(64, 10, bias=False)
     opt = torch.optim.SGD(model.parameters(), lr=4.0, weight_decay=0.005)
     model, opt, loader, acc = make_private_last_iterate(
-        model, opt, DataLoader(train, batch_size=256),
-        target_epsilon=eps, target_delta=delta, epochs=50, max_grad_norm=1.0,
-        sampling="cyclic", loss="cross-entropy", data_norm=R,
+        model,
+        opt,
+        DataLoader(train, batch_size=256),
+        target_epsilon=eps,
+        target_delta=delta,
+        epochs=50,
+        max_grad_norm=1.0,
+        sampling="cyclic",
+        loss="cross-entropy",
+        data_norm=R,
     )
     _train(model, opt, loader, 50)
     ours = _accuracy(model, clip_rows(Xte, R), yte)
@@ -517,9 +545,13 @@ def test_digits_beside_stock_opacus_at_the_same_target_epsilon() -> None:
     stock = torch.nn.Linear(64, 10)
     engine = PrivacyEngine()
     stock, sopt, sloader = engine.make_private_with_epsilon(
-        module=stock, optimizer=torch.optim.SGD(stock.parameters(), lr=2.0),
-        data_loader=DataLoader(train, batch_size=64), target_epsilon=eps, target_delta=delta,
-        epochs=10, max_grad_norm=1.0,
+        module=stock,
+        optimizer=torch.optim.SGD(stock.parameters(), lr=2.0),
+        data_loader=DataLoader(train, batch_size=64),
+        target_epsilon=eps,
+        target_delta=delta,
+        epochs=10,
+        max_grad_norm=1.0,
     )
     _train(stock, sopt, sloader, 10)
     theirs = _accuracy(stock, Xte, yte)
