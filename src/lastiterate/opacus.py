@@ -1,0 +1,842 @@
+"""Opacus, run so that the last-iterate theorems apply (issue 9, section 3).
+
+    from lastiterate.opacus import make_private_last_iterate
+
+    model = torch.nn.Linear(64, 10)                        # a GLM: softmax regression
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0, weight_decay=0.005)
+    loader = DataLoader(train_set, batch_size=64)
+    model, optimizer, loader, accountant = make_private_last_iterate(
+        model, optimizer, loader, target_epsilon=2.0, target_delta=1e-5, epochs=30,
+        max_grad_norm=1.0, sampling="cyclic", loss="cross-entropy", data_norm=0.7071)
+    for _ in range(30):                                    # exactly `epochs` passes
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+    accountant.get_epsilon(1e-5)                           # <= 2.0: the final model's guarantee
+    print(accountant.explain())                            # which theorem, which geometry, why
+
+Stock Opacus samples Poisson batches and divides the noisy clipped-gradient sum by the EXPECTED
+batch size; for that mechanism the last-iterate theorems of paper 000 (Bok, Su, Altschuler 2024)
+do not hold, so :class:`~lastiterate.train.opacus_accountant.LastIterateAccountant` can only
+report composition there.  This module realises what the theorems assume, with Opacus' per-example
+gradients (``GradSampleModule``) and clipping (``DPOptimizer.clip_and_accumulate``):
+
+* **Batches** (:class:`LastIterateBatchSampler`, the semantics of :mod:`lastiterate.train.sampling`
+  and :class:`~lastiterate.run.Run`):
+
+  - ``sampling="uniform"``: a uniformly random subset of exactly b examples, drawn independently at
+    every step (paper 000 NoisySGD, Thms 4.8-4.10: ``Run(algorithm="sgd", sampling="uniform")``);
+    an epoch is n/b steps (the Run's rule T = ceil(E n/b)).
+  - ``sampling="cyclic"``: ONE secret uniformly random permutation, cut into the balanced partition
+    of ``numpy.array_split`` into l = ceil(n/b) batches, then cycled in the same order every epoch
+    (paper 000 NoisyCGD, Thm 4.5, which holds for any fixed partition: ``Run(algorithm="cgd")``).
+  - ``sampling="shuffle"``: a fresh permutation every epoch, cut the same way
+    (``Run(algorithm="sgd", sampling="shuffle")``).  No last-iterate theorem of the library covers
+    it: it is accounted by composition (one Gaussian step per epoch per example).
+
+* **Normaliser** (:class:`LastIterateDPOptimizer`).  Opacus' ``DPOptimizer.scale_grad`` divides the
+  noisy SUM by ``expected_batch_size * accumulated_iterations`` and ``add_noise`` draws std
+  ``noise_multiplier * max_grad_norm`` on the sum.  Here the step is the Run's
+  ``(1/b_t) sum_{i in B_t} clip_C(g_i) + Z_t + lambda x_t`` with ``Z_t ~ N(0, sigma^2 I)``,
+  ``sigma = z C / b``: ``b_t = b`` (fixed) for uniform batches -- which equals the realised size
+  -- and the realised size (``b_min = n // l`` or ``b_min + 1``) for the cyclic and shuffled
+  partitions, exactly as the library's trainer; the accountant charges ``L / (b_min sigma)``.
+  Gradient accumulation (several backward passes per step) is refused.
+* **L2 regularisation.**  A ``weight_decay`` lambda of the plain ``torch.optim.SGD`` the user passes
+  is moved into the DP step (the optimizer's own ``weight_decay`` is set to 0): ``x -= lr (noisy
+  mean + lambda x)`` is the same update, and the GLM certificate counts it as m = lambda.
+* **Projection** onto the L2 ball of diameter D (radius D/2) after every step when ``diameter=D``
+  is declared: centred at the origin (``center="origin"``, as ``lastiterate train --diameter``;
+  the initial parameters are projected once when wired) or at the initial parameters
+  (``center="init"``; the initial parameters must not depend on the private data).
+* **Rows** are clipped to ``||x|| <= data_norm`` inside the loader (a per-row map applied to every
+  dataset, so it is part of the mechanism and costs no privacy), which is what the GLM certificate
+  needs.
+* **Secret randomness.**  Batches and noise come from one :class:`~lastiterate.train.randomness.
+  Randomness`: fresh OS entropy by default, independent of torch's global generator (which stock
+  Opacus without ``secure_mode`` uses, so that a ``torch.manual_seed`` set for a reproducible
+  initialisation also replays its noise), ``seed=`` for reproducible runs (with a
+  :class:`~lastiterate.train.randomness.SeededRunWarning`),
+  ``secure=True`` for a keyed CSPRNG and the floating-point-safe Gaussian sampler.
+
+:func:`make_private_last_iterate` wires loader, optimizer and accountant from one declaration,
+derives the geometry of GLMs with :func:`lastiterate.train.geometry.glm_certificate` (``nn.Linear``
+alone or in an ``nn.Sequential`` with ``nn.Flatten`` / ``nn.Identity``, with cross-entropy, binary
+cross-entropy with logits or mean squared error, rows clipped to ``data_norm``), refuses any other
+model with one line unless the user declares the geometry, and calibrates the noise multiplier with
+:func:`lastiterate.calibrate_noise` (the best bound, composition included).  The accountant it
+returns (:class:`LastIteratePathAccountant`) builds the same :class:`~lastiterate.run.Run` from
+the steps Opacus reports, so ``get_epsilon`` after the planned epochs is the calibrated value.
+
+Limits: only the FINAL model is covered (checkpoints and intermediate models cost composition);
+every step must use one batch of the returned loader, in order, with one backward pass; a learning
+rate scheduler, momentum, another optimizer, or more epochs than planned change the run, and the
+accountant then reports what it can certify (the step count is always counted; a changed
+optimizer falls back to Opacus' RDP accountant, see :meth:`LastIteratePathAccountant.explain`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from opacus import GradSampleModule
+from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _mark_as_processed
+from torch import nn
+from torch.utils.data import DataLoader
+
+from lastiterate.errors import NotApplicable, ParameterError, check_positive, check_positive_int
+from lastiterate.run import Run
+from lastiterate.train.geometry import Certificate, glm_certificate
+from lastiterate.train.opacus_accountant import LastIterateAccountant
+from lastiterate.train.randomness import SEED_WARNING, Randomness, SeededRunWarning
+from lastiterate.train.sampling import Sampler
+from lastiterate.train.trainer import clip_rows, l2_ball
+
+#: The batch schemes of this module and the Run each realises.
+SAMPLINGS: dict[str, dict[str, str]] = {
+    "uniform": {"algorithm": "sgd", "sampling": "uniform"},
+    "cyclic": {"algorithm": "cgd"},
+    "shuffle": {"algorithm": "sgd", "sampling": "shuffle"},
+}
+
+#: Loss names accepted by :func:`make_private_last_iterate` and the GLM family each certifies.
+LOSSES: dict[str, str] = {
+    "cross-entropy": "multinomial-logistic",
+    "bce-with-logits": "binary-logistic",
+    "mse": "least-squares",
+}
+
+#: The constant of Opacus' clip factor ``min(1, C / (||g|| + 1e-6))``
+#: (``DPOptimizer.clip_and_accumulate``).
+OPACUS_CLIP_EPS = 1e-6
+
+#: Noise stream of the Randomness root (the batches use the sampler's streams 11-14).
+NOISE_STREAM = 21
+
+_SCHEME = {"uniform": "uniform", "cyclic": "cyclic", "shuffle": "shuffle"}
+
+
+# ---------------------------------------------------------------------------------------- batches
+class LastIterateBatchSampler(torch.utils.data.Sampler[list[int]]):
+    """Batch indices with the Run's semantics, for ``DataLoader(batch_sampler=...)``.
+
+    Wraps :class:`lastiterate.train.sampling.Sampler`: the batch of step t is a pure function of
+    the secret root and t.  Iterating once yields the batches of ONE epoch in the Run's sense
+    (epoch e ends after ceil(e l) steps, l = n/b for uniform batches and ceil(n/b) for the cyclic
+    and shuffled partitions), continuing from where the previous iteration stopped.
+
+    Args:
+        n: number of examples.
+        batch_size: b.
+        sampling: ``"uniform"``, ``"cyclic"`` or ``"shuffle"`` (see the module docstring).
+        seed: None (fresh secret OS entropy), an int (reproducible: keep it secret) or a
+            :class:`~lastiterate.train.randomness.Randomness` shared with the noise.
+    """
+
+    def __init__(
+        self, n: int, batch_size: int, sampling: str = "uniform", *, seed: Any = None
+    ) -> None:
+        if sampling not in SAMPLINGS:
+            raise ParameterError("sampling", sampling, "must be one of " + ", ".join(SAMPLINGS))
+        self.sampling = sampling
+        self.sampler = Sampler(_SCHEME[sampling], check_positive_int("n", n), batch_size, seed)
+        self.n = self.sampler.n
+        self.batch_size = self.sampler.batch_size
+        #: batches handed out so far (the global step index of the next batch)
+        self.step = 0
+
+    @property
+    def batches_per_epoch(self) -> float:
+        """l of the Run: n/b (uniform) or ceil(n/b) (cyclic, shuffle)."""
+        return float(self.sampler.l)
+
+    def run_kwargs(self) -> dict[str, object]:
+        """The sampling part of the :class:`~lastiterate.run.Run` these batches realise."""
+        return self.sampler.run_kwargs()
+
+    def steps_for_epochs(self, epochs: float) -> int:
+        """T for ``epochs`` epochs: ceil(E l), the Run's rule."""
+        return self.sampler.steps_for_epochs(epochs)
+
+    def _epoch_end(self) -> int:
+        l = self.sampler.l
+        e = math.floor(self.step / l + 1e-12) + 1
+        end = math.ceil(e * l - 1e-9)
+        return end if end > self.step else math.ceil((e + 1) * l - 1e-9)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        end = self._epoch_end()
+        while self.step < end:
+            batch = self.sampler.batch(self.step)
+            self.step += 1
+            yield [int(i) for i in batch]
+
+    def __len__(self) -> int:
+        return self._epoch_end() - self.step
+
+
+def _clipping_collate(collate: Callable[[Any], Any], data_norm: float, d: int | None) -> Any:
+    """``collate`` followed by clipping every feature row to norm ``data_norm``."""
+
+    def collate_and_clip(items: Any) -> Any:
+        batch = collate(items)
+        if not isinstance(batch, (list, tuple)) or not batch or not torch.is_tensor(batch[0]):
+            raise ParameterError(
+                "data_loader", "<batch>", "must yield (features, labels) with a tensor of features"
+            )
+        x = batch[0]
+        flat = x.reshape(len(x), -1)
+        if d is not None and flat.shape[1] != d:
+            raise ParameterError(
+                "data_loader",
+                f"<features of shape {tuple(x.shape)}>",
+                f"rows must have {d} features, the nn.Linear's in_features",
+            )
+        if not flat.is_floating_point():
+            flat = flat.to(torch.get_default_dtype())
+        clipped = clip_rows(flat, data_norm).reshape(x.shape)
+        return type(batch)([clipped, *batch[1:]])
+
+    return collate_and_clip
+
+
+# ---------------------------------------------------------------------------------------- update
+class LastIterateDPOptimizer(DPOptimizer):
+    """A ``DPOptimizer`` whose step is exactly the Run's (see the module docstring).
+
+    ``x <- Proj_K(x - lr ((1/b_t) sum_{i in B_t} clip_C(g_i) + Z_t + l2 x))``, ``Z_t ~ N(0,
+    sigma^2 I)`` over all parameters, ``sigma = noise_multiplier * max_grad_norm /
+    expected_batch_size``; ``b_t`` is ``expected_batch_size`` (``normaliser="fixed"``, uniform
+    batches) or the realised batch size (``normaliser="realised"``, cyclic and shuffled
+    partitions).  The noise of step t is drawn from ``randomness`` (stream
+    :data:`NOISE_STREAM`, key t).  ``projection`` maps the flat parameter vector onto K.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        *,
+        noise_multiplier: float,
+        max_grad_norm: float,
+        expected_batch_size: int,
+        normaliser: str = "fixed",
+        l2: float = 0.0,
+        projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        randomness: Randomness | None = None,
+        min_batch_size: int = 1,
+    ) -> None:
+        if normaliser not in ("fixed", "realised"):
+            raise ParameterError("normaliser", normaliser, "must be 'fixed' or 'realised'")
+        super().__init__(
+            optimizer,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            expected_batch_size=expected_batch_size,
+            loss_reduction="mean",
+        )
+        self.normaliser = normaliser
+        self.l2 = float(l2)
+        self.projection = projection
+        self.randomness = randomness if randomness is not None else Randomness.fresh()
+        self.min_batch_size = check_positive_int("min_batch_size", min_batch_size)
+        self._b_t = expected_batch_size
+        #: steps taken (the key of the next step's noise)
+        self.steps_taken = 0
+
+    @property
+    def noise_std(self) -> float:
+        """sigma: std of the noise on the AVERAGED gradient (the Run's ``noise_std``)."""
+        return float(self.noise_multiplier) * float(self.max_grad_norm) / self.expected_batch_size
+
+    def _normaliser(self) -> int:
+        """b_t of this step, after checking the batch is one the accountant charged."""
+        if self.accumulated_iterations != 1:
+            raise ParameterError(
+                "accumulated_iterations",
+                self.accumulated_iterations,
+                "must be 1: call optimizer.step() after every backward pass (accumulating "
+                "several batches runs another algorithm than the one accounted)",
+            )
+        size = len(self.grad_samples[0])
+        if self.normaliser == "fixed":
+            if size != self.expected_batch_size:
+                raise ParameterError(
+                    "batch",
+                    size,
+                    f"must hold exactly b={self.expected_batch_size} examples (uniform batches): "
+                    "iterate the data loader returned by make_private_last_iterate",
+                )
+            return int(self.expected_batch_size)
+        if size < self.min_batch_size:
+            raise ParameterError(
+                "batch",
+                size,
+                f"must hold at least b_min={self.min_batch_size} examples (the size the "
+                "accountant charges): iterate the data loader returned by "
+                "make_private_last_iterate",
+            )
+        return size
+
+    def add_noise(self) -> None:
+        """``p.grad = summed clipped gradients + b_t Z_t`` (std ``b_t sigma`` on the sum)."""
+        self._b_t = b_t = self._normaliser()
+        params = self.params
+        numel = sum(p.numel() for p in params)
+        noise = self.randomness.gaussian(
+            NOISE_STREAM, self.steps_taken, numel, self.noise_std * b_t, params[0].dtype
+        )
+        k = 0
+        for p in params:
+            _check_processed_flag(p.summed_grad)
+            z = noise[k : k + p.numel()].to(p.device).view_as(p)
+            k += p.numel()
+            p.grad = (p.summed_grad + z).view_as(p)
+            _mark_as_processed(p.summed_grad)
+
+    def scale_grad(self) -> None:
+        """Divide by b_t, then add the regulariser's gradient ``l2 x`` (unclipped, noise-free)."""
+        for p in self.params:
+            p.grad /= self._b_t
+            if self.l2:
+                p.grad += self.l2 * p.detach()
+
+    def project(self) -> None:
+        """Apply ``projection`` to the flat vector of all parameters (no-op without one)."""
+        if self.projection is None:
+            return
+        params = self.params
+        with torch.no_grad():
+            flat = torch.cat([p.detach().reshape(-1) for p in params])
+            new = self.projection(flat)
+            if new is not flat:
+                k = 0
+                for p in params:
+                    p.copy_(new[k : k + p.numel()].view_as(p))
+                    k += p.numel()
+
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        if closure is not None:
+            with torch.enable_grad():
+                closure()
+        if not self.pre_step():
+            return None
+        out = self.original_optimizer.step()
+        self.project()
+        self.steps_taken += 1
+        return out
+
+
+def ball_projection(
+    diameter: float, center: torch.Tensor | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Projection onto the L2 ball of diameter D (radius D/2) around ``center`` (default 0)."""
+    to_ball = l2_ball(diameter)
+    if center is None:
+        return to_ball
+    c = center.detach().clone()
+
+    def project(flat: torch.Tensor) -> torch.Tensor:
+        moved = flat - c
+        new = to_ball(moved)
+        return flat if new is moved else new + c
+
+    project.__name__ = f"l2_ball(D={diameter:g}, center=init)"
+    return project
+
+
+# ---------------------------------------------------------------------------------------- geometry
+@dataclass(frozen=True)
+class Geometry:
+    """Where the Run's geometry comes from: a GLM certificate, the user, or nothing."""
+
+    source: str  # "certified" | "declared"
+    run_kwargs: dict[str, Any]
+    note: str
+    certificate: Certificate | None = None
+
+
+def glm_linear(module: nn.Module) -> nn.Linear | None:
+    """The single ``nn.Linear`` of a GLM (alone, or in an ``nn.Sequential`` whose other members
+    are ``nn.Flatten`` / ``nn.Identity``); None for any other model."""
+    if isinstance(module, GradSampleModule):
+        module = module._module
+    if type(module) is nn.Linear:
+        return module
+    if type(module) is nn.Sequential:
+        layers = [m for m in module if not isinstance(m, (nn.Flatten, nn.Identity))]
+        if len(layers) == 1 and type(layers[0]) is nn.Linear:
+            return layers[0]
+    return None
+
+
+def loss_family(loss: Any, out_features: int) -> tuple[str, str]:
+    """(loss name, GLM family) for ``loss`` (a name of :data:`LOSSES` or the torch module)."""
+    if isinstance(loss, nn.Module):
+        name = {
+            nn.CrossEntropyLoss: "cross-entropy",
+            nn.BCEWithLogitsLoss: "bce-with-logits",
+            nn.MSELoss: "mse",
+        }.get(type(loss))
+        if name is None:
+            raise ParameterError(
+                "loss",
+                type(loss).__name__,
+                "must be nn.CrossEntropyLoss, nn.BCEWithLogitsLoss "
+                "or nn.MSELoss (or declare the geometry)",
+            )
+        plain = (
+            getattr(loss, "reduction", "mean") == "mean"
+            and all(getattr(loss, a, None) is None for a in ("weight", "pos_weight"))
+            and float(getattr(loss, "label_smoothing", 0.0)) == 0.0
+        )
+        if not plain:
+            raise ParameterError(
+                "loss",
+                repr(loss),
+                "must be the plain loss: reduction='mean', no class weights, "
+                "no label smoothing (the certificate is for the unweighted mean loss)",
+            )
+        loss = name
+    if loss not in LOSSES:
+        raise ParameterError("loss", loss, "must be one of " + ", ".join(LOSSES))
+    family = LOSSES[loss]
+    if family == "multinomial-logistic" and out_features < 2:
+        raise ParameterError(
+            "loss", loss, f"needs out_features >= 2 classes, the nn.Linear has {out_features}"
+        )
+    if family != "multinomial-logistic" and out_features != 1:
+        raise ParameterError(
+            "loss", loss, f"is certified for out_features = 1, the nn.Linear has {out_features}"
+        )
+    return loss, family
+
+
+def glm_geometry(
+    module: nn.Module,
+    *,
+    loss: Any,
+    data_norm: float | None,
+    l2: float,
+    clip: float,
+    lr: float,
+) -> Geometry:
+    """The certified geometry of a GLM module (NotApplicable for other models).
+
+    Reuses :func:`lastiterate.train.geometry.glm_certificate` (derivations there): the bias of the
+    ``nn.Linear`` is the intercept (R_eff = sqrt(R^2 + 1)); cross-entropy is the multinomial
+    logistic loss, ``BCEWithLogitsLoss`` the binary logistic loss (labels in {0, 1}), and
+    ``nn.MSELoss`` on one output is (u - y)^2 = 2 x the certificate's least-squares loss
+    (u - y)^2 / 2, certified as least squares on rows of norm sqrt(2) R_eff (same Hessian
+    2 x x^T, and the clip is still a scalar clamp, i.e. a Huber-type convex loss).
+
+    Opacus clips with the factor ``min(1, C / (||g|| + 1e-6))`` (:data:`OPACUS_CLIP_EPS`).  For
+    the scalar GLMs the clipped gradient is ``phi(l'(u)) x`` with ``phi(a) = a min(1, C / (|a|
+    ||x|| + 1e-6))`` non-decreasing with slope <= 1, so it is still the derivative of a convex loss
+    with the same M.  For the multinomial loss, where the certificate needs the clip never to be
+    active, it is inactive for every example only when ``C >= sup ||g|| + 1e-6``: the certificate
+    is computed for the clip ``C - 1e-6``.
+    """
+    linear = glm_linear(module)
+    if linear is None:
+        raise NotApplicable(
+            f"{type(module).__name__} is not a GLM (one nn.Linear, optionally in nn.Sequential "
+            "with nn.Flatten): no convexity or smoothness can be certified; declare "
+            "strong_convexity / smoothness / convex yourself to use the last-iterate theorems"
+        )
+    if loss is None:
+        raise ParameterError(
+            "loss", None, "is required for a GLM: one of " + ", ".join(LOSSES) + " (or the module)"
+        )
+    name, family = loss_family(loss, linear.out_features)
+    if data_norm is None:
+        raise ParameterError(
+            "data_norm",
+            None,
+            "is required for a GLM: the bound R on ||x|| that rows are "
+            "clipped to (the certificate's smoothness is proportional to R^2)",
+        )
+    R = check_positive("data_norm", data_norm)
+    intercept = linear.bias is not None
+    if name == "mse":
+        R_eff = math.sqrt(R * R + 1.0) if intercept else R
+        cert = glm_certificate(
+            family, feature_norm=math.sqrt(2.0) * R_eff, l2=l2, clip=clip, lr=lr, intercept=False
+        )
+        prefix = (
+            f"nn.MSELoss = 2 x least squares: certified as least squares on rows of norm "
+            f"sqrt(2) R_eff = {math.sqrt(2.0) * R_eff:.6g}; "
+        )
+    elif family == "multinomial-logistic":
+        # Opacus scales a gradient g by min(1, C / (||g|| + 1e-6)): the clip is inactive for
+        # every example only when C >= sup ||g|| + 1e-6, so certify with the clip C - 1e-6
+        cert = glm_certificate(
+            family,
+            feature_norm=R,
+            l2=l2,
+            clip=max(clip - OPACUS_CLIP_EPS, clip / 2),
+            lr=lr,
+            intercept=intercept,
+        )
+        prefix = (
+            f"with Opacus' clip factor C/(||g|| + {OPACUS_CLIP_EPS:g}) the certificate uses "
+            f"the clip C - {OPACUS_CLIP_EPS:g}; "
+        )
+    else:
+        # scalar GLMs: min(1, C / (|l'(u)| ||x|| + 1e-6)) l'(u) is still a non-decreasing clamp
+        # of l'(u) with slope <= 1, i.e. the derivative of a convex loss with the same M
+        cert = glm_certificate(family, feature_norm=R, l2=l2, clip=clip, lr=lr, intercept=intercept)
+        prefix = ""
+    if not cert.certified:
+        hint = f" ({cert.hint})" if cert.hint else ""
+        raise NotApplicable(f"{name} GLM: {prefix}{cert.reason}{hint}")
+    note = (
+        f"certified for nn.Linear({linear.in_features}, {linear.out_features}, "
+        f"bias={intercept}) with {name} on rows clipped to norm {R:g}, l2 = {l2:g}: "
+        f"{prefix}{cert.reason}"
+    )
+    return Geometry("certified", cert.run_geometry(), note, cert)
+
+
+def declared_geometry(
+    strong_convexity: float | None, smoothness: float | None, convex: bool
+) -> Geometry | None:
+    """The user's declaration (None when nothing is declared)."""
+    if strong_convexity is None and smoothness is None and not convex:
+        return None
+    kw: dict[str, Any] = {}
+    if strong_convexity is not None:
+        kw["strong_convexity"] = strong_convexity
+    if smoothness is not None:
+        kw["smoothness"] = smoothness
+    if convex:
+        kw["convex"] = True
+    shown = ", ".join(f"{k}={v}" for k, v in kw.items())
+    note = (
+        f"USER-DECLARED ({shown}): not derived or verified by lastiterate; the guarantee holds "
+        "only if the executed update (loss, clipping, l2) really has this geometry"
+    )
+    return Geometry("declared", kw, note)
+
+
+# ---------------------------------------------------------------------------------------- account
+class LastIteratePathAccountant(LastIterateAccountant):
+    """The :class:`LastIterateAccountant` of a wired run, which also says where the geometry and
+    the noise came from (:meth:`explain`).  ``planned_run`` is the Run of the planned epochs and
+    ``calibration`` the :class:`~lastiterate.accountant.Calibration` that chose the noise."""
+
+    def __init__(self, *, geometry: Geometry, realisation: str, **declaration: Any) -> None:
+        super().__init__(**declaration)
+        self.geometry = geometry
+        self.realisation = realisation
+        self.planned_run: Run | None = None
+        self.calibration: Any = None
+
+    def explain(self) -> str:
+        """The accountant's explanation, then the geometry's source and what was realised."""
+        return (
+            f"{super().explain()} Geometry: {self.geometry.note}. Realised by "
+            f"lastiterate.opacus: {self.realisation}."
+        )
+
+
+def _sgd_settings(optimizer: Any, module: nn.Module) -> tuple[float, float]:
+    """(lr, weight decay) of a plain ``torch.optim.SGD`` over the module's parameters."""
+    if isinstance(optimizer, DPOptimizer) or type(optimizer) is not torch.optim.SGD:
+        raise ParameterError(
+            "optimizer",
+            type(optimizer).__name__,
+            "must be a plain torch.optim.SGD (the theorems "
+            "analyse gradient steps; wiring adds the clipping, noise and projection)",
+        )
+    groups = optimizer.param_groups
+    for name, bad in (("momentum", 0.0), ("nesterov", False), ("maximize", False)):
+        values = {g.get(name, bad) for g in groups}
+        if values != {bad}:
+            raise ParameterError(
+                "optimizer",
+                f"{name}={sorted(values, key=str)}",
+                f"must be {name}={bad}: the theorems need plain gradient steps",
+            )
+    lrs = {float(g["lr"]) for g in groups}
+    wds = {float(g.get("weight_decay", 0.0) or 0.0) for g in groups}
+    if len(lrs) != 1 or len(wds) != 1:
+        raise ParameterError(
+            "optimizer",
+            f"lr={sorted(lrs)}, weight_decay={sorted(wds)}",
+            "must use one learning rate and one weight decay for all parameters",
+        )
+    theirs = {id(p) for g in groups for p in g["params"]}
+    mine = {id(p) for p in module.parameters() if p.requires_grad}
+    if theirs != mine:
+        raise ParameterError(
+            "optimizer", "<parameters>", "must optimise exactly the module's trainable parameters"
+        )
+    lr = check_positive("lr", lrs.pop())
+    wd = wds.pop()
+    if wd < 0:
+        raise ParameterError("weight_decay", wd, "must be >= 0")
+    return lr, wd
+
+
+def _batch_size(data_loader: Any, batch_size: int | None) -> int:
+    if batch_size is not None:
+        return check_positive_int("batch_size", batch_size)
+    b = getattr(data_loader, "batch_size", None)
+    if b is None:
+        raise ParameterError(
+            "batch_size", None, "is required when the data loader has no batch_size"
+        )
+    return check_positive_int("batch_size", b)
+
+
+def make_private_last_iterate(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data_loader: DataLoader,
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    epochs: float,
+    max_grad_norm: float,
+    sampling: str = "uniform",
+    adjacency: str = "replace",
+    diameter: float | None = None,
+    strong_convexity: float | None = None,
+    smoothness: float | None = None,
+    convex: bool = False,
+    loss: Any = None,
+    data_norm: float | None = None,
+    batch_size: int | None = None,
+    center: str = "origin",
+    seed: int | None = None,
+    secure: bool = False,
+    bounds: list[str] | None = None,
+) -> tuple[GradSampleModule, LastIterateDPOptimizer, DataLoader, LastIteratePathAccountant]:
+    """Wire an Opacus run whose FINAL model meets (``target_epsilon``, ``target_delta``).
+
+    Returns ``(module, optimizer, data_loader, accountant)``: a ``GradSampleModule``, a
+    :class:`LastIterateDPOptimizer` with the calibrated noise multiplier, a loader whose batches
+    are ``sampling``'s (rows clipped to ``data_norm`` when given) and a
+    :class:`LastIteratePathAccountant` attached to the optimizer, whose Run is the realised
+    algorithm.  Train ``epochs`` passes over the returned loader with one ``optimizer.step()`` per
+    batch; then ``accountant.get_epsilon(target_delta) <= target_epsilon``.
+
+    Args:
+        module, optimizer, data_loader: the model, a plain ``torch.optim.SGD`` over its
+            parameters (constant lr, no momentum; its ``weight_decay`` becomes the l2 term of the
+            DP step) and a loader over the private dataset (its dataset, collate function and
+            workers are kept; its sampler is replaced).
+        target_epsilon, target_delta: the budget for releasing the final model.
+        epochs: planned passes over the data (T = ceil(epochs l) steps).
+        max_grad_norm: the per-example clip norm C (replace-one sensitivity L = 2C).
+        sampling: ``"uniform"`` (default), ``"cyclic"`` or ``"shuffle"`` (module docstring).
+        adjacency: ``"replace"`` (the only adjacency these batch schemes support: their
+            normaliser depends on the data; ``"add-remove"`` is refused with the reason).
+        diameter: D of the projection ball (radius D/2), projected onto after every step.
+        strong_convexity, smoothness, convex: a USER-DECLARED geometry (any model); without it
+            the geometry is derived for GLMs and any other model is refused.
+        loss: for a GLM, ``"cross-entropy"``, ``"bce-with-logits"``, ``"mse"`` or the torch loss
+            module (plain mean reduction).
+        data_norm: R, the bound rows are clipped to (required for a GLM).
+        batch_size: b (default: the loader's batch size).
+        center: ``"origin"`` or ``"init"``, the centre of the projection ball.
+        seed: None for fresh secret randomness (default); an int reproduces batches and noise
+            (the guarantee then needs the seed to stay secret).
+        secure: a keyed CSPRNG and the floating-point-safe Gaussian sampler.
+        bounds: restrict the accountant's bounds (default: all, composition included).
+
+    Raises:
+        ParameterError: invalid input (one line naming the parameter).
+        NotApplicable: no geometry can be certified for the module and none was declared, or a
+            GLM's certificate fails (e.g. lr >= 2/M, or an active softmax clip); the reason says
+            which and how to fix it.
+    """
+    if not isinstance(module, nn.Module):
+        raise ParameterError("module", type(module).__name__, "must be a torch.nn.Module")
+    if not isinstance(data_loader, DataLoader):
+        raise ParameterError(
+            "data_loader", type(data_loader).__name__, "must be a torch DataLoader"
+        )
+    if sampling not in SAMPLINGS:
+        raise ParameterError("sampling", sampling, "must be one of " + ", ".join(SAMPLINGS))
+    if center not in ("origin", "init"):
+        raise ParameterError("center", center, "must be 'origin' or 'init'")
+    if not isinstance(secure, bool):
+        raise ParameterError("secure", secure, "must be True or False")
+    eps = check_positive("target_epsilon", target_epsilon)
+    check_positive("target_delta", target_delta)
+    if not target_delta < 1:
+        raise ParameterError("target_delta", target_delta, "must be in (0, 1)")
+    E = check_positive("epochs", epochs)
+    C = check_positive("max_grad_norm", max_grad_norm)
+    lr, l2 = _sgd_settings(optimizer, module)
+    n = len(data_loader.dataset)  # type: ignore[arg-type]
+    b = _batch_size(data_loader, batch_size)
+    if b > n:
+        raise ParameterError("batch_size", b, f"must be an integer in [1, n={n}]")
+
+    geometry = declared_geometry(strong_convexity, smoothness, convex)
+    if geometry is None:
+        geometry = glm_geometry(module, loss=loss, data_norm=data_norm, l2=l2, clip=C, lr=lr)
+    elif l2 > 0:
+        geometry = Geometry(
+            geometry.source,
+            geometry.run_kwargs,
+            geometry.note + f" (the l2 term lambda = {l2:g} is applied in every step)",
+        )
+
+    randomness = Randomness.of(seed, secure)
+    if randomness.seeded:
+        warnings.warn(SEED_WARNING, SeededRunWarning, stacklevel=2)
+    batch_sampler = LastIterateBatchSampler(n, b, sampling, seed=randomness)
+    T = batch_sampler.steps_for_epochs(E)
+
+    # the planned run, calibrated (the accountant builds the same Run from Opacus' steps)
+    run_kw: dict[str, Any] = {
+        **batch_sampler.run_kwargs(),
+        "n": n,
+        "lr": lr,
+        "steps": T,
+        "clip": C,
+        "diameter": diameter,
+        "adjacency": adjacency,
+        **geometry.run_kwargs,
+    }
+    planned = Run(noise_multiplier=1.0, **run_kw)
+    from lastiterate.accountant import account, calibrate_noise
+
+    cal = calibrate_noise(planned, epsilon=eps, delta=target_delta, bounds=bounds)
+    # sigma -> z -> sigma may lose an ulp: round the noise up so the target still holds
+    z = float(cal.noise_std) * b / C * (1.0 + 1e-12)
+    planned = planned.replace(noise_multiplier=z)
+    best = account(planned, delta=target_delta, bounds=bounds).best
+    if best is None or not best.epsilon <= eps:  # never hand out an over-budget run
+        raise NotApplicable(f"calibration did not meet epsilon={eps:g} (best: {best})")
+
+    # the loader: the user's dataset, collate and workers; our batches; rows clipped to R
+    linear = glm_linear(module)
+    collate = data_loader.collate_fn
+    if data_norm is not None:
+        collate = _clipping_collate(
+            collate,
+            check_positive("data_norm", data_norm),
+            linear.in_features if linear is not None else None,
+        )
+    loader = DataLoader(
+        data_loader.dataset,
+        batch_sampler=batch_sampler,
+        collate_fn=collate,
+        num_workers=data_loader.num_workers,
+        pin_memory=data_loader.pin_memory,
+        timeout=data_loader.timeout,
+        worker_init_fn=data_loader.worker_init_fn,
+        multiprocessing_context=data_loader.multiprocessing_context,
+        prefetch_factor=data_loader.prefetch_factor if data_loader.num_workers > 0 else None,
+        persistent_workers=data_loader.persistent_workers,
+    )
+
+    # the module (per-example gradients) and the projection set
+    try:
+        gsm = (
+            module
+            if isinstance(module, GradSampleModule)
+            else GradSampleModule(module, batch_first=True, loss_reduction="mean")
+        )
+    except NotImplementedError as exc:
+        raise ParameterError(
+            "module", type(module).__name__, f"has no Opacus per-example gradients: {exc}"
+        ) from None
+    projection = None
+    if diameter is not None:
+        params = [p for p in gsm.parameters() if p.requires_grad]
+        start = torch.cat([p.detach().reshape(-1) for p in params])
+        projection = ball_projection(diameter, start if center == "init" else None)
+
+    # the optimizer: its weight decay becomes the DP step's l2 term
+    for g in optimizer.param_groups:
+        g["weight_decay"] = 0.0
+    dp_optimizer = LastIterateDPOptimizer(
+        optimizer,
+        noise_multiplier=z,
+        max_grad_norm=C,
+        expected_batch_size=b,
+        normaliser="fixed" if sampling == "uniform" else "realised",
+        l2=l2,
+        projection=projection,
+        randomness=randomness,
+        min_batch_size=planned.b_min,
+    )
+    dp_optimizer.project()  # x_0 in K (a no-op for center="init" or without a diameter)
+
+    sampling_kw = planned.sampling_scheme
+    realisation = (
+        f"{_describe(sampling, n, b)}; noise multiplier z = {z:.6g} (sigma = z C / b = "
+        f"{planned.sigma:.6g} on the averaged gradient) from "
+        f"{'a seed (keep it secret)' if randomness.seeded else 'fresh secret OS entropy'}"
+        f"{' (secure CSPRNG)' if secure else ''}; clip C = {C:g}; lr = {lr:g}; l2 = {l2:g}"
+        + (f"; rows clipped to norm {data_norm:g}" if data_norm is not None else "")
+        + (
+            f"; projection onto the ball of diameter {diameter:g} around the "
+            f"{'initial parameters' if center == 'init' else 'origin'} after every step"
+            if diameter is not None
+            else "; no projection"
+        )
+        + f"; planned {T} steps ({E:g} epochs), calibrated with {best.bound}"
+    )
+    accountant = LastIteratePathAccountant(
+        geometry=geometry,
+        realisation=realisation,
+        n=n,
+        batch_size=b,
+        lr=lr,
+        clip=C,
+        strong_convexity=geometry.run_kwargs.get("strong_convexity"),
+        smoothness=geometry.run_kwargs.get("smoothness"),
+        convex=bool(geometry.run_kwargs.get("convex", False)),
+        diameter=diameter,
+        sampling=sampling_kw if sampling_kw is not None else "poisson",
+        algorithm=planned.algorithm,
+        adjacency=adjacency,
+        bounds=bounds,
+    )
+    accountant.planned_run = planned
+    accountant.calibration = cal
+    dp_optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=b / n))
+    return gsm, dp_optimizer, loader, accountant
+
+
+def _describe(sampling: str, n: int, b: int) -> str:
+    if sampling == "uniform":
+        return f"uniform batches of exactly b = {b} of n = {n}, normalised by b"
+    l = math.ceil(n / b)
+    kind = (
+        "one secret shuffle, then cyclic" if sampling == "cyclic" else "a fresh shuffle per epoch"
+    )
+    return (
+        f"{kind}: l = {l} balanced batches of {n // l}-{-(-n // l)} examples per epoch, each "
+        "normalised by its size"
+    )
+
+
+__all__ = [
+    "LOSSES",
+    "NOISE_STREAM",
+    "SAMPLINGS",
+    "Geometry",
+    "LastIterateAccountant",
+    "LastIterateBatchSampler",
+    "LastIterateDPOptimizer",
+    "LastIteratePathAccountant",
+    "ball_projection",
+    "declared_geometry",
+    "glm_geometry",
+    "glm_linear",
+    "loss_family",
+    "make_private_last_iterate",
+]
