@@ -8,6 +8,9 @@
   with boundary atoms), linear NoisySGD (binomial mixture).
 * :mod:`~lastiterate.audit.simulate` - vectorised N-chain simulators of NoisyGD / NoisyCGD /
   NoisySGD (uniform, Poisson, shuffled batches), with projection and coupled randomness.
+* :mod:`~lastiterate.audit.one_run` - the one-run audit (Steinke, Nasr, Jagielski 2023): m
+  canaries inserted by fair coins into ONE training run, epsilon lower bound from the tail of
+  the number of correct guesses.
 * :mod:`~lastiterate.audit.report` - :class:`AuditResult` and :func:`audit_run`, which audits
   every bound the accountant reports for a :class:`~lastiterate.run.Run`.
 
@@ -33,6 +36,12 @@ _EXPORTS = {
     "TrainerSpec": "canary",
     "gradient_canary": "canary",
     "input_canary": "canary",
+    "OneRunAuditResult": "one_run",
+    "audit_one_run": "one_run",
+    "one_run_epsilon_lb": "one_run",
+    "one_run_gradient_canaries": "one_run",
+    "one_run_input_canaries": "one_run",
+    "one_run_p_value": "one_run",
     "AuditResult": "report",
     "ClaimCheck": "report",
     "audit_run": "report",
@@ -72,9 +81,11 @@ __all__ = [
     "ChainSpec",
     "ClaimCheck",
     "Explicit",
+    "OneRunAuditResult",
     "Split",
     "TrainerSpec",
     "audit_canary",
+    "audit_one_run",
     "audit_run",
     "audit_scores",
     "audit_spec",
@@ -93,6 +104,10 @@ __all__ = [
     "linear_sgd_heuristic_curve",
     "linear_unconstrained_mu",
     "mu_lb_gdp",
+    "one_run_epsilon_lb",
+    "one_run_gradient_canaries",
+    "one_run_input_canaries",
+    "one_run_p_value",
     "projected_walk_curve",
     "reference_for_spec",
     "simulate",

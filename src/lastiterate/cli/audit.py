@@ -57,8 +57,9 @@ def add_parser(subparsers: Any) -> None:
     a.add_argument(
         "--alpha",
         type=float,
-        default=1e-3,
-        help="false-alarm probability of the lower bounds (default 1e-3)",
+        default=None,
+        help="false-alarm probability of the lower bounds (default 1e-3; 0.05 with canary "
+        "--one-run)",
     )
     a.add_argument(
         "--position", type=int, help="cgd: batch index of the differing example (default the last)"
@@ -103,7 +104,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             f"samples x steps = {n_samples * run.T:.3g} chain-steps per world exceeds "
             f"{MAX_CHAIN_STEPS:.0e} (several minutes of simulation); lower --samples or --steps",
         )
-    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    alpha = check_in_range(
+        "alpha", 1e-3 if args.alpha is None else args.alpha, 1e-12, 1.0, high_open=True
+    )
     delta = (
         1e-5
         if args.delta is None

@@ -28,6 +28,8 @@ from lastiterate.errors import (
 
 #: models per world when --runs is not given
 DEFAULT_RUNS = 200
+#: canaries of a one-run audit when --canaries is not given
+DEFAULT_CANARIES = 1000
 #: noisy steps over all models (2 x runs x T) above which the audit is refused (hours of training)
 MAX_TOTAL_STEPS = 5e7
 
@@ -45,6 +47,9 @@ CANARY_FLAGS = (
     "target_range",
     "test_size",
     "split_seed",
+    "one_run",
+    "canaries",
+    "guesses",
 )
 #: run flags of ``audit`` that the trainer derives itself (refused by the canary scenario)
 DERIVED_FLAGS = (
@@ -107,6 +112,24 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--split-seed", type=int, help="canary: seed of the train/test split (default 0)"
+    )
+    c.add_argument(
+        "--one-run",
+        action="store_true",
+        default=None,
+        help="canary: ONE training run with --canaries M canaries, each inserted by a fair coin "
+        "(Steinke-Nasr-Jagielski 2023); confidence 1 - alpha (default 0.95 here)",
+    )
+    c.add_argument(
+        "--canaries",
+        type=int,
+        help=f"canary --one-run: number of canaries M (default {DEFAULT_CANARIES})",
+    )
+    c.add_argument(
+        "--guesses",
+        type=int,
+        help="canary --one-run: guess + for the K highest and - for the K lowest scores "
+        "(default: try about 1%%..50%% of M, Bonferroni over the sizes)",
     )
 
 
@@ -173,7 +196,9 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     runs = (
         DEFAULT_RUNS if args.runs is None else check_int_in_range("runs", args.runs, 10, MAX_RUNS)
     )
-    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    alpha = check_in_range(
+        "alpha", 1e-3 if args.alpha is None else args.alpha, 1e-12, 1.0, high_open=True
+    )
     delta = (
         1e-5
         if args.delta is None
@@ -193,36 +218,15 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     )
     l2 = 0.0 if args.l2 is None else args.l2
     kind = args.canary or "gradient"
+    data, family, n_out = _load(args, split_seed, test_size)
+    if args.one_run:
+        return _cmd_one_run(args, data, family, n_out, kind, seed, delta, noise_scale, l2)
+    for dest in ("canaries", "guesses"):
+        if getattr(args, dest) is not None:
+            raise UsageError(f"--{dest} only applies with --one-run")
 
     from lastiterate.audit.canary import TrainerSpec, audit_canary, gradient_canary, input_canary
-    from lastiterate.train import preprocessing as pp
-    from lastiterate.train.data import load_dataset
 
-    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
-    data, _prep = pp.preprocess(
-        raw,
-        scaling=args.scaling or "auto",
-        feature_range=args.feature_range,
-        target_range=args.target_range,
-        feature_norm=args.feature_norm,
-    )
-    if args.model == "logreg":
-        if data.task != "classification":
-            raise ParameterError(
-                "model",
-                "logreg",
-                f"needs class labels; {data.name} is a regression dataset (use linreg)",
-            )
-        k = int(data.n_classes or 2)
-        family, n_out = ("binary-logistic", 1) if k == 2 else ("multinomial-logistic", k)
-    else:
-        if data.task != "regression":
-            raise ParameterError(
-                "model",
-                "linreg",
-                f"needs real-valued targets; {data.name} is a classification dataset",
-            )
-        family, n_out = "least-squares", 1
     if kind == "gradient":
         pair = gradient_canary(
             data.X_train,
@@ -293,3 +297,157 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
         )
         print(res.format())
     return 1 if res.verdict == "VIOLATION" else 0
+
+
+def _load(args: argparse.Namespace, split_seed: int, test_size: float) -> tuple[Any, str, int]:
+    """The preprocessed data set of the flags, the GLM family and its number of outputs."""
+    from lastiterate.train import preprocessing as pp
+    from lastiterate.train.data import load_dataset
+
+    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
+    data, _prep = pp.preprocess(
+        raw,
+        scaling=args.scaling or "auto",
+        feature_range=args.feature_range,
+        target_range=args.target_range,
+        feature_norm=args.feature_norm,
+    )
+    if args.model == "logreg":
+        if data.task != "classification":
+            raise ParameterError(
+                "model",
+                "logreg",
+                f"needs class labels; {data.name} is a regression dataset (use linreg)",
+            )
+        k = int(data.n_classes or 2)
+        family, n_out = ("binary-logistic", 1) if k == 2 else ("multinomial-logistic", k)
+    else:
+        if data.task != "regression":
+            raise ParameterError(
+                "model",
+                "linreg",
+                f"needs real-valued targets; {data.name} is a classification dataset",
+            )
+        family, n_out = "least-squares", 1
+    return data, family, n_out
+
+
+def _spec(args: argparse.Namespace, l2: float) -> Any:
+    from lastiterate.audit.canary import TrainerSpec
+
+    return TrainerSpec(
+        algorithm=args.algorithm,
+        lr=args.lr,
+        clip=args.clip,
+        noise_std=args.noise_std,
+        noise_multiplier=args.noise_multiplier,
+        batch_size=args.batch_size,
+        sampling=args.sampling,
+        l2=l2,
+        diameter=args.diameter,
+        feature_norm=args.feature_norm,
+        epochs=args.epochs,
+        steps=args.steps,
+        intercept=bool(args.intercept),
+    )
+
+
+def _cmd_one_run(
+    args: argparse.Namespace,
+    data: Any,
+    family: str,
+    n_out: int,
+    kind: str,
+    seed: int,
+    delta: float,
+    noise_scale: float,
+    l2: float,
+) -> int:
+    """``audit canary --one-run``: ONE training run with M canaries (Steinke-Nasr-Jagielski)."""
+    from lastiterate.audit.one_run import (
+        MAX_CANARIES,
+        audit_one_run,
+        one_run_gradient_canaries,
+        one_run_input_canaries,
+    )
+
+    if args.runs is not None:
+        raise UsageError("--runs does not apply with --one-run (one model; use --canaries)")
+    m = (
+        DEFAULT_CANARIES
+        if args.canaries is None
+        else check_int_in_range("canaries", args.canaries, 2, MAX_CANARIES)
+    )
+    # one run reports 95% confidence by default (the many-run audits 1 - 1e-3); alpha then
+    # shrinks to its Bonferroni share per guess size
+    alpha = (
+        0.05
+        if args.alpha is None
+        else check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    )
+    sizes = None
+    if args.guesses is not None:
+        k = check_int_in_range("guesses", args.guesses, 1, m // 2)
+        sizes = [k]
+    if kind == "gradient":
+        can = one_run_gradient_canaries(
+            data.X_train,
+            data.y_train,
+            m,
+            family=family,
+            n_outputs=n_out,
+            feature_norm=args.feature_norm,
+        )
+    else:
+        if len(data.y_test) < m:
+            raise ParameterError(
+                "canaries",
+                m,
+                f"input canaries are held-out rows: {data.name} has {len(data.y_test)} test rows",
+            )
+        can = one_run_input_canaries(
+            data.X_train,
+            data.y_train,
+            data.X_test[:m],
+            data.y_test[:m],
+            family=family,
+            n_outputs=n_out,
+        )
+    spec = _spec(args, l2)
+    planned, _, _ = spec.method(can_model(can, spec), 0).plan(
+        can.n, epochs=args.epochs, steps=args.steps
+    )
+    if planned.T * can.n * can.n_features > MAX_TOTAL_STEPS * 1e3:
+        raise ParameterError(
+            "canaries", m, "steps x rows x features exceeds 5e10: lower --canaries or --epochs"
+        )
+    res = audit_one_run(
+        can,
+        spec,
+        seed=seed,
+        alpha=alpha,
+        delta=delta,
+        sizes=sizes,
+        bounds=args.bound,
+        noise_scale=noise_scale,
+    )
+    if args.json:
+        out: dict[str, Any] = res.to_json()
+        out["dataset"] = data.describe()
+        out["model"] = {"kind": args.model, "family": family}
+        print_json(out)
+    else:
+        print(f"Dataset {data.name} (n={can.n} with the canary rows), {args.model} ({family})")
+        print(res.format())
+    return 1 if res.verdict == "VIOLATION" else 0
+
+
+def can_model(can: Any, spec: Any) -> Any:
+    """A fresh GLM for the one-run canaries (used to plan the run)."""
+    import torch
+
+    from lastiterate.train.models import GLM
+
+    return GLM(
+        can.n_features, can.n_outputs, can.family, intercept=spec.intercept, dtype=torch.float64
+    )
