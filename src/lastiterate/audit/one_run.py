@@ -71,6 +71,7 @@ __all__ = [
     "OneRunCanaries",
     "OneRunGuess",
     "audit_one_run",
+    "canary_signs",
     "default_guess_sizes",
     "guess_from_scores",
     "one_run_bound",
@@ -447,7 +448,7 @@ def one_run_input_canaries(
 
 
 # ---------------------------------------------------------------------- one training run
-def _signs(m: int, seed: int) -> np.ndarray:
+def canary_signs(m: int, seed: int) -> np.ndarray:
     """S: m fair coins from the audit's seed (a stream the trainer never uses)."""
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x0E1]))
     return np.where(rng.random(m) < 0.5, -1, 1).astype(np.int8)
@@ -608,7 +609,7 @@ def audit_one_run(
         )
     elif canaries.kind == "gradient":
         raise NotApplicable("gradient canaries score a GLM's weights: use input canaries")
-    S = _signs(canaries.m, seed)
+    S = canary_signs(canaries.m, seed)
     method = spec.method(model, model_seed(seed, 2, 0))
     scores, run, _ = one_run_scores(
         canaries,
