@@ -227,6 +227,8 @@ def test_cli_one_run(capsys: pytest.CaptureFixture[str]) -> None:
         (["--runs", "100"], "--runs"),
         (["--guesses", "0"], "guesses"),
         (["--guesses", "150"], "guesses"),
+        (["--canaries", "20000"], "canaries"),
+        (["--canary", "input"], "canaries"),  # breast-cancer has 114 test rows < 200
     ],
 )
 def test_cli_one_run_bad_input(
@@ -240,3 +242,18 @@ def test_cli_one_run_bad_input(
     assert main([*argv, *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
+
+
+def test_cli_one_run_flags_need_one_run(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "audit", "canary", "--dataset", "breast-cancer", "--model", "logreg", "--algorithm",
+        "gd", "--steps", "2", "--lr", "1", "--noise-std", "0.01", "--clip", "1",
+        "--canaries", "200",
+    ]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--canaries only applies with --one-run" in err[0]
+    assert main(["audit", "auto", "--n", "10", "--steps", "2", "--lr", "0.1", "--noise-std",
+                 "1", "--sensitivity", "1", "--one-run"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--one-run only applies to the canary scenario" in err[0]

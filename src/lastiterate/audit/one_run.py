@@ -86,6 +86,8 @@ __all__ = [
 EPS_SEARCH_MAX = 50.0
 #: at most this many canaries (each adds a row, a gradient canary also a feature)
 MAX_CANARIES = 100_000
+#: gradient canaries build a dense (n + m) x (d + m) design: at most this many entries (800 MB)
+MAX_DENSE_ENTRIES = 100_000_000
 
 
 # ---------------------------------------------------------------------- the statistics
@@ -356,6 +358,13 @@ def one_run_gradient_canaries(
     m = _check_m(m)
     X, y = _base(X, y)
     n, d = X.shape
+    if (n + m) * (d + m) > MAX_DENSE_ENTRIES:
+        raise ParameterError(
+            "canaries",
+            m,
+            f"gradient canaries add one feature each: the {n + m} x {d + m} design exceeds "
+            f"{MAX_DENSE_ENTRIES:.0e} entries; use fewer canaries",
+        )
     a = (
         check_positive("feature_norm", feature_norm)
         if feature_norm is not None
