@@ -5,14 +5,16 @@
         [--bound ID ...] [--json]
     lastiterate audit canary --dataset D --model logreg <train flags> [--canary {gradient,input}]
         [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--noise-scale F] [--json]
+    lastiterate audit canary --one-run [--canaries M] [--guesses K] --dataset D --model logreg ...
 
 Simulates N chains per world on the worst-case pair for the run (quadratic with the extremal
 curvature, or a linear loss; with ``--diameter`` the linear pair is the projected random walk),
 certifies mu and epsilon lower bounds at confidence 1 - alpha, and compares them (and the exact
 reference value, where known) with every guarantee.  The ``canary`` scenario audits the trainer
 itself instead: it trains models with and without a canary and compares the final models
-(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`).  Exit status: 0 (ok /
-inconclusive), 1 (VIOLATION), 2 (invalid input).
+(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`); with ``--one-run`` it
+trains ONE model with M canaries inserted by fair coins (:mod:`lastiterate.audit.one_run`).
+Exit status: 0 (ok / inconclusive), 1 (VIOLATION), 2 (invalid input).
 """
 
 from __future__ import annotations

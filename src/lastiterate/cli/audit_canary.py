@@ -3,12 +3,15 @@
     lastiterate audit canary --dataset digits --model logreg --algorithm cgd --epochs 100 \\
         --batch-size 256 --lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005 \\
         [--canary {gradient,input}] [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--json]
+    lastiterate audit canary --one-run [--canaries M] [--guesses K] <the same flags, no --runs>
 
 Trains R models per world (with / without the canary) with the project's own trainer, scores the
 final models and prints the accountant's claim for the trained run beside the certified lower
-bounds (:mod:`lastiterate.audit.canary`).  Exit status: 0 (ok / inconclusive), 1 (VIOLATION),
-2 (invalid input, one line).  Registered as a scenario of ``lastiterate audit``
-(:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
+bounds (:mod:`lastiterate.audit.canary`).  ``--one-run`` trains ONE model with M canaries,
+each inserted by a fair coin, and prints the Steinke-Nasr-Jagielski lower bound at confidence
+1 - alpha (default 0.95) beside the claim (:mod:`lastiterate.audit.one_run`).  Exit status: 0
+(ok / inconclusive), 1 (VIOLATION), 2 (invalid input, one line).  Registered as a scenario of
+``lastiterate audit`` (:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
 """
 
 from __future__ import annotations
