@@ -10,6 +10,9 @@
   NoisySGD (uniform, Poisson, shuffled batches), with projection and coupled randomness.
 * :mod:`~lastiterate.audit.canary` / :mod:`~lastiterate.audit.mia` - audits of the trainer's
   final models: canaries (:func:`audit_canary`) and membership inference (:func:`audit_mia`).
+* :mod:`~lastiterate.audit.one_run` - the one-run audit (Steinke, Nasr, Jagielski 2023): m
+  canaries inserted by fair coins into ONE training run, epsilon lower bound from the tail of
+  the number of correct guesses.
 * :mod:`~lastiterate.audit.report` - :class:`AuditResult` and :func:`audit_run`, which audits
   every bound the accountant reports for a :class:`~lastiterate.run.Run`.
 
@@ -38,6 +41,12 @@ _EXPORTS = {
     "MIAResult": "mia",
     "ModelSpec": "mia",
     "audit_mia": "mia",
+    "OneRunAuditResult": "one_run",
+    "audit_one_run": "one_run",
+    "one_run_epsilon_lb": "one_run",
+    "one_run_gradient_canaries": "one_run",
+    "one_run_input_canaries": "one_run",
+    "one_run_p_value": "one_run",
     "AuditResult": "report",
     "ClaimCheck": "report",
     "audit_run": "report",
@@ -79,10 +88,12 @@ __all__ = [
     "Explicit",
     "MIAResult",
     "ModelSpec",
+    "OneRunAuditResult",
     "Split",
     "TrainerSpec",
     "audit_canary",
     "audit_mia",
+    "audit_one_run",
     "audit_run",
     "audit_scores",
     "audit_spec",
@@ -101,6 +112,10 @@ __all__ = [
     "linear_sgd_heuristic_curve",
     "linear_unconstrained_mu",
     "mu_lb_gdp",
+    "one_run_epsilon_lb",
+    "one_run_gradient_canaries",
+    "one_run_input_canaries",
+    "one_run_p_value",
     "projected_walk_curve",
     "reference_for_spec",
     "simulate",

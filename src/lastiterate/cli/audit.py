@@ -6,6 +6,7 @@
     lastiterate audit canary --dataset D --model logreg <train flags> [--canary {gradient,input}]
         [--runs R] [--seed S] [--alpha A] [--delta DELTA] [--noise-scale F] [--plot FILE.png]
         [--json]
+    lastiterate audit canary --one-run [--canaries M] [--guesses K] --dataset D --model logreg ...
     lastiterate audit mia --dataset D --model {logreg,mlp} <train flags> [--shadows K]
         [--members M] [--seed S] [--alpha A] [--delta DELTA] [--plot FILE.png] [--json]
 
@@ -14,9 +15,10 @@ curvature, or a linear loss; with ``--diameter`` the linear pair is the projecte
 certifies mu and epsilon lower bounds at confidence 1 - alpha, and compares them (and the exact
 reference value, where known) with every guarantee.  The ``canary`` scenario audits the trainer
 itself instead: it trains models with and without a canary and compares the final models
-(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`); the ``mia`` scenario runs
-membership-inference attacks on a trained model (:mod:`lastiterate.cli.audit_mia`,
-:mod:`lastiterate.audit.mia`).  Exit status: 0 (ok /
+(:mod:`lastiterate.cli.audit_canary`, :mod:`lastiterate.audit.canary`); with ``--one-run`` it
+trains ONE model with M canaries inserted by fair coins (:mod:`lastiterate.audit.one_run`); the
+``mia`` scenario runs membership-inference attacks on a trained model
+(:mod:`lastiterate.cli.audit_mia`, :mod:`lastiterate.audit.mia`).  Exit status: 0 (ok /
 inconclusive), 1 (VIOLATION), 2 (invalid input).
 """
 
@@ -68,8 +70,9 @@ def add_parser(subparsers: Any) -> None:
     a.add_argument(
         "--alpha",
         type=float,
-        default=1e-3,
-        help="false-alarm probability of the lower bounds (default 1e-3)",
+        default=None,
+        help="false-alarm probability of the lower bounds (default 1e-3; 0.05 with canary "
+        "--one-run)",
     )
     a.add_argument(
         "--position", type=int, help="cgd: batch index of the differing example (default the last)"
@@ -127,7 +130,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             f"samples x steps = {n_samples * run.T:.3g} chain-steps per world exceeds "
             f"{MAX_CHAIN_STEPS:.0e} (several minutes of simulation); lower --samples or --steps",
         )
-    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    alpha = check_in_range(
+        "alpha", 1e-3 if args.alpha is None else args.alpha, 1e-12, 1.0, high_open=True
+    )
     delta = (
         1e-5
         if args.delta is None

@@ -4,12 +4,15 @@
         --batch-size 256 --lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005 \\
         [--canary {gradient,input}] [--runs R] [--seed S] [--alpha A] [--delta DELTA]
         [--plot FILE.png] [--json]
+    lastiterate audit canary --one-run [--canaries M] [--guesses K] <the same flags, no --runs>
 
 Trains R models per world (with / without the canary) with the project's own trainer, scores the
 final models and prints the accountant's claim for the trained run beside the certified lower
-bounds (:mod:`lastiterate.audit.canary`).  Exit status: 0 (ok / inconclusive), 1 (VIOLATION),
-2 (invalid input, one line).  Registered as a scenario of ``lastiterate audit``
-(:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
+bounds (:mod:`lastiterate.audit.canary`).  ``--one-run`` trains ONE model with M canaries,
+each inserted by a fair coin, and prints the Steinke-Nasr-Jagielski lower bound at confidence
+1 - alpha (default 0.95) beside the claim (:mod:`lastiterate.audit.one_run`).  Exit status: 0
+(ok / inconclusive), 1 (VIOLATION), 2 (invalid input, one line).  Registered as a scenario of
+``lastiterate audit`` (:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from lastiterate.errors import (
 
 #: models per world when --runs is not given
 DEFAULT_RUNS = 200
+#: canaries of a one-run audit when --canaries is not given
+DEFAULT_CANARIES = 1000
 #: noisy steps over all models (2 x runs x T) above which the audit is refused (hours of training)
 MAX_TOTAL_STEPS = 5e7
 
@@ -46,6 +51,9 @@ CANARY_FLAGS = (
     "target_range",
     "test_size",
     "split_seed",
+    "one_run",
+    "canaries",
+    "guesses",
 )
 #: run flags of ``audit`` that the trainer derives itself (refused by the canary scenario)
 DERIVED_FLAGS = (
@@ -108,6 +116,24 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--split-seed", type=int, help="canary: seed of the train/test split (default 0)"
+    )
+    c.add_argument(
+        "--one-run",
+        action="store_true",
+        default=None,
+        help="canary: ONE training run with --canaries M canaries, each inserted by a fair coin "
+        "(Steinke-Nasr-Jagielski 2023); confidence 1 - alpha (default 0.95 here)",
+    )
+    c.add_argument(
+        "--canaries",
+        type=int,
+        help=f"canary --one-run: number of canaries M (default {DEFAULT_CANARIES})",
+    )
+    c.add_argument(
+        "--guesses",
+        type=int,
+        help="canary --one-run: guess + for the K highest and - for the K lowest scores "
+        "(default: try about 1%%..50%% of M, Bonferroni over the sizes)",
     )
 
 
@@ -174,7 +200,9 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     runs = (
         DEFAULT_RUNS if args.runs is None else check_int_in_range("runs", args.runs, 10, MAX_RUNS)
     )
-    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    alpha = check_in_range(
+        "alpha", 1e-3 if args.alpha is None else args.alpha, 1e-12, 1.0, high_open=True
+    )
     delta = (
         1e-5
         if args.delta is None
@@ -199,36 +227,17 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
         from lastiterate.plotting import check_png_path
 
         plot = check_png_path(args.plot)
+    data, family, n_out = _load(args, split_seed, test_size)
+    if args.one_run:
+        if plot is not None:
+            raise UsageError("--plot does not apply with --one-run (one model: no tradeoff points)")
+        return _cmd_one_run(args, data, family, n_out, kind, seed, delta, noise_scale, l2)
+    for dest in ("canaries", "guesses"):
+        if getattr(args, dest) is not None:
+            raise UsageError(f"--{dest} only applies with --one-run")
 
     from lastiterate.audit.canary import TrainerSpec, audit_canary, gradient_canary, input_canary
-    from lastiterate.train import preprocessing as pp
-    from lastiterate.train.data import load_dataset
 
-    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
-    data, _prep = pp.preprocess(
-        raw,
-        scaling=args.scaling or "auto",
-        feature_range=args.feature_range,
-        target_range=args.target_range,
-        feature_norm=args.feature_norm,
-    )
-    if args.model == "logreg":
-        if data.task != "classification":
-            raise ParameterError(
-                "model",
-                "logreg",
-                f"needs class labels; {data.name} is a regression dataset (use linreg)",
-            )
-        k = int(data.n_classes or 2)
-        family, n_out = ("binary-logistic", 1) if k == 2 else ("multinomial-logistic", k)
-    else:
-        if data.task != "regression":
-            raise ParameterError(
-                "model",
-                "linreg",
-                f"needs real-valued targets; {data.name} is a classification dataset",
-            )
-        family, n_out = "least-squares", 1
     if kind == "gradient":
         pair = gradient_canary(
             data.X_train,
@@ -307,3 +316,157 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
         if plot is not None:
             print(f"Plot written to {plot}")
     return 1 if res.verdict == "VIOLATION" else 0
+
+
+def _load(args: argparse.Namespace, split_seed: int, test_size: float) -> tuple[Any, str, int]:
+    """The preprocessed data set of the flags, the GLM family and its number of outputs."""
+    from lastiterate.train import preprocessing as pp
+    from lastiterate.train.data import load_dataset
+
+    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
+    data, _prep = pp.preprocess(
+        raw,
+        scaling=args.scaling or "auto",
+        feature_range=args.feature_range,
+        target_range=args.target_range,
+        feature_norm=args.feature_norm,
+    )
+    if args.model == "logreg":
+        if data.task != "classification":
+            raise ParameterError(
+                "model",
+                "logreg",
+                f"needs class labels; {data.name} is a regression dataset (use linreg)",
+            )
+        k = int(data.n_classes or 2)
+        family, n_out = ("binary-logistic", 1) if k == 2 else ("multinomial-logistic", k)
+    else:
+        if data.task != "regression":
+            raise ParameterError(
+                "model",
+                "linreg",
+                f"needs real-valued targets; {data.name} is a classification dataset",
+            )
+        family, n_out = "least-squares", 1
+    return data, family, n_out
+
+
+def _spec(args: argparse.Namespace, l2: float) -> Any:
+    from lastiterate.audit.canary import TrainerSpec
+
+    return TrainerSpec(
+        algorithm=args.algorithm,
+        lr=args.lr,
+        clip=args.clip,
+        noise_std=args.noise_std,
+        noise_multiplier=args.noise_multiplier,
+        batch_size=args.batch_size,
+        sampling=args.sampling,
+        l2=l2,
+        diameter=args.diameter,
+        feature_norm=args.feature_norm,
+        epochs=args.epochs,
+        steps=args.steps,
+        intercept=bool(args.intercept),
+    )
+
+
+def _cmd_one_run(
+    args: argparse.Namespace,
+    data: Any,
+    family: str,
+    n_out: int,
+    kind: str,
+    seed: int,
+    delta: float,
+    noise_scale: float,
+    l2: float,
+) -> int:
+    """``audit canary --one-run``: ONE training run with M canaries (Steinke-Nasr-Jagielski)."""
+    from lastiterate.audit.one_run import (
+        MAX_CANARIES,
+        audit_one_run,
+        one_run_gradient_canaries,
+        one_run_input_canaries,
+    )
+
+    if args.runs is not None:
+        raise UsageError("--runs does not apply with --one-run (one model; use --canaries)")
+    m = (
+        DEFAULT_CANARIES
+        if args.canaries is None
+        else check_int_in_range("canaries", args.canaries, 2, MAX_CANARIES)
+    )
+    # one run reports 95% confidence by default (the many-run audits 1 - 1e-3); alpha then
+    # shrinks to its Bonferroni share per guess size
+    alpha = (
+        0.05
+        if args.alpha is None
+        else check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
+    )
+    sizes = None
+    if args.guesses is not None:
+        k = check_int_in_range("guesses", args.guesses, 1, m // 2)
+        sizes = [k]
+    if kind == "gradient":
+        can = one_run_gradient_canaries(
+            data.X_train,
+            data.y_train,
+            m,
+            family=family,
+            n_outputs=n_out,
+            feature_norm=args.feature_norm,
+        )
+    else:
+        if len(data.y_test) < m:
+            raise ParameterError(
+                "canaries",
+                m,
+                f"input canaries are held-out rows: {data.name} has {len(data.y_test)} test rows",
+            )
+        can = one_run_input_canaries(
+            data.X_train,
+            data.y_train,
+            data.X_test[:m],
+            data.y_test[:m],
+            family=family,
+            n_outputs=n_out,
+        )
+    spec = _spec(args, l2)
+    planned, _, _ = spec.method(can_model(can, spec), 0).plan(
+        can.n, epochs=args.epochs, steps=args.steps
+    )
+    if planned.T * can.n * can.n_features > MAX_TOTAL_STEPS * 1e3:
+        raise ParameterError(
+            "canaries", m, "steps x rows x features exceeds 5e10: lower --canaries or --epochs"
+        )
+    res = audit_one_run(
+        can,
+        spec,
+        seed=seed,
+        alpha=alpha,
+        delta=delta,
+        sizes=sizes,
+        bounds=args.bound,
+        noise_scale=noise_scale,
+    )
+    if args.json:
+        out: dict[str, Any] = res.to_json()
+        out["dataset"] = data.describe()
+        out["model"] = {"kind": args.model, "family": family}
+        print_json(out)
+    else:
+        print(f"Dataset {data.name} (n={can.n} with the canary rows), {args.model} ({family})")
+        print(res.format())
+    return 1 if res.verdict == "VIOLATION" else 0
+
+
+def can_model(can: Any, spec: Any) -> Any:
+    """A fresh GLM for the one-run canaries (used to plan the run)."""
+    import torch
+
+    from lastiterate.train.models import GLM
+
+    return GLM(
+        can.n_features, can.n_outputs, can.family, intercept=spec.intercept, dtype=torch.float64
+    )

@@ -52,6 +52,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             bad = [c for c in exp.comparisons if not c.agrees]
             print(f"{name}: {desc}")
             print("  wrote " + ", ".join(str(p) for p in paths))
+            for line in exp.summary:
+                print(f"  {line}")
             if exp.comparisons:
                 agree = len(exp.comparisons) - len(bad)
                 print(

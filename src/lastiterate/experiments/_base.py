@@ -48,6 +48,8 @@ class Experiment:
     rows: list[list[Any]]
     comparisons: list[Comparison] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: findings computed from the rows (printed by ``lastiterate reproduce`` and written first)
+    summary: list[str] = field(default_factory=list)
     #: draws the figure on a matplotlib Axes
     plot: Callable[[Any], None] | None = None
 
@@ -102,6 +104,8 @@ def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
         text += " to the printed precision.\n"
         for c in bad:
             text += f"- differs: {c.line()}\n"
+    for line in exp.summary:
+        text += f"\n{line}\n"
     for note in exp.notes:
         text += f"\n{note}\n"
     md.write_text(text)
