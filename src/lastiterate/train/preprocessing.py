@@ -379,21 +379,23 @@ def preprocess(
 
     The statistics come from the TRAINING rows only and are applied to the test rows.
     ``feature_range``: declared public range (see :func:`parse_range`); the dataset's own
-    (:func:`~lastiterate.train.data.declared_feature_range`) is used when None.  ``statistics_mu``:
+    (:func:`~lastiterate.train.data.public_feature_range`: per feature, or by its name) is used
+    when None.  ``statistics_mu``:
     the GDP budget of ``scaling="private"`` (required there).  ``rng``: noise of the private
     statistics (None: fresh OS entropy).
     """
-    from lastiterate.train.data import declared_feature_range
+    from lastiterate.train.data import public_feature_range
 
     d = data.n_features
-    declared = declared_feature_range(data.name)
+    declared = public_feature_range(data)
     lo: Any  # per-feature bounds (ndarray) or None when no range is declared
     hi: Any
     if feature_range is not None:
         lo, hi = parse_range(feature_range, d)
         range_note = "declared by the user"
     elif declared is not None:
-        lo, hi = np.full(d, declared[0]), np.full(d, declared[1])
+        lo = np.broadcast_to(np.asarray(declared[0], dtype=np.float64), (d,)).copy()
+        hi = np.broadcast_to(np.asarray(declared[1], dtype=np.float64), (d,)).copy()
         range_note = declared[2]
     else:
         lo = hi = None
