@@ -355,7 +355,13 @@ def _noise_bracket(excess: Callable[[float], float], x0: float, epsilon: float) 
         if x in (lowest, highest):
             break
         x_new = min(max(x + step, lowest), highest)  # the noise range a Run accepts
-        g_new = excess(x_new)
+        try:
+            g_new = excess(x_new)
+        except ParameterError:  # a Run refuses this noise (e.g. per-step scale above 1e6)
+            if abs(step) < 1e-3:
+                break
+            step /= 4.0
+            continue
         if (g > 0) != (g_new > 0):
             return (
                 Bracket(bad=x, good=x_new, g_bad=g, g_good=g_new)
