@@ -58,9 +58,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.clt import clt_h as _clt_h
+from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
 from lastiterate.run import Run
 
 BOUND_ID = "shifted-interpolation"
@@ -355,8 +358,6 @@ def _geometry_notes(run: Run, c: float) -> list[str]:
 
 def _limit_details(mu_limit: float, query: Query) -> dict[str, Any]:
     """``mu_limit`` and the matching ``epsilon_limit`` (query by delta) or ``delta_limit``."""
-    from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
-
     out: dict[str, Any] = {"mu_limit": float(mu_limit)}
     if (
         not mu_limit <= MU_MAX
@@ -716,9 +717,7 @@ NU_SEARCH_MAX = 1_000_000
 def clt_h(mu: float) -> float:
     """``h(mu) = e^{mu^2} Phi(3mu/2) + 3 Phi(-mu/2) - 2`` (docs/theorems.md 1.7), from
     :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows)."""
-    from lastiterate.notions.clt import clt_h as _h
-
-    return float(_h(mu))
+    return float(_clt_h(mu))
 
 
 def _sgd_checks(run: Run) -> tuple[float, float]:
@@ -739,6 +738,7 @@ def _sgd_checks(run: Run) -> tuple[float, float]:
 def _composer(p: float, mu: float) -> Any:
     """The cached :class:`lastiterate.notions.pld.SubsampledGaussianComposer` of C_p(G_mu) (a small
     cache: composed PMFs on the fine grid can hold millions of points)."""
+    # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions import pld
 
     return pld.SubsampledGaussianComposer(p, mu, cache_size=8)
@@ -857,13 +857,12 @@ def _final_discretization(coarse_value: float, query: Query) -> float | None:
 
 def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
     """theta in the allowed range minimising a CLT surrogate (search heuristic only)."""
-    from scipy.optimize import minimize_scalar
-
     res = minimize_scalar(objective, bounds=_THETA_RANGE, method="bounded", options={"xatol": 1e-3})
     return float(res.x) if math.isfinite(res.fun) else 0.5
 
 
 def pld_default() -> float:
+    # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions import pld
 
     return float(pld.DEFAULT_DISCRETIZATION)
@@ -890,6 +889,7 @@ def _sgd_result(
         eps, delta = value, query.delta
     else:
         eps, delta = float(query.epsilon), min(1.0, value)  # type: ignore[arg-type]
+    # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions import pld
 
     details = dict(details)

@@ -15,6 +15,7 @@ from lastiterate.errors import (
     check_positive_int,
     check_probability,
 )
+from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.notions.pld._common import (
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
@@ -46,8 +47,6 @@ def _gaussian_epsilon(mu: float, delta: float) -> float:
     its unified tolerances): :math:`\delta(\varepsilon;\mu) \le \delta` holds exactly in
     floating point for the returned value.
     """
-    from lastiterate.notions.gdp import gdp_epsilon
-
     return gdp_epsilon(delta, mu)
 
 

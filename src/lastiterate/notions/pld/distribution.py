@@ -331,7 +331,7 @@ class Pld:
 
     def to_dp_accounting(self):  # -> dp_accounting PrivacyLossDistribution
         """The equivalent pessimistic ``dp_accounting`` ``PrivacyLossDistribution``."""
-        try:
+        try:  # lazy: dp-accounting is an optional extra (and costs ~1 s to import)
             from dp_accounting.pld import pld_pmf, privacy_loss_distribution
         except ModuleNotFoundError as exc:
             raise ModuleNotFoundError(
