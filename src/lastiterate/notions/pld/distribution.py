@@ -521,7 +521,10 @@ def _lower_masses(
 
 
 def _mass_at_zero(v0: float, v1: float, d: float) -> float:
-    """Connect-the-dots mass at loss 0 of a symmetric profile with values v0 = delta(0), v1 = delta(d)."""
+    """Connect-the-dots mass at loss 0 of a symmetric profile.
+
+    ``v0 = delta(0)`` and ``v1 = delta(d)`` are the profile's values at the first two grid points.
+    """
     return (v1 - v0) / math.expm1(d) + ((1.0 - v0) - math.exp(-d) * (1.0 - v1)) / -math.expm1(-d)
 
 
@@ -608,7 +611,8 @@ def _symmetric_pld(
     log_bound: float,
     with_lower: bool,
 ) -> Pld:
-    r"""Connect-the-dots PLD of a *symmetric* profile given by ``parts`` on :math:`\varepsilon \ge 0`.
+    r"""Connect-the-dots PLD of a *symmetric* profile given by ``parts`` on
+    :math:`\varepsilon \ge 0`.
 
     The positive side is built from the (accurate, small) values :math:`\delta(i\Delta)`; the
     negative side is its mirror (mass at :math:`-\ell` is :math:`e^{-\ell}` times the mass at

@@ -71,7 +71,8 @@ def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray
 
 
 def _log_amplified(eps: np.ndarray, p: float) -> np.ndarray:
-    r"""Return :math:`\varepsilon' = \log(1 + (e^{\varepsilon} - 1)/p)` for :math:`e^\varepsilon > 1-p`.
+    r"""Return :math:`\varepsilon' = \log(1 + (e^{\varepsilon} - 1)/p)` for
+    :math:`e^\varepsilon > 1-p`.
 
     ``log1p(expm1(t)/p)`` for small t and ``t + log1p(-(1-p) e^{-t}) - log p`` for large t
     (docs/theorems.md §1.8 implementation note).
