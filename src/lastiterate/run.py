@@ -44,14 +44,13 @@ from lastiterate.errors import (
     check_positive_int,
     check_scale,
 )
+from lastiterate.notions.adjacency import ADJACENCIES, Adjacency
 
 Algorithm = Literal["gd", "cgd", "sgd"]
 Sampling = Literal["poisson", "uniform", "shuffle"]
-Adjacency = Literal["replace", "add-remove"]
 
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 SAMPLINGS: tuple[Sampling, ...] = get_args(Sampling)
-ADJACENCIES: tuple[Adjacency, ...] = get_args(Adjacency)
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:

@@ -20,19 +20,17 @@ Gaussian mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from lastiterate.bounds.base import Query, Result, gdp_result, rdp_result, register
 from lastiterate.errors import NotApplicable, ParameterError
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import gdp_delta, smallest_epsilon
 from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
 from lastiterate.run import Run
-
-if TYPE_CHECKING:
-    from lastiterate.notions.pld import Adjacency
 
 ANY_LOSS = "any loss: no convexity, smoothness or projection assumed"
 

@@ -105,12 +105,12 @@ re-exports the public names, so ``from lastiterate.notions.pld import ...`` keep
 
 from __future__ import annotations
 
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.pld._common import (
     _MAX_GRID_POINTS,  # noqa: F401  (kept importable from the old module)
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
-    Adjacency,
     _GridTooLarge,  # noqa: F401  (kept importable from the old module)
 )
 from lastiterate.notions.pld.composer import (

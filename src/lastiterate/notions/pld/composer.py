@@ -15,12 +15,12 @@ from lastiterate.errors import (
     check_positive_int,
     check_probability,
 )
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.notions.pld._common import (
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
-    Adjacency,
 )
 from lastiterate.notions.pld.distribution import (
     EpsilonEstimate,

@@ -19,12 +19,12 @@ from lastiterate.errors import (
     check_positive_int,
     check_probability,
 )
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.pld._common import (
     _MAX_GRID_POINTS,
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
-    Adjacency,
     _GridTooLarge,
 )
 from lastiterate.notions.pld.kernels import (
