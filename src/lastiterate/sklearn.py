@@ -36,9 +36,13 @@ from sklearn.base import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from lastiterate.accountant import account, calibrate_noise
 from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
+from lastiterate.notions.adjacency import ADJACENCIES
 from lastiterate.notions.gdp import gdp_epsilon, gdp_mu
-from lastiterate.train.preprocessing import ADJACENCIES, parse_range, private_moments
+from lastiterate.run import Run
+from lastiterate.train.geometry import FAMILIES, glm_certificate
+from lastiterate.train.preprocessing import parse_range, private_moments
 
 __all__ = ["DPStandardScaler"]
 
@@ -210,7 +214,7 @@ WORK_BUDGET = 1e10
 #: never fewer than this many examples in a cyclic / sampled batch
 MIN_BATCH = 32
 
-ESTIMATOR_ADJACENCIES = ("replace", "add-remove")
+ESTIMATOR_ADJACENCIES = ADJACENCIES
 
 PUBLIC_QUANTITIES = (
     "n (the number of training rows), d (the number of features) and the label set (the classes "
@@ -311,8 +315,6 @@ def _privacy_report_from_run(
     run: Any, delta: float, configuration: Configuration, notes: tuple[str, ...]
 ) -> PrivacyReport:
     """Rebuild a :class:`PrivacyReport` by accounting ``run`` again (used when unpickling)."""
-    from lastiterate.accountant import account
-
     return PrivacyReport(
         report=account(run, delta=delta), run=run, configuration=configuration, notes=notes
     )
@@ -399,10 +401,6 @@ def choose_configuration(
     The noise is always the calibrated one: the returned configuration meets (epsilon, delta)
     under the accountant, and the estimator accounts the run it executes again after training.
     """
-    from lastiterate.accountant import calibrate_noise
-    from lastiterate.run import Run
-    from lastiterate.train.geometry import FAMILIES, glm_certificate
-
     eps = check_positive("epsilon", epsilon)
     dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     R = check_positive("data_norm", data_norm)
@@ -620,6 +618,7 @@ class _DPGeneralisedLinearModel(BaseEstimator):
     def _train(
         self, X: np.ndarray, y: np.ndarray, family: str, n_outputs: int, target_bound: float | None
     ) -> None:
+        # lazy: torch (the train extra) costs seconds to import; only fitting needs it
         import torch
 
         from lastiterate.train import GLM, NoisyCGD, NoisyGD, NoisySGD

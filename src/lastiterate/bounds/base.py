@@ -19,15 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from lastiterate.errors import NotApplicable, ParameterError, check_in_range, check_nonnegative
+from lastiterate.notions.gdp import MU_MAX, gaussian_tradeoff, gdp_delta, gdp_epsilon
+from lastiterate.notions.rdp import RdpCurve, rdp_to_delta, rdp_to_epsilon
 from lastiterate.run import Run
-
-if TYPE_CHECKING:
-    from lastiterate.notions.rdp import RdpCurve
 
 Kind = Literal["bound", "estimate"]
 
@@ -168,7 +167,7 @@ def register(
 
 def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
     """The registered theorems (all bound modules imported), optionally restricted to ``ids``."""
-    from lastiterate import bounds
+    from lastiterate import bounds  # lazy: the package imports this module (a cycle at import)
 
     bounds.load_all()
     if ids is None:
@@ -193,8 +192,6 @@ def gdp_result(
     assumptions: Sequence[str] = (),
 ) -> Result:
     """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (docs/theorems.md 1.2)."""
-    from lastiterate.notions.gdp import MU_MAX, gaussian_tradeoff, gdp_delta, gdp_epsilon
-
     if not (mu >= 0) or math.isnan(mu):
         raise ValueError(f"{spec_id}: mu={mu!r} must be >= 0")
     if mu > MU_MAX:
@@ -243,8 +240,6 @@ def rdp_result(
     or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must
     include the query's report orders).  ``linear_rho`` marks a linear curve rho*alpha.
     """
-    from lastiterate.notions.rdp import rdp_to_delta, rdp_to_epsilon
-
     curve = tuple((float(a), float(rdp(a))) for a in query.report_orders)
     extra: dict[str, Any] = dict(details or {})
     if query.delta is not None:

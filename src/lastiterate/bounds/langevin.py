@@ -59,6 +59,7 @@ from typing import Any
 
 from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.rdp import rdp_to_epsilon
 from lastiterate.run import Run
 
 REFERENCE = "Chourasia, Ye, Shokri 2021 (paper 001)"
@@ -243,8 +244,6 @@ def _require_full_batch_strongly_convex(run: Run) -> tuple[float, float, float]:
 
 def _limit_details(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:
     """``epsilon_limit`` (sup over T of eps at the query's delta) from the limiting RDP curve."""
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
     if query.delta is None:
         return {}
     return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}

@@ -91,6 +91,7 @@ import numpy as np
 
 from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.rdp import rdp_to_epsilon, sampled_gaussian_rdp
 from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
 
@@ -297,8 +298,6 @@ def sampled_gaussian(
     key = (float(q), float(noise_multiplier), float(alpha), direction)
     val = _EXACT_CACHE.get(key)
     if val is None:
-        from lastiterate.notions.rdp import sampled_gaussian_rdp
-
         try:
             val = float(
                 np.asarray(
@@ -386,8 +385,6 @@ class SGMTable:
 
 def _best_order(curve: Callable[[float], float], query: Query) -> float:
     """The order at which the curve's best (eps, delta) conversion is attained (for refinement)."""
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
     if query.delta is not None:
         return float(rdp_to_epsilon(curve, query.delta).order)
     eps = float(query.epsilon)  # type: ignore[arg-type]
@@ -817,8 +814,6 @@ def _require_common(run: Run) -> tuple[float, float]:
 
 
 def _epsilon_limit(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
     if query.delta is None:
         return {}
     return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
