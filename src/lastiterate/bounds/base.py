@@ -36,7 +36,18 @@ DEFAULT_REPORT_ORDERS: tuple[float, ...] = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0
 
 @dataclass(frozen=True)
 class Query:
-    """What the caller wants: epsilon at ``delta`` (default) or delta at ``epsilon``."""
+    """What the caller wants: epsilon at ``delta`` (default) or delta at ``epsilon``.
+
+    Args:
+        delta: report the epsilon at this delta, in (0, 1) (default 1e-5).
+        epsilon: report the delta at this epsilon, >= 0 (then ``delta`` must be None).
+        orders: Renyi orders > 1 at which RDP results report their curve (default
+            :data:`DEFAULT_REPORT_ORDERS`).
+
+    Raises:
+        ParameterError: both or neither of ``delta`` and ``epsilon`` given, or a value out of
+            its range.
+    """
 
     delta: float | None = 1e-5
     epsilon: float | None = None
@@ -55,12 +66,32 @@ class Query:
 
     @property
     def report_orders(self) -> tuple[float, ...]:
+        """The Renyi orders at which RDP results report their curve."""
         return tuple(self.orders) if self.orders else DEFAULT_REPORT_ORDERS
 
 
 @dataclass(frozen=True)
 class Result:
-    """One guarantee for the released last iterate (JSON contract: docs/design.md)."""
+    """One guarantee for the released last iterate (JSON contract: docs/design.md).
+
+    Attributes:
+        bound: the bound id (one of :data:`BOUND_IDS`).
+        theorem: the theorem that gives it.
+        reference: the paper (and where in it).
+        kind: ``"bound"`` (a guarantee) or ``"estimate"`` (an approximation, never chosen best).
+        epsilon: epsilon (the query's, or the one found at the query's delta), >= 0.
+        delta: delta, in [0, 1].
+        mu: the GDP parameter, for GDP results.
+        rdp: ``(order, epsilon)`` pairs of the RDP curve at the report orders, for RDP results.
+        details: the theorem's intermediate quantities (JSON-safe).
+        assumptions: the assumptions the theorem used.
+        adjacency: the neighbouring relation of the guarantee.
+        tradeoff: the tradeoff curve alpha -> beta, for plots (not serialised).
+
+    Raises:
+        ValueError: a theorem produced epsilon < 0, NaN, or delta outside [0, 1] (an internal
+            error: the accountant lists it as a failure).
+    """
 
     bound: str
     theorem: str
@@ -87,6 +118,11 @@ class Result:
             raise ValueError(f"{self.bound}: produced delta={self.delta!r} outside [0, 1]")
 
     def to_json(self) -> dict[str, Any]:
+        """The result as a JSON object (docs/design.md).
+
+        Returns:
+            A dict of every field but ``tradeoff``; an infinite epsilon is written ``"inf"``.
+        """
         return {
             "bound": self.bound,
             "theorem": self.theorem,
