@@ -215,6 +215,22 @@ def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
 
 
 # ---------------------------------------------------------------------- result builders
+def rdp_epsilon_limit(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:
+    """``epsilon_limit``: the sup over T of epsilon at the query's delta, from the limiting RDP
+    curve of a bound that converges in T (docs/theorems.md 1.5 for the conversion).
+
+    Args:
+        rdp_limit: the limiting RDP curve ``alpha -> eps_R(alpha)`` (the supremum over T).
+        query: the query; only a query by delta has an ``epsilon_limit``.
+
+    Returns:
+        ``{"epsilon_limit": ...}`` for a query by delta, else ``{}``.
+    """
+    if query.delta is None:
+        return {}
+    return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
+
+
 def gdp_result(
     spec_id: str,
     *,
