@@ -202,7 +202,8 @@ def machine() -> str:
         mem = f"{mem_kb / 2**20:.0f} GB RAM"
     except OSError:  # pragma: no cover
         mem = "RAM unknown"
-    return f"{platform.machine()}, {cores} logical cores, {mem}, {platform.system()} {platform.release()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{platform.machine()}, {cores} logical cores, {mem}, {system}"
 
 
 def load() -> str:
@@ -245,8 +246,8 @@ def run(ts: tuple[int, ...], *, prv: bool = True) -> str:
     lines.append("# Composition benchmark: Poisson-subsampled Gaussian (DP-SGD)")
     lines.append("")
     lines.append(
-        f"q = 256/60000, delta = {DELTA:g}, add/remove adjacency; one process; time = median of 3 runs "
-        "(1 run when > 2 s) of build + compose + epsilon."
+        f"q = 256/60000, delta = {DELTA:g}, add/remove adjacency; one process; time = median of "
+        "3 runs (1 run when > 2 s) of build + compose + epsilon."
     )
     lines.append(f"Machine: {machine()}; load average (1/5/15 min) at the end: {load()}.")
     lines.append(f"Versions: {versions()}.")
@@ -260,8 +261,9 @@ def run(ts: tuple[int, ...], *, prv: bool = True) -> str:
     )
     lines.append("")
     lines.append(
-        "| z | T | ours ε | dpa Δ=1e-5 ε | Δε vs dpa 1e-5 | ours time | dpa Δ=1e-4 time | time ratio | "
-        "dpa Δ=1e-5 time | ours Δ=3e-4 ε (Δε, time ratio) | certified bracket (width) |"
+        "| z | T | ours ε | dpa Δ=1e-5 ε | Δε vs dpa 1e-5 | ours time | dpa Δ=1e-4 time | "
+        "time ratio | dpa Δ=1e-5 time | ours Δ=3e-4 ε (Δε, time ratio) | "
+        "certified bracket (width) |"
     )
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for z in ZS:
@@ -279,10 +281,12 @@ def run(ts: tuple[int, ...], *, prv: bool = True) -> str:
                 (ob.eps - ob.lower) / ob.eps if ob.lower is not None and ob.eps else float("nan")
             )
             lines.append(
-                f"| {z} | {steps:,} | {o.eps:.4f} | {d5.eps:.4f} | {100 * (o.eps / d5.eps - 1):+.4f}% | "
+                f"| {z} | {steps:,} | {o.eps:.4f} | {d5.eps:.4f} | "
+                f"{100 * (o.eps / d5.eps - 1):+.4f}% | "
                 f"{fmt_time(o.seconds)} | {fmt_time(d4.seconds)} | {o.seconds / d4.seconds:.2f} | "
                 f"{fmt_time(d5.seconds)} | {o3.eps:.4f} ({100 * (o3.eps / d5.eps - 1):+.4f}%, "
-                f"{o3.seconds / d4.seconds:.2f}) | [{ob.lower:.4f}, {ob.eps:.4f}] ({100 * width:.3f}%) |"
+                f"{o3.seconds / d4.seconds:.2f}) | [{ob.lower:.4f}, {ob.eps:.4f}] "
+                f"({100 * width:.3f}%) |"
             )
     for z in ZS:
         lines.append("")
@@ -306,8 +310,9 @@ def run(ts: tuple[int, ...], *, prv: bool = True) -> str:
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
-        "Notes: all PLD/PRV values are upper bounds except the `lower` entries, which are certified "
-        "lower bounds on the exact ε of the same mechanism; RDP values are valid but loose upper bounds. "
+        "Notes: all PLD/PRV values are upper bounds except the `lower` entries, which are "
+        "certified lower bounds on the exact ε of the same mechanism; RDP values are valid but "
+        "loose upper bounds. "
         "Our upper values include a bound on the FFT round-off (exponentially tilted FFT powers, "
         "issue 8); dp_accounting's do not bound it."
     )

@@ -27,25 +27,46 @@ from lastiterate.run import Run
 
 @dataclass(frozen=True)
 class Refusal:
-    """A bound id that produced no result, with the reasons of each of its theorems."""
+    """A bound id that produced no result, with the reasons of each of its theorems.
+
+    Attributes:
+        bound: the bound id (one of :data:`lastiterate.bounds.BOUND_IDS`).
+        reason: why none of its theorems applies (their ``NotApplicable`` reasons, joined).
+    """
 
     bound: str
     reason: str
 
     def to_json(self) -> dict[str, str]:
+        """The refusal as a JSON object.
+
+        Returns:
+            ``{"bound": ..., "reason": ...}``.
+        """
         return {"bound": self.bound, "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class Failure:
     """A theorem that raised an unexpected error: it is left out, the other bounds
-    are still reported."""
+    are still reported.
+
+    Attributes:
+        bound: the bound id of the theorem.
+        theorem: the theorem that failed.
+        reason: the error, as one line.
+    """
 
     bound: str
     theorem: str
     reason: str
 
     def to_json(self) -> dict[str, str]:
+        """The failure as a JSON object.
+
+        Returns:
+            ``{"bound": ..., "theorem": ..., "reason": ...}``.
+        """
         return {"bound": self.bound, "theorem": self.theorem, "reason": self.reason}
 
 
@@ -61,6 +82,14 @@ class Report:
     ids whose assumptions fail (with reasons), ``failures`` the theorems that raised an internal
     error (listed, never silently dropped).  ``best`` is None when no bound applies: that is not a
     guarantee, and the CLI exits with :data:`lastiterate.errors.EXIT_NO_BOUND`.
+
+    Attributes:
+        run: the accounted run.
+        query: the query (``delta`` or ``epsilon``, and the report orders).
+        results: every valid result, one per bound id and kind.
+        not_applicable: the bound ids none of whose theorems applies, with the reasons.
+        refusals_by_theorem: ``(bound id, theorem, reason)`` of every theorem that refused.
+        failures: the theorems that raised an internal error.
     """
 
     run: Run
@@ -82,6 +111,16 @@ class Report:
         return min(bounds, key=key)
 
     def result(self, bound_id: str, kind: str = "bound") -> Result | None:
+        """The result of one bound id.
+
+        Args:
+            bound_id: a bound id (one of :data:`lastiterate.bounds.BOUND_IDS`).
+            kind: ``"bound"`` (a guarantee) or ``"estimate"``.
+
+        Returns:
+            The result of that id and kind, or None when it gave none (refused, failed or not
+            asked for).
+        """
         for r in self.results:
             if r.bound == bound_id and r.kind == kind:
                 return r
@@ -89,7 +128,12 @@ class Report:
 
     def composition(self) -> Result | None:
         """The tightest composition bound (every iterate released), the standard
-        accountants' answer."""
+        accountants' answer.
+
+        Returns:
+            The composition result with the smallest epsilon (query by delta) or delta (query by
+            epsilon), or None when no composition bound was evaluated.
+        """
         comp = [r for r in self.results if r.bound in COMPOSITION_BOUNDS and r.kind == "bound"]
         if not comp:
             return None
@@ -98,7 +142,12 @@ class Report:
         )
 
     def no_bound_reason(self) -> str | None:
-        """Why no bound applies (None when one does)."""
+        """Why no bound applies.
+
+        Returns:
+            None when a bound applies; else the refusals, failures and (when only estimates
+            apply) that an estimate is not a guarantee, joined by ``"; "``.
+        """
         if self.best is not None:
             return None
         parts = [f"{n.bound}: {n.reason}" for n in self.not_applicable]
@@ -108,10 +157,21 @@ class Report:
         return "; ".join(parts) if parts else "no theorem was evaluated"
 
     def format(self) -> str:
-        """The human-readable report (what ``lastiterate account`` prints)."""
+        """The human-readable report (what ``lastiterate account`` prints).
+
+        Returns:
+            The multi-line text: the run, the best guarantee, every result and every refusal.
+        """
         return format_report(self)
 
     def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object (what ``lastiterate account --json`` prints).
+
+        Returns:
+            A dict with ``setting``, ``delta``, ``epsilon``, ``best``, ``no_bound_reason``,
+            ``results``, ``not_applicable`` and ``failures``; non-finite numbers are made
+            standard JSON by :func:`lastiterate.jsonutil.dumps`.
+        """
         best = self.best
         return {
             "setting": self.run.setting(),
@@ -241,7 +301,16 @@ def _join_reasons(items: list[tuple[str, str]]) -> str:
 # ---------------------------------------------------------------------- calibration
 @dataclass(frozen=True)
 class Calibration:
-    """The solution of ``calibrate`` and the best guarantee there."""
+    """The solution of ``calibrate`` and the best guarantee there.
+
+    Attributes:
+        noise_std: the calibrated noise std sigma on the averaged gradient.
+        noise_multiplier: the matching Opacus noise multiplier z (None without a clip norm).
+        epochs: the calibrated number of epochs (None: any number of epochs).
+        report: the account of the calibrated run.
+        limit: for an unlimited number of epochs, the convergent result whose supremum over T
+            meets the target.
+    """
 
     noise_std: float
     noise_multiplier: float | None
@@ -251,6 +320,11 @@ class Calibration:
     limit: Result | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The calibration as a JSON object (what ``lastiterate calibrate --json`` prints).
+
+        Returns:
+            A dict with ``noise_std``, ``noise_multiplier``, ``epochs``, ``best`` and ``setting``.
+        """
         rep = self.report.to_json()
         best = rep["best"]
         if self.limit is not None:

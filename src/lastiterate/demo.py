@@ -9,6 +9,7 @@ DP-SGD, where only composition applies.
 
 from __future__ import annotations
 
+from lastiterate.accountant import account
 from lastiterate.run import Run
 
 EXAMPLE = {
@@ -26,8 +27,6 @@ EXAMPLE = {
 
 def run_demo(delta: float = 1e-5) -> str:
     """The demo text (every number computed now by the accountant)."""
-    from lastiterate.accountant import account
-
     run = Run(**EXAMPLE)  # type: ignore[arg-type]
     report = account(run, delta=delta)
     lines = [

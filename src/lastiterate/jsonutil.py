@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 __all__ = ["dumps", "jsonable", "loads"]
 
 
@@ -43,10 +45,6 @@ def jsonable(obj: Any) -> Any:
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        return obj
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist())
     if isinstance(obj, np.generic):

@@ -44,14 +44,13 @@ from lastiterate.errors import (
     check_positive_int,
     check_scale,
 )
+from lastiterate.notions.adjacency import ADJACENCIES, Adjacency
 
 Algorithm = Literal["gd", "cgd", "sgd"]
 Sampling = Literal["poisson", "uniform", "shuffle"]
-Adjacency = Literal["replace", "add-remove"]
 
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 SAMPLINGS: tuple[Sampling, ...] = get_args(Sampling)
-ADJACENCIES: tuple[Adjacency, ...] = get_args(Adjacency)
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:
@@ -242,6 +241,32 @@ class Run:
     The derived quantities live in the typed :attr:`derived` (a :class:`Setting`) and are read
     through the canonical short names (``T``, ``E``, ``l``, ``b``, ``p``,
     ``sigma``, ``L``, ``c``...).
+
+    Args:
+        algorithm: ``"gd"`` (full batch), ``"cgd"`` (cyclic batches) or ``"sgd"`` (sampled
+            batches).
+        n: the number of examples.
+        lr: the learning rate eta, a constant or one value per step.
+        batch_size: the batch size b (the expected size under Poisson sampling); not for gd.
+        steps: the number of noisy steps T (or give ``epochs``).
+        epochs: the number of epochs E (or give ``steps``).
+        noise_std: the std sigma of the Gaussian noise on the AVERAGED gradient.
+        noise_multiplier: Opacus's z on the SUM of clipped gradients (needs ``clip``):
+            sigma = z C / b.
+        clip: the per-example gradient clip norm C.
+        sensitivity: L, a bound on ``||g(x; z) - g(x; z')||`` over ANY two examples (replace-one)
+            or on ``||g(x; z)||`` (add/remove); ``clip`` C gives L = 2C or C.
+        strong_convexity: m, the strong convexity of every loss.
+        smoothness: M, the smoothness of every loss.
+        convex: the losses are convex.
+        contraction: an explicit contraction factor c of one noiseless step.
+        diameter: the diameter D of the convex set the iterates are projected onto.
+        sampling: the batch sampling of sgd: ``"poisson"``, ``"uniform"`` or ``"shuffle"``.
+        adjacency: ``"replace"`` (replace-one, the default) or ``"add-remove"``.
+
+    Raises:
+        ParameterError: a value out of its range, or an inconsistent combination (both or
+            neither of an exclusive pair, a contraction faster than the declared geometry, ...).
     """
 
     algorithm: Algorithm
@@ -265,7 +290,11 @@ class Run:
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        """The constructor's inputs, in declaration order (what a config or the CLI may set)."""
+        """The constructor's inputs, in declaration order (what a config or the CLI may set).
+
+        Returns:
+            The names of the fields the constructor takes.
+        """
         return tuple(f.name for f in fields(cls) if f.init)
 
     # ------------------------------------------------------------------ validation
@@ -604,11 +633,35 @@ class Run:
         return lr
 
     def setting(self) -> dict[str, Any]:
-        """Every canonical and derived quantity, JSON-serialisable (the ``setting`` of a report)."""
+        """Every canonical and derived quantity, JSON-serialisable (the ``setting`` of a report).
+
+        Returns:
+            A dict of the inputs and the derived quantities (T, E, l, p, sigma, L, c, ...).
+        """
         return self.derived.to_json()
 
     def replace(self, **changes: Any) -> Run:
-        """A copy with some inputs changed (re-validated)."""
+        """A copy with some inputs changed (re-validated).
+
+        Giving ``steps`` drops ``epochs`` (and the reverse); giving ``noise_std`` drops
+        ``noise_multiplier`` (and the reverse).
+
+        Args:
+            **changes: constructor inputs and their new values.
+
+        Returns:
+            The new, validated run.
+
+        Raises:
+            ParameterError: an unknown input name, or the changed run is invalid.
+        """
+        unknown = sorted(set(changes) - set(self.field_names()))
+        if unknown:
+            raise ParameterError(
+                unknown[0],
+                changes[unknown[0]],
+                "must name a Run input: one of " + ", ".join(self.field_names()),
+            )
         inputs = {k: getattr(self, k) for k in self.field_names()}
         if "steps" in changes:
             inputs["epochs"] = None

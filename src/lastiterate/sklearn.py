@@ -36,9 +36,13 @@ from sklearn.base import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from lastiterate.accountant import account, calibrate_noise
 from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
+from lastiterate.notions.adjacency import ADJACENCIES
 from lastiterate.notions.gdp import gdp_epsilon, gdp_mu
-from lastiterate.train.preprocessing import ADJACENCIES, parse_range, private_moments
+from lastiterate.run import Run
+from lastiterate.train.geometry import FAMILIES, glm_certificate
+from lastiterate.train.preprocessing import parse_range, private_moments
 
 __all__ = ["DPStandardScaler"]
 
@@ -128,7 +132,20 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return mu, delta
 
     def fit(self, X: Any, y: Any = None) -> DPStandardScaler:
-        """Release the private means and variances of ``X`` (``y`` is ignored)."""
+        """Release the private means and variances of ``X`` (``y`` is ignored).
+
+        Args:
+            X: the training rows, shape (n, d); every value is clipped to its declared bounds.
+            y: ignored (scikit-learn's API).
+
+        Returns:
+            This scaler, fitted: ``mean_``, ``scale_``, ``var_``, ``mu_``, ``epsilon_``,
+            ``delta_`` and ``privacy_report_`` are set.
+
+        Raises:
+            ParameterError: no declared ``bounds``, an invalid budget or adjacency, or ``X`` not
+                a finite numeric 2-D array.
+        """
         if self.bounds is None:
             raise ParameterError(
                 "bounds",
@@ -154,7 +171,9 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.delta_ = delta
         self.epsilon_ = gdp_epsilon(delta, mom.mu)
         self.privacy_report_ = {
-            "mechanism": "Gaussian mechanism on per-feature sums of clipped values and of their squares",
+            "mechanism": (
+                "Gaussian mechanism on per-feature sums of clipped values and of their squares"
+            ),
             "mu": self.mu_,
             "epsilon": self.epsilon_,
             "delta": delta,
@@ -163,24 +182,65 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             "sigma_square": mom.sigma_square,
             "sigma_count": mom.sigma_count,
             "bounds": [[float(a), float(b)] for a, b in zip(lo, hi)],
-            "composition": "GDP: a downstream mu_model-GDP estimator gives sqrt(mu_model^2 + mu^2)-GDP",
+            "composition": (
+                "GDP: a downstream mu_model-GDP estimator gives sqrt(mu_model^2 + mu^2)-GDP"
+            ),
             "secret_noise": self.random_state is None,
         }
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        """``(clip(X, lo, hi) - mean_) / scale_`` (a fixed per-row map: no further privacy cost)."""
+        """``(clip(X, lo, hi) - mean_) / scale_`` (a fixed per-row map: no further privacy cost).
+
+        Args:
+            X: rows to scale, shape (n, d).
+
+        Returns:
+            The scaled rows, shape (n, d).
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         check_is_fitted(self, "mean_")
         X = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=True)
         return (np.clip(X, self.lo_, self.hi_) - self.mean_) / self.scale_
 
     def inverse_transform(self, X: Any) -> np.ndarray:
+        """``X * scale_ + mean_``: scaled rows back in the original units (the clip is not undone).
+
+        Args:
+            X: scaled rows, shape (n, d).
+
+        Returns:
+            The rows in the original units, shape (n, d).
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         check_is_fitted(self, "mean_")
         X = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=True)
         return X * self.scale_ + self.mean_
 
     def composed_mu(self, model_mu: float) -> float:
-        """GDP of a pipeline whose estimator is ``model_mu``-GDP on the scaled data (exact composition)."""
+        """GDP of a pipeline whose estimator is ``model_mu``-GDP on the scaled data.
+
+        The composition of two Gaussian mechanisms is exact: ``sqrt(model_mu^2 + mu_^2)``
+        (Dong, Roth & Su 2022, Cor. 3.3).
+
+        Args:
+            model_mu: the GDP parameter of the downstream estimator, >= 0.
+
+        Returns:
+            The GDP parameter of the scaler and the estimator together.
+
+        Raises:
+            NotFittedError: the scaler is not fitted (scikit-learn's error).
+            ParameterError: ``model_mu`` is negative or not finite.
+        """
         check_is_fitted(self, "mu_")
         m = float(model_mu)
         if not (m >= 0 and math.isfinite(m)):
@@ -210,12 +270,12 @@ WORK_BUDGET = 1e10
 #: never fewer than this many examples in a cyclic / sampled batch
 MIN_BATCH = 32
 
-ESTIMATOR_ADJACENCIES = ("replace", "add-remove")
+ESTIMATOR_ADJACENCIES = ADJACENCIES
 
 PUBLIC_QUANTITIES = (
     "n (the number of training rows), d (the number of features) and the label set (the classes "
-    "present in y) are treated as PUBLIC: the configuration is chosen from them, data_norm, epsilon "
-    "and delta only, and they are not protected by the guarantee"
+    "present in y) are treated as PUBLIC: the configuration is chosen from them, data_norm, "
+    "epsilon and delta only, and they are not protected by the guarantee"
 )
 
 TUNING_WARNING = (
@@ -226,7 +286,29 @@ TUNING_WARNING = (
 
 @dataclass(frozen=True)
 class Configuration:
-    """The training configuration chosen by :func:`choose_configuration` (all public)."""
+    """The training configuration chosen by :func:`choose_configuration` (all public).
+
+    Attributes:
+        family: the GLM family (``"binary-logistic"``, ``"multinomial-logistic"``,
+            ``"least-squares"``).
+        algorithm: ``"gd"``, ``"cgd"`` or ``"sgd"``.
+        sampling: the batch sampling of sgd (None otherwise).
+        batch_size: the batch size b (None for gd).
+        lr: the learning rate.
+        steps: the number of noisy steps T.
+        l2: the L2 strength lambda.
+        clip: the per-example gradient clip norm C.
+        noise_std: the calibrated noise std sigma on the averaged gradient.
+        feature_norm: R, the norm rows are clipped to.
+        intercept: whether the model has an intercept.
+        adjacency: the neighbouring relation.
+        n: the number of rows.
+        n_parameters: the number of trained parameters.
+        certified: whether the GLM geometry certificate holds.
+        certificate_reason: the certificate's derivation or refusal.
+        rule: which step of the rule chose the algorithm.
+        candidates: the calibrated alternatives that were compared.
+    """
 
     family: str
     algorithm: str
@@ -248,6 +330,11 @@ class Configuration:
     candidates: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The configuration as a JSON object.
+
+        Returns:
+            A dict of every field (``candidates`` as a list of dicts).
+        """
         out = asdict(self)
         out["candidates"] = [dict(c) for c in self.candidates]
         return out
@@ -261,6 +348,12 @@ class PrivacyReport:
     fitted coefficients; ``report`` is the full :class:`lastiterate.accountant.Report` (every bound
     and why the others do not apply), ``run`` the :class:`lastiterate.run.Run` the trainer executed,
     ``configuration`` the chosen settings and ``notes`` what is and is not covered.
+
+    Attributes:
+        report: the accountant's :class:`lastiterate.accountant.Report` of the executed run.
+        run: the executed :class:`lastiterate.run.Run`.
+        configuration: the chosen :class:`Configuration`.
+        notes: what is and is not covered by the guarantee.
     """
 
     report: Any
@@ -270,28 +363,43 @@ class PrivacyReport:
 
     @property
     def best(self) -> Any:
+        """The tightest valid bound (a :class:`lastiterate.bounds.Result`)."""
         return self.report.best
 
     @property
     def epsilon(self) -> float:
+        """Epsilon of the tightest bound."""
         return float(self.report.best.epsilon)
 
     @property
     def delta(self) -> float:
+        """Delta of the tightest bound."""
         return float(self.report.best.delta)
 
     @property
     def mu(self) -> float | None:
+        """The GDP parameter of the tightest bound (None for a non-GDP bound)."""
         return self.report.best.mu
 
     @property
     def bound(self) -> str:
+        """The bound id of the tightest bound."""
         return str(self.report.best.bound)
 
     def format(self) -> str:
+        """The human-readable report followed by the notes.
+
+        Returns:
+            The accountant's report text and one ``Note:`` line per note.
+        """
         return self.report.format() + "\n" + "\n".join(f"Note: {n}" for n in self.notes)
 
     def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object.
+
+        Returns:
+            The accountant report's JSON with ``configuration`` and ``notes`` added.
+        """
         return {
             **self.report.to_json(),
             "configuration": self.configuration.to_json(),
@@ -311,8 +419,6 @@ def _privacy_report_from_run(
     run: Any, delta: float, configuration: Configuration, notes: tuple[str, ...]
 ) -> PrivacyReport:
     """Rebuild a :class:`PrivacyReport` by accounting ``run`` again (used when unpickling)."""
-    from lastiterate.accountant import account
-
     return PrivacyReport(
         report=account(run, delta=delta), run=run, configuration=configuration, notes=notes
     )
@@ -398,11 +504,27 @@ def choose_configuration(
 
     The noise is always the calibrated one: the returned configuration meets (epsilon, delta)
     under the accountant, and the estimator accounts the run it executes again after training.
-    """
-    from lastiterate.accountant import calibrate_noise
-    from lastiterate.run import Run
-    from lastiterate.train.geometry import FAMILIES, glm_certificate
 
+    Args:
+        family: the GLM family, one of :data:`lastiterate.train.geometry.FAMILIES`.
+        n: the number of training rows.
+        n_features: the number of features d.
+        n_outputs: the number of outputs (1, or the number of classes for multinomial).
+        epsilon: the target epsilon > 0.
+        delta: the target delta in (0, 1).
+        data_norm: R, the norm every row is clipped to.
+        fit_intercept: whether the model has an intercept.
+        adjacency: ``"replace"`` or ``"add-remove"``.
+        target_bound: least squares only: targets are clipped to ``[-B, B]``.
+        max_steps: the largest number of noisy steps.
+
+    Returns:
+        The chosen :class:`Configuration`, with its calibrated noise.
+
+    Raises:
+        ParameterError: a value out of range, an unknown family or adjacency, or an epsilon too
+            small to spend anything at ``delta``.
+    """
     eps = check_positive("epsilon", epsilon)
     dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     R = check_positive("data_norm", data_norm)
@@ -620,6 +742,7 @@ class _DPGeneralisedLinearModel(BaseEstimator):
     def _train(
         self, X: np.ndarray, y: np.ndarray, family: str, n_outputs: int, target_bound: float | None
     ) -> None:
+        # lazy: torch (the train extra) costs seconds to import; only fitting needs it
         import torch
 
         from lastiterate.train import GLM, NoisyCGD, NoisyGD, NoisySGD
@@ -763,7 +886,20 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         return declared, np.searchsorted(declared, y)
 
     def fit(self, X: Any, y: Any) -> DPLogisticRegression:
-        """Choose the configuration from (n, d, classes, epsilon, delta, data_norm) and train."""
+        """Choose the configuration from (n, d, classes, epsilon, delta, data_norm) and train.
+
+        Args:
+            X: the training rows, shape (n, d); each is clipped to norm ``data_norm``.
+            y: the labels, shape (n,).
+
+        Returns:
+            This estimator, fitted: ``coef_``, ``intercept_``, ``classes_`` and
+            ``privacy_report_`` are set.
+
+        Raises:
+            ParameterError: an invalid parameter, ``X`` or ``y`` (fewer than two classes,
+                labels outside the declared ``classes``).
+        """
         self._check_params()
         X, y = self._validated(X, y, fitting=True)
         check_classification_targets(y)
@@ -779,12 +915,36 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Logits of the clipped rows: shape (n,) for two classes (positive: ``classes_[1]``),
-        else (n, K)."""
+        """Logits of the clipped rows.
+
+        Args:
+            X: rows, shape (n, d).
+
+        Returns:
+            Shape (n,) for two classes (positive: ``classes_[1]``), else (n, K).
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         z = self._linear(X)
         return z[:, 0] if z.shape[1] == 1 else z
 
     def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities of the clipped rows (logistic or softmax of the logits).
+
+        Args:
+            X: rows, shape (n, d).
+
+        Returns:
+            Probabilities, shape (n, K), columns in the order of ``classes_``.
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         z = self.decision_function(X)
         if z.ndim == 1:
             p1 = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, overflow-free
@@ -794,10 +954,36 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         return e / e.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithms of :meth:`predict_proba`.
+
+        Args:
+            X: rows, shape (n, d).
+
+        Returns:
+            Log-probabilities, shape (n, K) (``-inf`` where a probability underflows to 0).
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
     def predict(self, X: Any) -> np.ndarray:
+        """The most probable class of each row.
+
+        Args:
+            X: rows, shape (n, d).
+
+        Returns:
+            Labels from ``classes_``, shape (n,).
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         z = self.decision_function(X)
         idx = (z > 0).astype(np.int64) if z.ndim == 1 else z.argmax(axis=1)
         return self.classes_[idx]
@@ -872,7 +1058,18 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         return tags
 
     def fit(self, X: Any, y: Any) -> DPRidge:
-        """Choose the configuration from (n, d, epsilon, delta, data_norm, target_bound), train."""
+        """Choose the configuration from (n, d, epsilon, delta, data_norm, target_bound), train.
+
+        Args:
+            X: the training rows, shape (n, d); each is clipped to norm ``data_norm``.
+            y: the targets, shape (n,); each is clipped to ``[-target_bound, target_bound]``.
+
+        Returns:
+            This estimator, fitted: ``coef_``, ``intercept_`` and ``privacy_report_`` are set.
+
+        Raises:
+            ParameterError: an invalid parameter, ``X`` or ``y``.
+        """
         self._check_params()
         B = check_positive("target_bound", self.target_bound)
         X, y = self._validated(X, y, fitting=True)
@@ -889,6 +1086,19 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         return self
 
     def predict(self, X: Any) -> np.ndarray:
+        """Predicted targets of the clipped rows.
+
+        Args:
+            X: rows, shape (n, d).
+
+        Returns:
+            Predictions, shape (n,).
+
+        Raises:
+            NotFittedError: the estimator is not fitted (scikit-learn's error).
+            ParameterError: ``X`` is not a finite numeric 2-D array with ``n_features_in_``
+                columns.
+        """
         return self._linear(X)[:, 0]
 
 

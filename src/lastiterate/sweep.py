@@ -225,6 +225,7 @@ def _progress_bar(total: int, show: bool | None) -> Any:
     """A tqdm bar on stderr (``show=None``: only when stderr is a terminal), else None."""
     if show is False or (show is None and not sys.stderr.isatty()):
         return None
+    # lazy: only for an interactive progress bar (CLI start-up)
     from tqdm import tqdm
 
     return tqdm(total=total, desc="accounting grid", unit="point", file=sys.stderr, leave=False)
@@ -277,6 +278,7 @@ def account_grid(
             :data:`MAX_GRID_POINTS` points), an invalid query or bound id.  Invalid grid points are
             rows, not errors.
     """
+    # lazy: `lastiterate sweep --help` imports this module; these load numpy/scipy
     from lastiterate import accountant
     from lastiterate.bounds import Query, registered
 
@@ -364,6 +366,7 @@ def _plain(value: Any) -> Any:
 def _table(records: list[dict[str, Any]], columns: list[str], as_frame: bool | None) -> Any:
     if as_frame is False:
         return records
+    # lazy: pandas is optional (as_frame)
     try:
         import pandas as pd
     except ImportError:
@@ -416,6 +419,7 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
         len({r["epsilon"] for r in ok_rows}) == 1 and len({r["delta"] for r in ok_rows}) > 1
     )
     y_name = "delta" if fixed_epsilon else "epsilon"
+    # lazy: matplotlib (the plot extra) only when a plot is asked for
     try:
         import matplotlib
     except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment

@@ -19,15 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from lastiterate.errors import NotApplicable, ParameterError, check_in_range, check_nonnegative
+from lastiterate.notions.gdp import MU_MAX, gaussian_tradeoff, gdp_delta, gdp_epsilon
+from lastiterate.notions.rdp import RdpCurve, rdp_to_delta, rdp_to_epsilon
 from lastiterate.run import Run
-
-if TYPE_CHECKING:
-    from lastiterate.notions.rdp import RdpCurve
 
 Kind = Literal["bound", "estimate"]
 
@@ -37,7 +36,18 @@ DEFAULT_REPORT_ORDERS: tuple[float, ...] = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0
 
 @dataclass(frozen=True)
 class Query:
-    """What the caller wants: epsilon at ``delta`` (default) or delta at ``epsilon``."""
+    """What the caller wants: epsilon at ``delta`` (default) or delta at ``epsilon``.
+
+    Args:
+        delta: report the epsilon at this delta, in (0, 1) (default 1e-5).
+        epsilon: report the delta at this epsilon, >= 0 (then ``delta`` must be None).
+        orders: Renyi orders > 1 at which RDP results report their curve (default
+            :data:`DEFAULT_REPORT_ORDERS`).
+
+    Raises:
+        ParameterError: both or neither of ``delta`` and ``epsilon`` given, or a value out of
+            its range.
+    """
 
     delta: float | None = 1e-5
     epsilon: float | None = None
@@ -56,12 +66,32 @@ class Query:
 
     @property
     def report_orders(self) -> tuple[float, ...]:
+        """The Renyi orders at which RDP results report their curve."""
         return tuple(self.orders) if self.orders else DEFAULT_REPORT_ORDERS
 
 
 @dataclass(frozen=True)
 class Result:
-    """One guarantee for the released last iterate (JSON contract: docs/design.md)."""
+    """One guarantee for the released last iterate (JSON contract: docs/design.md).
+
+    Attributes:
+        bound: the bound id (one of :data:`BOUND_IDS`).
+        theorem: the theorem that gives it.
+        reference: the paper (and where in it).
+        kind: ``"bound"`` (a guarantee) or ``"estimate"`` (an approximation, never chosen best).
+        epsilon: epsilon (the query's, or the one found at the query's delta), >= 0.
+        delta: delta, in [0, 1].
+        mu: the GDP parameter, for GDP results.
+        rdp: ``(order, epsilon)`` pairs of the RDP curve at the report orders, for RDP results.
+        details: the theorem's intermediate quantities (JSON-safe).
+        assumptions: the assumptions the theorem used.
+        adjacency: the neighbouring relation of the guarantee.
+        tradeoff: the tradeoff curve alpha -> beta, for plots (not serialised).
+
+    Raises:
+        ValueError: a theorem produced epsilon < 0, NaN, or delta outside [0, 1] (an internal
+            error: the accountant lists it as a failure).
+    """
 
     bound: str
     theorem: str
@@ -88,6 +118,11 @@ class Result:
             raise ValueError(f"{self.bound}: produced delta={self.delta!r} outside [0, 1]")
 
     def to_json(self) -> dict[str, Any]:
+        """The result as a JSON object (docs/design.md).
+
+        Returns:
+            A dict of every field but ``tradeoff``; an infinite epsilon is written ``"inf"``.
+        """
         return {
             "bound": self.bound,
             "theorem": self.theorem,
@@ -168,7 +203,7 @@ def register(
 
 def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
     """The registered theorems (all bound modules imported), optionally restricted to ``ids``."""
-    from lastiterate import bounds
+    from lastiterate import bounds  # lazy: the package imports this module (a cycle at import)
 
     bounds.load_all()
     if ids is None:
@@ -180,6 +215,22 @@ def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
 
 
 # ---------------------------------------------------------------------- result builders
+def rdp_epsilon_limit(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:
+    """``epsilon_limit``: the sup over T of epsilon at the query's delta, from the limiting RDP
+    curve of a bound that converges in T (docs/theorems.md 1.5 for the conversion).
+
+    Args:
+        rdp_limit: the limiting RDP curve ``alpha -> eps_R(alpha)`` (the supremum over T).
+        query: the query; only a query by delta has an ``epsilon_limit``.
+
+    Returns:
+        ``{"epsilon_limit": ...}`` for a query by delta, else ``{}``.
+    """
+    if query.delta is None:
+        return {}
+    return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
+
+
 def gdp_result(
     spec_id: str,
     *,
@@ -193,8 +244,6 @@ def gdp_result(
     assumptions: Sequence[str] = (),
 ) -> Result:
     """A result from a mu-GDP guarantee: exact eps(delta) or delta(eps) (docs/theorems.md 1.2)."""
-    from lastiterate.notions.gdp import MU_MAX, gaussian_tradeoff, gdp_delta, gdp_epsilon
-
     if not (mu >= 0) or math.isnan(mu):
         raise ValueError(f"{spec_id}: mu={mu!r} must be >= 0")
     if mu > MU_MAX:
@@ -243,8 +292,6 @@ def rdp_result(
     or a tabulated :class:`~lastiterate.notions.rdp.RdpCurve` (minimised over its orders, which must
     include the query's report orders).  ``linear_rho`` marks a linear curve rho*alpha.
     """
-    from lastiterate.notions.rdp import rdp_to_delta, rdp_to_epsilon
-
     curve = tuple((float(a), float(rdp(a))) for a in query.report_orders)
     extra: dict[str, Any] = dict(details or {})
     if query.delta is not None:

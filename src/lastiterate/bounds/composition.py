@@ -4,8 +4,8 @@ These hold for ANY loss (no convexity, smoothness or projection needed): releasi
 is post-processed into releasing the last one.  They are what Opacus / dp_accounting report, and
 what the accountant falls back to when no last-iterate theorem applies.
 
-Per-step mechanism (docs/theorems.md 0): a step whose batch holds the differing example is the Gaussian
-mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
+Per-step mechanism (docs/theorems.md 0): a step whose batch holds the differing example is the
+Gaussian mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
 
 * ``gdp-composition``: paper 000 Thm 4.1 (gd), Thm 4.4 (cgd: the example is used once per epoch),
   Thm 4.8 (sgd with uniform fixed-size batches: C_p(G_{L/(b sigma)})^{⊗T}, composed numerically);
@@ -20,27 +20,30 @@ mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from lastiterate.bounds.base import Query, Result, gdp_result, rdp_result, register
 from lastiterate.errors import NotApplicable, ParameterError
+from lastiterate.notions.adjacency import Adjacency
+from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
+from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
+from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
 from lastiterate.run import Run
-
-if TYPE_CHECKING:
-    from lastiterate.notions.pld import Adjacency
 
 ANY_LOSS = "any loss: no convexity, smoothness or projection assumed"
 
 
 def _gaussian_uses(run: Run) -> tuple[float, int]:
-    """(per-step GDP parameter, number of steps using the differing example) for gd, cgd, shuffle."""
+    """(per-step GDP parameter, number of steps using the differing example): gd, cgd, shuffle."""
     if run.algorithm == "gd":
         return run.L / (run.n * run.sigma), run.T
     return run.per_step_mu, run.uses
 
 
 def _clip_noise_multiplier(run: Run) -> float:
-    """Noise multiplier of the per-step sum normalised to sensitivity-C, C the clip norm implied by L.
+    """Noise multiplier of the per-step sum normalised to sensitivity C, the clip norm implied by L.
 
     Under add/remove the sum changes by at most C = L; under replace-one by at most L = 2C.  The
     noise on the sum is b*sigma, so z = b sigma / C.
@@ -50,32 +53,62 @@ def _clip_noise_multiplier(run: Run) -> float:
 
 
 def _gaussian_composition_result(
-    run: Run, query: Query, *, theorem: str, reference: str, bound_id: str = "gdp-composition", **details: Any
+    run: Run,
+    query: Query,
+    *,
+    theorem: str,
+    reference: str,
+    bound_id: str = "gdp-composition",
+    **details: Any,
 ) -> Result:
     """mu-GDP of ``uses`` Gaussian steps G_{mu0} composed: mu = mu0 sqrt(uses) (gd, cgd, shuffle);
     ``details`` are added after ``per_step_mu`` and ``compositions``."""
     mu0, uses = _gaussian_uses(run)
     return gdp_result(
-        bound_id, theorem=theorem, reference=reference,
-        mu=mu0 * math.sqrt(uses), query=query, run=run, assumptions=(ANY_LOSS,),
+        bound_id,
+        theorem=theorem,
+        reference=reference,
+        mu=mu0 * math.sqrt(uses),
+        query=query,
+        run=run,
+        assumptions=(ANY_LOSS,),
         details={"per_step_mu": mu0, "compositions": uses, **details},
     )
 
 
-@register("gdp-composition", theorem="Thm 4.1 (NoisyGD composition)", reference="Bok, Su, Altschuler 2024 (paper 000)", algorithms=("gd",))
+@register(
+    "gdp-composition",
+    theorem="Thm 4.1 (NoisyGD composition)",
+    reference="Bok, Su, Altschuler 2024 (paper 000)",
+    algorithms=("gd",),
+)
 def gdp_composition_gd(run: Run, query: Query) -> Result:
     """Thm 4.1: NoisyGD is mu-GDP with mu = (L/(n sigma)) sqrt(T); tight for linear losses."""
-    return _gaussian_composition_result(run, query, theorem="Thm 4.1", reference="Bok, Su, Altschuler 2024, Thm 4.1")
+    return _gaussian_composition_result(
+        run, query, theorem="Thm 4.1", reference="Bok, Su, Altschuler 2024, Thm 4.1"
+    )
 
 
-@register("gdp-composition", theorem="Thm 4.4 (NoisyCGD composition)", reference="Bok, Su, Altschuler 2024 (paper 000)", algorithms=("cgd",))
+@register(
+    "gdp-composition",
+    theorem="Thm 4.4 (NoisyCGD composition)",
+    reference="Bok, Su, Altschuler 2024 (paper 000)",
+    algorithms=("cgd",),
+)
 def gdp_composition_cgd(run: Run, query: Query) -> Result:
     """Thm 4.4: NoisyCGD is mu-GDP with mu = (L/(b sigma)) sqrt(E): the differing example is used
     once per epoch.  b is the smallest batch of the partition and E = ceil(T/l) (worst position)."""
-    return _gaussian_composition_result(run, query, theorem="Thm 4.4", reference="Bok, Su, Altschuler 2024, Thm 4.4")
+    return _gaussian_composition_result(
+        run, query, theorem="Thm 4.4", reference="Bok, Su, Altschuler 2024, Thm 4.4"
+    )
 
 
-@register("gdp-composition", theorem="Thm 4.8 / shuffled-batch composition", reference="Bok, Su, Altschuler 2024 (paper 000); Bu et al. 2020 (paper 004)", algorithms=("sgd",))
+@register(
+    "gdp-composition",
+    theorem="Thm 4.8 / shuffled-batch composition",
+    reference="Bok, Su, Altschuler 2024 (paper 000); Bu et al. 2020 (paper 004)",
+    algorithms=("sgd",),
+)
 def gdp_composition_sgd(run: Run, query: Query) -> Result:
     """NoisySGD composition.
 
@@ -89,7 +122,9 @@ def gdp_composition_sgd(run: Run, query: Query) -> Result:
     """
     if run.sampling_scheme == "shuffle":
         return _gaussian_composition_result(
-            run, query, theorem="shuffled batches: one Gaussian step per epoch",
+            run,
+            query,
+            theorem="shuffled batches: one Gaussian step per epoch",
             reference="Bok, Su, Altschuler 2024, Thm 4.4 argument (cyclic use)",
         )
     return _sgd_pld_result("gdp-composition", run, query)
@@ -114,14 +149,24 @@ def _full_batch_gaussian_mu(run: Run) -> float | None:
 
 
 def _full_batch_result(bound_id: str, mu0: float, run: Run, query: Query) -> Result:
-    """Exact G_{mu0 sqrt(T)} for a subsampled run whose rate is 1 (see :func:`_full_batch_gaussian_mu`)."""
+    """Exact G_{mu0 sqrt(T)} for a subsampled run whose rate is 1.
+
+    See :func:`_full_batch_gaussian_mu`.
+    """
     return gdp_result(
-        bound_id, theorem="sampling rate 1: T Gaussian steps compose to G_{mu sqrt(T)} (exact)",
+        bound_id,
+        theorem="sampling rate 1: T Gaussian steps compose to G_{mu sqrt(T)} (exact)",
         reference="Dong, Roth, Su 2022, Cor. 3.3 (Gaussian composition); C_1(G_mu) = G_mu (Def. 6)",
-        mu=mu0 * math.sqrt(run.T), query=query, run=run,
+        mu=mu0 * math.sqrt(run.T),
+        query=query,
+        run=run,
         assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme} with rate 1"),
-        details={"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T,
-                 "discretization": "none (closed form)"},
+        details={
+            "per_step_mu": mu0,
+            "sampling_rate": run.p,
+            "compositions": run.T,
+            "discretization": "none (closed form)",
+        },
     )
 
 
@@ -202,16 +247,20 @@ def _pld_adjacency(adjacency: str) -> Adjacency:
 
 
 def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
+    # lazy: the PLD engine adds ~20 ms to every start-up and only sampled sgd needs it
     from lastiterate.notions import pld
 
     if run.sampling_scheme == "uniform":
         if run.adjacency != "replace":
-            raise NotApplicable("uniform fixed-size batches are analysed under replace-one adjacency (C_p operator)")
+            raise NotApplicable(
+                "uniform fixed-size batches are analysed under replace-one adjacency (C_p operator)"
+            )
         mu0 = run.L / (run.b * run.sigma)
         return (
             pld.on_feasible_grid(
-                lambda w: pld.symmetric_subsampled_gaussian_pld(run.p, mu0, discretization=w, with_lower=True)
-                .self_compose(run.T),
+                lambda w: pld.symmetric_subsampled_gaussian_pld(
+                    run.p, mu0, discretization=w, with_lower=True
+                ).self_compose(run.T),
                 d,
             ),
             "Thm 4.8: C_p(G_mu)^{⊗T}",
@@ -247,13 +296,14 @@ class RevealedSamplingComposition:
 
         delta(eps) = sum_k P(K = k) * delta_G(eps; mu sqrt(k)),   mu = L/(b sigma)
 
-    (docs/theorems.md 1.2 for delta_G).  Binomial mass below 1e-30 relative is dropped and ADDED to delta.
+    (docs/theorems.md 1.2 for delta_G).  Binomial mass below 1e-30 relative is dropped and ADDED
+    to delta.
     """
 
     discretization = "none (exact binomial mixture of Gaussian profiles)"
 
     def __init__(self, T: int, q: float, mu: float) -> None:
-        import numpy as np
+        # lazy: scipy.stats adds ~0.35 s to start-up and only this mixture needs it
         from scipy import stats
 
         k = np.arange(T + 1)
@@ -266,18 +316,12 @@ class RevealedSamplingComposition:
 
     def delta(self, epsilon: float) -> float:
         """The mixture's delta at ``epsilon`` (all components at once, summed exactly)."""
-        import numpy as np
-
-        from lastiterate.notions.gdp import _gdp_delta_unchecked
-
         if not epsilon >= 0:
             raise ParameterError("epsilon", epsilon, "must be >= 0")
         parts = self._w * _gdp_delta_unchecked(np.asarray(float(epsilon)), self._mus)
         return min(1.0, math.fsum([self._dropped, *parts.tolist()]))
 
     def epsilon(self, delta: float) -> float:
-        from lastiterate.notions.gdp import smallest_epsilon
-
         return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
 
 
@@ -287,12 +331,25 @@ def _revealed_sampling_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
         RevealedSamplingComposition(run.T, run.p, mu0),
         "Poisson sampling, replace-one, sensitivity only: revealed-sampling Gaussian mixture",
         "post-processing + Dong, Roth, Su 2022 Gaussian composition",
-        {"per_step_mu": mu0, "sampling_rate": run.p, "compositions": run.T,
-         "note": "no clip norm declared: per-example gradient norms unbounded, so no amplification of epsilon is claimed"},
+        {
+            "per_step_mu": mu0,
+            "sampling_rate": run.p,
+            "compositions": run.T,
+            "note": "no clip norm declared: per-example gradient norms unbounded, so no "
+            "amplification of epsilon is claimed",
+        },
     )
 
 
-def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, details: dict[str, Any], run: Run, query: Query) -> Result:
+def _pld_to_result(
+    bound_id: str,
+    pld_obj: Any,
+    theorem: str,
+    reference: str,
+    details: dict[str, Any],
+    run: Run,
+    query: Query,
+) -> Result:
     det = dict(details)
     bracket = getattr(pld_obj, "has_lower", False)
     if query.delta is not None:
@@ -309,7 +366,9 @@ def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, de
         if bracket:
             upper, lower = pld_obj.delta_with_error(eps)
             delta = float(upper)
-            det.update({"delta_upper": delta, "delta_lower": None if lower is None else float(lower)})
+            det.update(
+                {"delta_upper": delta, "delta_lower": None if lower is None else float(lower)}
+            )
         else:
             delta = float(pld_obj.delta(eps))
     det["discretization"] = getattr(pld_obj, "discretization", None)
@@ -319,23 +378,39 @@ def _pld_to_result(bound_id: str, pld_obj: Any, theorem: str, reference: str, de
         # truncated mass already added to delta
         det["truncation_mass"] = float(err.truncation_mass)
         det["error"] = (
-            "pessimistic discretisation and FFT error bound: an upper bound; epsilon_lower (from the "
-            "optimistic PLD) is a certified lower bound on the exact epsilon of the same mechanism"
+            "pessimistic discretisation and FFT error bound: an upper bound; epsilon_lower (from "
+            "the optimistic PLD) is a certified lower bound on the exact epsilon of the same "
+            "mechanism"
         )
     return Result(
-        bound=bound_id, theorem=theorem, reference=reference, kind="bound", epsilon=eps, delta=delta,
-        mu=None, rdp=None, details=det, assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme}"),
+        bound=bound_id,
+        theorem=theorem,
+        reference=reference,
+        kind="bound",
+        epsilon=eps,
+        delta=delta,
+        mu=None,
+        rdp=None,
+        details=det,
+        assumptions=(ANY_LOSS, f"sampling={run.sampling_scheme}"),
         adjacency=run.adjacency,
     )
 
 
 def _epsilon_bracket(upper: float, lower: float | None) -> dict[str, Any]:
-    """``epsilon_upper`` (reported), ``epsilon_lower`` and the bracket's relative width (JSON-safe)."""
+    """``epsilon_upper`` (reported), ``epsilon_lower`` and their relative width (JSON-safe)."""
     if lower is None or not math.isfinite(upper):
-        return {"epsilon_upper": upper if math.isfinite(upper) else None, "epsilon_lower": lower,
-                "epsilon_bracket_relative_width": None}
+        return {
+            "epsilon_upper": upper if math.isfinite(upper) else None,
+            "epsilon_lower": lower,
+            "epsilon_bracket_relative_width": None,
+        }
     width = 0.0 if upper == 0.0 else (upper - lower) / upper
-    return {"epsilon_upper": upper, "epsilon_lower": float(lower), "epsilon_bracket_relative_width": width}
+    return {
+        "epsilon_upper": upper,
+        "epsilon_lower": float(lower),
+        "epsilon_bracket_relative_width": width,
+    }
 
 
 def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
@@ -344,15 +419,17 @@ def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
         return _full_batch_result(bound_id, mu_full, run, query)
     pld_obj, theorem, reference, details = _sgd_pld_for_query(run, query)
     if run.sampling_scheme == "uniform":
-        from lastiterate.notions.clt import clt_mu_symmetric
-
         details["clt_mu_estimate"] = clt_mu_symmetric(run.p, run.L / (run.b * run.sigma), run.T)
     return _pld_to_result(bound_id, pld_obj, theorem, reference, details, run, query)
 
 
-@register("pld-composition", theorem="numerical PLD composition", reference="dp_accounting PLD (Doroshenko et al. 2022, connect-the-dots)")
+@register(
+    "pld-composition",
+    theorem="numerical PLD composition",
+    reference="dp_accounting PLD (Doroshenko et al. 2022, connect-the-dots)",
+)
 def pld_composition(run: Run, query: Query) -> Result:
-    """Privacy-loss-distribution composition of every step's mechanism (pessimistic discretisation)."""
+    """Privacy-loss-distribution composition of every step's mechanism (pessimistic grid)."""
 
     if run.algorithm == "sgd" and run.sampling_scheme != "shuffle":
         mu_full = _full_batch_gaussian_mu(run)
@@ -363,15 +440,23 @@ def pld_composition(run: Run, query: Query) -> Result:
         # The privacy-loss distribution of G_mu composed k times is exactly that of G_{mu sqrt(k)}
         # (the Gaussian PLD is N(mu^2/2, mu^2) and normals add), so no discretisation is needed.
         return _gaussian_composition_result(
-            run, query, bound_id="pld-composition",
+            run,
+            query,
+            bound_id="pld-composition",
             theorem="Gaussian PLD composed over the steps using the example",
-            reference="Dong, Roth, Su 2022 (Gaussian PLD N(mu^2/2, mu^2) is closed under composition)",
+            reference=(
+                "Dong, Roth, Su 2022 (Gaussian PLD N(mu^2/2, mu^2) is closed under composition)"
+            ),
             discretization="none (analytic PLD)",
         )
     return _pld_to_result("pld-composition", pld_obj, theorem, reference, details, run, query)
 
 
-@register("rdp-composition", theorem="RDP composition", reference="Mironov 2017; Mironov, Talwar, Zhang 2019")
+@register(
+    "rdp-composition",
+    theorem="RDP composition",
+    reference="Mironov 2017; Mironov, Talwar, Zhang 2019",
+)
 def rdp_composition(run: Run, query: Query) -> Result:
     """RDP of the (sampled) Gaussian mechanism, composed over the steps that may use the example.
 
@@ -383,38 +468,51 @@ def rdp_composition(run: Run, query: Query) -> Result:
         mu0, uses = _gaussian_uses(run)
         rho = uses * mu0**2 / 2
         return rdp_result(
-            "rdp-composition", theorem="Gaussian RDP composition", reference="Mironov 2017, Prop. 7",
-            rdp=lambda a: rho * a, query=query, run=run, linear_rho=rho,
-            assumptions=(ANY_LOSS,), details={"per_step_mu": mu0, "compositions": uses},
+            "rdp-composition",
+            theorem="Gaussian RDP composition",
+            reference="Mironov 2017, Prop. 7",
+            rdp=lambda a: rho * a,
+            query=query,
+            run=run,
+            linear_rho=rho,
+            assumptions=(ANY_LOSS,),
+            details={"per_step_mu": mu0, "compositions": uses},
         )
     if run.sampling_scheme != "poisson" or run.adjacency != "add-remove":
         raise NotApplicable(
             "sampled-Gaussian RDP is implemented for Poisson sampling under add/remove adjacency; "
-            f"this run has sampling={run.sampling_scheme}, adjacency={run.adjacency} (see pld-composition)"
+            f"this run has sampling={run.sampling_scheme}, adjacency={run.adjacency} "
+            "(see pld-composition)"
         )
-    import numpy as np
-
-    from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
-
     z = _clip_noise_multiplier(run)
     T = run.T
     orders = np.union1d(DEFAULT_ORDERS, np.asarray(query.report_orders, dtype=float))
     curve = RdpCurve.from_sampled_gaussian(run.p, z, T, orders=orders)
     return rdp_result(
-        "rdp-composition", theorem="sampled Gaussian RDP composition",
+        "rdp-composition",
+        theorem="sampled Gaussian RDP composition",
         reference="Mironov, Talwar, Zhang 2019; Altschuler, Talwar 2022, Def. 2.10",
-        rdp=curve, query=query, run=run,
+        rdp=curve,
+        query=query,
+        run=run,
         assumptions=(ANY_LOSS, "Poisson sampling", "add/remove adjacency"),
         details={"noise_multiplier": z, "sampling_rate": run.p, "compositions": T},
     )
 
 
-@register("clt", theorem="privacy CLT", reference="Dong, Roth, Su 2022; Bu et al. 2020 eq. 3.1; paper 000 Lemma A.5", kind="estimate", algorithms=("sgd",))
+@register(
+    "clt",
+    theorem="privacy CLT",
+    reference="Dong, Roth, Su 2022; Bu et al. 2020 eq. 3.1; paper 000 Lemma A.5",
+    kind="estimate",
+    algorithms=("sgd",),
+)
 def clt(run: Run, query: Query) -> Result:
-    """CLT approximation mu of the subsampled-Gaussian composition (an ESTIMATE, not a bound):
-    symmetric (uniform batches) sqrt(2) p sqrt(T h(mu0)); one-sided Poisson p sqrt(T (e^{mu0^2}-1))."""
-    from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
+    """CLT approximation mu of the subsampled-Gaussian composition (an ESTIMATE, not a bound).
 
+    Symmetric (uniform batches): sqrt(2) p sqrt(T h(mu0)); one-sided Poisson:
+    p sqrt(T (e^{mu0^2} - 1)).
+    """
     mu0 = run.L / (run.b * run.sigma)
     if run.sampling_scheme == "uniform":
         mu, name = clt_mu_symmetric(run.p, mu0, run.T), "symmetric CLT (Lemma A.5)"
@@ -426,8 +524,13 @@ def clt(run: Run, query: Query) -> Result:
     if not math.isfinite(mu):
         raise NotApplicable("CLT parameter overflows (per-step mu too large for the approximation)")
     return gdp_result(
-        "clt", theorem=name, reference="Bu, Dong, Long, Su 2020; Dong, Roth, Su 2022", mu=mu,
-        query=query, run=run, kind="estimate",
+        "clt",
+        theorem=name,
+        reference="Bu, Dong, Long, Su 2020; Dong, Roth, Su 2022",
+        mu=mu,
+        query=query,
+        run=run,
+        kind="estimate",
         assumptions=("asymptotic: p sqrt(T) -> const; NOT a guarantee at finite T",),
         details={"per_step_mu": mu0, "sampling_rate": run.p, "steps": run.T},
     )

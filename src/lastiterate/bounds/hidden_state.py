@@ -31,7 +31,7 @@ from typing import Any
 from lastiterate.bounds.base import Query, Result, rdp_result, register
 from lastiterate.bounds.shifted_interpolation import one_minus_power
 from lastiterate.errors import NotApplicable
-from lastiterate.notions.rdp import rdp_to_delta
+from lastiterate.notions.rdp import rdp_to_delta, rdp_to_epsilon
 from lastiterate.run import Run
 
 BOUND_ID = "hidden-state-rdp"
@@ -89,8 +89,6 @@ def _checks(run: Run) -> tuple[float, float]:
 
 
 def _limit_details(rho_limit: float, query: Query) -> dict[str, Any]:
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
     out: dict[str, Any] = {"rho_limit": rho_limit}
     curve = lambda a, _r=rho_limit: _r * a
     if query.delta is not None:

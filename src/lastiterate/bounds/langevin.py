@@ -57,7 +57,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from lastiterate.bounds.base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_epsilon_limit, rdp_result, register
 from lastiterate.errors import NotApplicable
 from lastiterate.run import Run
 
@@ -241,15 +241,6 @@ def _require_full_batch_strongly_convex(run: Run) -> tuple[float, float, float]:
     return float(run.m), float(run.M), run.eta
 
 
-def _limit_details(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:
-    """``epsilon_limit`` (sup over T of eps at the query's delta) from the limiting RDP curve."""
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
-    if query.delta is None:
-        return {}
-    return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
-
-
 def _linear_rdp_result(
     run: Run,
     query: Query,
@@ -264,7 +255,7 @@ def _linear_rdp_result(
     """Result of a linear RDP curve ``rdp(alpha) = rho alpha`` (both corollaries are of this form):
     ``details`` completed by ``rho``, ``rho_limit`` (sup over T) and ``epsilon_limit``."""
     details.update({"rho": rdp(1.0), "rho_limit": rdp_lim(1.0)})
-    details.update(_limit_details(rdp_lim, query))
+    details.update(rdp_epsilon_limit(rdp_lim, query))
     return rdp_result(
         "langevin-lsi",
         theorem=theorem,

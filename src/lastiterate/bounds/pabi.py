@@ -89,8 +89,9 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Query, Result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, rdp_epsilon_limit, rdp_result, register
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.rdp import rdp_to_epsilon, sampled_gaussian_rdp
 from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
 
@@ -297,8 +298,6 @@ def sampled_gaussian(
     key = (float(q), float(noise_multiplier), float(alpha), direction)
     val = _EXACT_CACHE.get(key)
     if val is None:
-        from lastiterate.notions.rdp import sampled_gaussian_rdp
-
         try:
             val = float(
                 np.asarray(
@@ -386,8 +385,6 @@ class SGMTable:
 
 def _best_order(curve: Callable[[float], float], query: Query) -> float:
     """The order at which the curve's best (eps, delta) conversion is attained (for refinement)."""
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
     if query.delta is not None:
         return float(rdp_to_epsilon(curve, query.delta).order)
     eps = float(query.epsilon)  # type: ignore[arg-type]
@@ -816,14 +813,6 @@ def _require_common(run: Run) -> tuple[float, float]:
     return float(run.D), max(float(run.c), 1e-300)
 
 
-def _epsilon_limit(rdp_limit: Callable[[float], float], query: Query) -> dict[str, Any]:
-    from lastiterate.notions.rdp import rdp_to_epsilon
-
-    if query.delta is None:
-        return {}
-    return {"epsilon_limit": float(rdp_to_epsilon(rdp_limit, query.delta).epsilon)}
-
-
 def _result(
     run: Run,
     query: Query,
@@ -924,7 +913,7 @@ def pabi_gd(run: Run, query: Query) -> Result:
         "contraction": c,
         **det,
     }
-    details.update(_epsilon_limit(lambda a: rho_lim * a, query))
+    details.update(rdp_epsilon_limit(lambda a: rho_lim * a, query))
     return _result(
         run,
         query,
@@ -997,7 +986,7 @@ def pabi_sgd(run: Run, query: Query) -> Result:
     res = _with_choice(res, window_curve)
     if query.delta is not None:
         lim = refined_split_window_curve(query, n_max=math.inf, **{**params, "T": math.inf})
-        res = dataclasses.replace(res, details={**res.details, **_epsilon_limit(lim, query)})
+        res = dataclasses.replace(res, details={**res.details, **rdp_epsilon_limit(lim, query)})
     return res
 
 
@@ -1039,7 +1028,7 @@ def pabi_cgd(run: Run, query: Query) -> Result:
         "per_use_shift": eta * L / b_min,
         **det,
     }
-    details.update(_epsilon_limit(lambda a: rho_lim * a, query))
+    details.update(rdp_epsilon_limit(lambda a: rho_lim * a, query))
     return _result(
         run,
         query,

@@ -58,9 +58,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.clt import clt_h as _clt_h
+from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
 from lastiterate.run import Run
 
 BOUND_ID = "shifted-interpolation"
@@ -355,8 +358,6 @@ def _geometry_notes(run: Run, c: float) -> list[str]:
 
 def _limit_details(mu_limit: float, query: Query) -> dict[str, Any]:
     """``mu_limit`` and the matching ``epsilon_limit`` (query by delta) or ``delta_limit``."""
-    from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
-
     out: dict[str, Any] = {"mu_limit": float(mu_limit)}
     if (
         not mu_limit <= MU_MAX
@@ -721,9 +722,7 @@ NU_SEARCH_MAX = 1_000_000
 def clt_h(mu: float) -> float:
     """``h(mu) = e^{mu^2} Phi(3mu/2) + 3 Phi(-mu/2) - 2`` (docs/theorems.md 1.7), from
     :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows)."""
-    from lastiterate.notions.clt import clt_h as _h
-
-    return float(_h(mu))
+    return float(_clt_h(mu))
 
 
 def _sgd_checks(run: Run) -> tuple[float, float]:
@@ -744,6 +743,7 @@ def _sgd_checks(run: Run) -> tuple[float, float]:
 def _composer(p: float, mu: float) -> Any:
     """The cached :class:`lastiterate.notions.pld.SubsampledGaussianComposer` of C_p(G_mu) (a small
     cache: composed PMFs on the fine grid can hold millions of points)."""
+    # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions import pld
 
     return pld.SubsampledGaussianComposer(p, mu, cache_size=8)
@@ -863,8 +863,6 @@ def _pruned_by_gaussian_factor(
 
 def _gaussian_value(mu: float, query: Query) -> float:
     """epsilon at ``query.delta`` (or delta at ``query.epsilon``) of G_mu (exact)."""
-    from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
-
     if not mu <= MU_MAX:
         return math.inf if query.delta is not None else 1.0
     if query.delta is not None:
@@ -915,8 +913,6 @@ def _final_discretization(coarse_value: float, query: Query) -> float | None:
 
 def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
     """theta in the allowed range minimising a CLT surrogate (search heuristic only)."""
-    from scipy.optimize import minimize_scalar
-
     def finite(theta: float) -> float:  # inf/NaN would make Brent's parabola steps NaN
         v = objective(theta)
         return min(1e300, v)
@@ -928,6 +924,8 @@ def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
 def _thm48_composition(run: Run, query: Query) -> tuple[float, float]:
     """Thm 4.8's C_p(G_{L/(b sigma)})^{⊗T} at the query, from the composition bounds' PLD (one
     cached object, on the grid their accuracy rule chose): (value, grid width)."""
+    # lazy: importing composition here would register its bounds before this module's, which
+    # changes which of two equally tight results a report keeps
     from lastiterate.bounds.composition import _sgd_pld_for_query
 
     pld_obj = _sgd_pld_for_query(run, query)[0]
@@ -965,6 +963,7 @@ def _sgd_result(
         eps, delta = value, query.delta
     else:
         eps, delta = float(query.epsilon), min(1.0, value)  # type: ignore[arg-type]
+    # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions import pld
 
     details = dict(details)

@@ -76,6 +76,7 @@ from lastiterate.bounds.pabi import (
     refined_split_window_curve,
 )
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.rdp import rdp_to_epsilon
 from lastiterate.run import Run
 
 REFERENCE = "Liang, Zhang, He, Wu, Xing 2026 (paper 002)"
@@ -313,8 +314,6 @@ def smooth_bounded_domain_thm34(run: Run, query: Query) -> Result:
     if order is not None and math.isfinite(float(order)):
         extra.update(curve.evaluate(float(order))[1])
     if query.delta is not None:
-        from lastiterate.notions.rdp import rdp_to_epsilon
-
         lim = smooth_window_curve(run, query, limit=True)
         extra["epsilon_limit"] = float(rdp_to_epsilon(lim, query.delta).epsilon)
     return dataclasses.replace(res, details=extra)

@@ -34,6 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_account(args: argparse.Namespace) -> int:
+    # lazy: the accountant loads numpy/scipy and every bound (CLI start-up, --help)
     from lastiterate.accountant import account
 
     apply_config(args)
@@ -42,6 +43,7 @@ def cmd_account(args: argparse.Namespace) -> int:
         run, delta=args.delta, epsilon=args.epsilon, bounds=args.bound, orders=args.orders
     )
     if args.plot is not None:
+        # lazy: matplotlib (the plot extra) only when a plot is asked for
         from lastiterate.plotting import plot_report
 
         plot_report(report, args.plot)

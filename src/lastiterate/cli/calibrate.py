@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    # lazy: the accountant loads numpy/scipy and every bound (CLI start-up, --help)
     from lastiterate.accountant import calibrate_epochs, calibrate_noise
 
     apply_config(args)

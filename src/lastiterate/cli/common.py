@@ -237,6 +237,7 @@ def run_from_args(args: argparse.Namespace, **override: Any) -> Any:
 def print_json(obj: Any) -> None:
     """One standard JSON object on stdout (no NaN or Infinity tokens; see
     :mod:`lastiterate.jsonutil`)."""
+    # lazy: jsonutil imports numpy; this module is loaded at CLI start-up (--help)
     from lastiterate.jsonutil import dumps
 
     print(dumps(obj))
@@ -249,6 +250,7 @@ class ProgressBar:
     def __init__(self, desc: str, *, quiet: bool = False, total: int | None = None) -> None:
         self._bar = None
         if not quiet and sys.stderr.isatty():
+            # lazy: only for an interactive progress bar (CLI start-up)
             from tqdm import tqdm
 
             self._bar = tqdm(desc=desc, unit="eval", file=sys.stderr, leave=False, total=total)

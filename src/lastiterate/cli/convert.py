@@ -30,6 +30,7 @@ def add_parser(sub: Any) -> None:
 def cmd_convert(args: argparse.Namespace) -> int:
     out: dict[str, Any]
     if args.mu is not None:
+        # lazy: numpy/scipy (CLI start-up, --help)
         from lastiterate.notions.gdp import gdp_delta, gdp_epsilon
 
         mu = check_nonnegative("mu", args.mu)
@@ -44,6 +45,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         out = {"epsilon": eps, "delta": delta, "mu": mu}
         text = f"{mu:g}-GDP implies ({eps:.6g}, {delta:.6g})-DP"
     else:
+        # lazy: numpy/scipy (CLI start-up, --help)
         from lastiterate.notions.rdp import RHO_LINEAR_MAX, rdp_linear_to_epsilon
 
         rho = check_in_range("rdp-linear", args.rdp_linear, 0.0, RHO_LINEAR_MAX)

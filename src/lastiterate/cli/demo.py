@@ -12,6 +12,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    # lazy: the accountant loads numpy/scipy and every bound (CLI start-up, --help)
     from lastiterate.demo import run_demo
 
     print(run_demo())

@@ -44,6 +44,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    # lazy: model files need torch (the train extra; seconds to import)
     from lastiterate.train.model_file import card_path, load_model, read_inputs
 
     released = load_model(args.model)

@@ -20,6 +20,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    # lazy: the experiments load the accountant and matplotlib (CLI start-up, --help)
     from lastiterate.experiments._base import experiments, write_experiment
 
     registry = experiments()

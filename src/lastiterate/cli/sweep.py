@@ -39,6 +39,7 @@ VARY_TYPES: dict[str, type] = {
 
 
 def add_parser(sub: Any) -> None:
+    # lazy: only at parser construction (lastiterate.sweep itself imports no numpy)
     from lastiterate.sweep import MAX_GRID_POINTS
 
     p = sub.add_parser(
@@ -191,6 +192,7 @@ def _csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    # lazy: the grid loads the accountant, numpy/scipy (CLI start-up, --help)
     from lastiterate.sweep import account_grid, grid_columns, plot_grid, to_records
 
     apply_config(args)

@@ -69,7 +69,8 @@ def register_experiment(
 
 def experiments() -> dict[str, tuple[str, Callable[[bool], Experiment]]]:
     """All registered experiments (imports every module of this package once)."""
-    from lastiterate import experiments as pkg  # the package whose modules register experiments
+    # lazy: the package imports this module (a cycle at import); its modules register experiments
+    from lastiterate import experiments as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
         if not info.name.startswith("_"):
@@ -116,6 +117,7 @@ def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
         w.writerows(exp.rows)
     paths = [md, csv_path]
     if exp.plot is not None:
+        # lazy: matplotlib (the plot extra) only when a figure is written
         import matplotlib
 
         matplotlib.use("Agg")

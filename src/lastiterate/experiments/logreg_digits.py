@@ -38,6 +38,7 @@ B = 144
 def _train(
     algorithm: str, epochs: int, seed: int, data: Any, with_report: bool
 ) -> tuple[float, float, Any]:
+    # lazy: torch (the train extra; seconds to import) only when this experiment runs
     from lastiterate.train.models import GLM
     from lastiterate.train.trainer import NoisyCGD, NoisySGD, evaluate
 
@@ -74,6 +75,7 @@ def _eps(report: Any, ids: tuple[str, ...]) -> tuple[float | None, str | None]:
     "paper 000 sec. 4.4 analogue: NoisyCGD / NoisySGD logistic regression on sklearn digits",
 )
 def logreg_digits(quick: bool) -> Experiment:
+    # lazy: torch (the train extra; seconds to import) only when this experiment runs
     from lastiterate.train.data import load_dataset
 
     seeds = (0, 1) if quick else (0, 1, 2, 3, 4)

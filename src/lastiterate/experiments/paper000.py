@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from lastiterate.accountant import account
 from lastiterate.bounds import Query, Result
 from lastiterate.bounds import hidden_state as hs
 from lastiterate.bounds import shifted_interpolation as si
@@ -189,8 +190,6 @@ def printed_e_star_expression(L_over_b: float, eta: float, l: int) -> int:
 
 
 def _composition(run: Run, kind: str = "bound", bound: str = "gdp-composition") -> Any:
-    from lastiterate.accountant import account
-
     res = account(run, delta=DELTA, bounds=[bound]).result(bound, kind=kind)
     if res is None:  # pragma: no cover - the composition baselines apply to every run
         raise RuntimeError(f"{bound} gave no result for {run}")

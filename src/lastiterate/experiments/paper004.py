@@ -250,6 +250,7 @@ def table1(quick: bool = False) -> Experiment:
         }
 
     def plot(ax: Any) -> None:
+        # lazy: matplotlib (the plot extra) only when a figure is written
         from matplotlib.lines import Line2D
 
         colors = {1.3: "tab:blue", 1.1: "tab:orange", 0.7: "tab:green"}

@@ -106,6 +106,24 @@ class Certificate:
     ``certified`` is True when ``strong_convexity`` and ``smoothness`` are proven for the update
     the trainer runs; then ``run_geometry()`` gives the Run keywords.  Otherwise ``reason`` says
     why the strongly-convex / bounded-domain theorems cannot be claimed.
+
+    Attributes:
+        model: the model family (or a model's name for :func:`uncertified`).
+        certified: whether the geometry below is proven for the executed update.
+        reason: the derivation (certified) or why nothing is claimed.
+        strong_convexity: m (None: not strongly convex).
+        smoothness: M of the executed update (with the sampling's worst case).
+        data_smoothness: beta = curvature * R_eff^2 (before lambda and sampling).
+        feature_norm: R, the declared bound on the feature norm.
+        effective_feature_norm: R_eff (with the intercept feature).
+        l2: the L2 strength lambda.
+        clip: the clip norm C.
+        gradient_bound: sup ||grad l_i|| of the unclipped loss (None: unbounded).
+        clipping_active: whether the clip can ever be active.
+        sensitivity: L under replace-one (2C).
+        contraction: c at the learning rate (the worst over a schedule).
+        lr: the learning rate the contraction was computed at.
+        hint: how to obtain a certificate, when refused.
     """
 
     model: str
@@ -126,7 +144,12 @@ class Certificate:
     hint: str | None = None
 
     def run_geometry(self) -> dict[str, Any]:
-        """The keywords to pass to :class:`~lastiterate.run.Run` (empty when not certified)."""
+        """The keywords to pass to :class:`~lastiterate.run.Run` (empty when not certified).
+
+        Returns:
+            ``{"strong_convexity": m, "smoothness": M}``, ``{"smoothness": M, "convex": True}``
+            when lambda = 0, or ``{}``.
+        """
         if not self.certified:
             return {}
         if self.strong_convexity is None:  # lambda = 0: convex and M-smooth only
@@ -134,6 +157,11 @@ class Certificate:
         return {"strong_convexity": self.strong_convexity, "smoothness": self.smoothness}
 
     def to_json(self) -> dict[str, Any]:
+        """The certificate as a JSON object.
+
+        Returns:
+            A dict of every field.
+        """
         return {k: v for k, v in asdict(self).items()}
 
 
@@ -155,7 +183,27 @@ def glm_certificate(
     ``sampling='poisson'`` needs ``n`` and ``batch_size`` (worst-case batch size n, see the module
     docstring).  ``lr`` (the largest step of a schedule; ``lr_min`` its smallest) is used to refuse
     when ``lr >= 2/M`` and to report the worst contraction over the schedule,
-    ``c = max(|1 - lr_min m|, |1 - lr M|)`` (a smaller step contracts less).
+    ``c = max(|1 - lr_min m|, |1 - lr M|)`` (a smaller step contracts less).  The derivations
+    are in the module docstring.
+
+    Args:
+        family: the GLM family, one of :data:`FAMILIES`.
+        feature_norm: R, the clip norm of every feature row (None: unclipped, nothing certified).
+        l2: the L2 strength lambda >= 0 (m = lambda).
+        clip: the per-example gradient clip norm C > 0.
+        lr: the (largest) learning rate, to check contraction and report c.
+        intercept: whether the model has an intercept (R_eff = sqrt(R^2 + 1)).
+        sampling: the batch sampling; ``"poisson"`` takes the worst-case batch of n examples.
+        n: the number of examples (Poisson sampling).
+        batch_size: the (expected) batch size b (Poisson sampling).
+        lr_min: the smallest learning rate of a schedule.
+
+    Returns:
+        A :class:`Certificate`: certified with m, M and c, or refused with the reason and a hint.
+
+    Raises:
+        ParameterError: an unknown family or a value out of range (also ``n`` or ``batch_size``
+            missing for Poisson sampling).
     """
     if family not in FAMILIES:
         raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
@@ -280,7 +328,17 @@ def glm_certificate(
 def uncertified(
     model: str, reason: str, *, clip: float | None = None, lr: float | None = None
 ) -> Certificate:
-    """A model without a geometry certificate (MLP, CNN, Adam updates...): composition only."""
+    """A model without a geometry certificate (MLP, CNN, Adam updates...): composition only.
+
+    Args:
+        model: the model's name.
+        reason: why no geometry is certified.
+        clip: the clip norm C (gives the sensitivity 2C).
+        lr: the learning rate.
+
+    Returns:
+        An uncertified :class:`Certificate`.
+    """
     return Certificate(
         model, False, reason, clip=clip, sensitivity=None if clip is None else 2 * clip, lr=lr
     )

@@ -323,7 +323,22 @@ def model_card(
     """The model card of a :class:`~lastiterate.train.trainer.TrainResult` trained on ``dataset``
     (a :class:`~lastiterate.train.data.Dataset`).  See the module docstring for what it holds and
     what it must not hold.  ``with_preprocessing``: the headline guarantee of training and private
-    preprocessing together (``ComposedGuarantee.to_json()``); the statement then quotes it."""
+    preprocessing together (``ComposedGuarantee.to_json()``); the statement then quotes it.
+
+    Args:
+        result: the trainer's result (its model, report and run).
+        dataset: the training dataset (only public facts: its name, sizes, declared ranges).
+        model: the released model, when it is not ``result.model``.
+        method: the training method's name.
+        preprocessing: the preprocessing to replay at prediction time.
+        with_preprocessing: the composed guarantee of training and private preprocessing.
+
+    Returns:
+        The card as a JSON-safe dict.
+
+    Raises:
+        ParameterError: the result was not accounted (``fit(account=False)``).
+    """
     from lastiterate import __version__
 
     model = result.model if model is None else model
@@ -426,8 +441,20 @@ def _model_tensors(model: Any) -> dict[str, Any]:
 
 def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -> tuple[Path, Path]:
     """Write the final parameters of ``model`` to ``path`` (safetensors, card embedded) and the card
-    beside it (:func:`card_path`); both atomically.  Returns both paths.  Parameters that are not
-    finite (a diverged run) are refused."""
+    beside it (:func:`card_path`); both atomically.
+
+    Args:
+        path: the model file to write.
+        model: the trained model (a GLM or a module model).
+        card: its model card (:func:`model_card`).
+
+    Returns:
+        ``(model file, card file)``.
+
+    Raises:
+        ParameterError: ``path`` is a directory, or the parameters are not finite (a diverged
+            run).
+    """
     from safetensors.torch import save
 
     from lastiterate.train.ledger import tensors_digest, write_private_file
@@ -576,8 +603,19 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
 
 def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
     """Load a model file written by :func:`save_model` (``li.load_model``), safely: JSON and
-    safetensors only, never pickle.  Raises :class:`ParameterError` for a missing, truncated,
-    corrupt, tampered or foreign file, or a card beside it that differs from the embedded card."""
+    safetensors only, never pickle.
+
+    Args:
+        path: the model file (``.safetensors``, its card embedded).
+
+    Returns:
+        A :class:`ReleasedModel`: the model, its card (the guarantee, the preprocessing to
+        replay) and the path.
+
+    Raises:
+        ParameterError: a missing, truncated, corrupt, tampered or foreign file, or a card beside
+            it that differs from the embedded card.
+    """
     from safetensors.torch import load
 
     from lastiterate.train.ledger import safetensors_metadata, tensors_digest

@@ -28,8 +28,9 @@ dp_accounting and prv_accountant; the FFT round-off is far below the deltas of i
 
 Truncation is always done in the pessimistic direction and its size is recorded:
 
-* one-step profiles are cut at the grid point where :math:`\delta \le e^{\text{log\_mass\_truncation\_bound}}`
-  (default :math:`e^{-50}`); the remaining profile becomes mass at :math:`+\infty`;
+* one-step profiles are cut at the grid point where
+  :math:`\delta \le e^{\text{log\_mass\_truncation\_bound}}` (default :math:`e^{-50}`); the
+  remaining profile becomes mass at :math:`+\infty`;
 * the FFT window of a composition is chosen by a Chernoff bound so that at most
   ``tail_mass_truncation`` (default 1e-15) lies outside it; mass below the window is moved *up*
   into it and the bound on the mass above it is added to :math:`+\infty`.
@@ -73,7 +74,8 @@ Conventions used by the constructors
   ``noise_multiplier`` is relative to C, *not* to the replace-one sensitivity 2C).
 * :func:`symmetric_subsampled_gaussian_pld` -- :math:`C_p(G_\mu)` of DRS22 Thm 9 (fixed-size
   uniform subsampling, replace-one); :math:`\mu` is the GDP parameter of one *unsampled* step under
-  replace-one, i.e. :math:`\mu = L/(b\sigma) = 2/z` for gradients clipped at C (docs/theorems.md §0).
+  replace-one, i.e. :math:`\mu = L/(b\sigma) = 2/z` for gradients clipped at C
+  (docs/theorems.md §0).
 
 Implementation note (measured, see ``benchmarks/composition.py``)
 -----------------------------------------------------------------
@@ -103,12 +105,12 @@ re-exports the public names, so ``from lastiterate.notions.pld import ...`` keep
 
 from __future__ import annotations
 
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.pld._common import (
     _MAX_GRID_POINTS,  # noqa: F401  (kept importable from the old module)
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
-    Adjacency,
     _GridTooLarge,  # noqa: F401  (kept importable from the old module)
     grid_budget,
     max_grid_points,

@@ -1,17 +1,14 @@
-"""Constants, the adjacency literal and the grid-size refusal shared by the PLD modules."""
+"""Constants and the grid-size refusal shared by the PLD modules."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Literal
 
 from lastiterate.errors import (
     ParameterError,
 )
-
-Adjacency = Literal["add-remove", "replace"]
 
 DEFAULT_DISCRETIZATION: float = 1e-4
 """Default grid width of the privacy loss (same default as dp_accounting)."""

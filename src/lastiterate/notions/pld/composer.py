@@ -15,11 +15,12 @@ from lastiterate.errors import (
     check_positive_int,
     check_probability,
 )
+from lastiterate.notions.adjacency import Adjacency
+from lastiterate.notions.gdp import gdp_epsilon
 from lastiterate.notions.pld._common import (
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
-    Adjacency,
     max_grid_points,
 )
 from lastiterate.notions.pld.distribution import (
@@ -47,8 +48,6 @@ def _gaussian_epsilon(mu: float, delta: float) -> float:
     its unified tolerances): :math:`\delta(\varepsilon;\mu) \le \delta` holds exactly in
     floating point for the returned value.
     """
-    from lastiterate.notions.gdp import gdp_epsilon
-
     return gdp_epsilon(delta, mu)
 
 
@@ -77,10 +76,12 @@ class KEstimate:
 
 
 class SubsampledGaussianComposer:
-    r"""Fast repeated evaluation of :math:`\varepsilon_\delta\big(C_p(G_\mu)^{\otimes k} \otimes G_b\big)`.
+    r"""Fast repeated evaluation of
+    :math:`\varepsilon_\delta\big(C_p(G_\mu)^{\otimes k} \otimes G_b\big)`.
 
     This is the shape of the NoisySGD bounds of paper 000 (Thm 4.8: b = 0; Thm 4.10:
-    :math:`C_p(G_{2\sqrt2 L/(b\sigma)})^{\otimes(T-\tau)} \otimes G_{\sqrt2 D/(\eta\sigma\sqrt{T-\tau})}`),
+    :math:`C_p(G_{2\sqrt2 L/(b\sigma)})^{\otimes(T-\tau)}
+    \otimes G_{\sqrt2 D/(\eta\sigma\sqrt{T-\tau})}`),
     where an accountant minimises over the window length k.  The one-step connect-the-dots PLD
     is built once per grid width; each k costs one real FFT (the Gaussian factor, itself a
     connect-the-dots PMF, is multiplied into the same transform).  :meth:`minimize` scans the
@@ -126,7 +127,10 @@ class SubsampledGaussianComposer:
         self._composed: OrderedDict[tuple[float, int, float, bool, int], Pld] = OrderedDict()
 
     def __repr__(self) -> str:
-        return f"SubsampledGaussianComposer(p={self.p:g}, mu={self.mu:g}, discretization={self.discretization:g})"
+        return (
+            f"SubsampledGaussianComposer(p={self.p:g}, mu={self.mu:g}, "
+            f"discretization={self.discretization:g})"
+        )
 
     def one_step(self, *, discretization: float | None = None, with_lower: bool = False) -> Pld:
         """The (cached) one-step PLD :math:`C_p(G_\\mu)` on the given grid."""
@@ -163,7 +167,10 @@ class SubsampledGaussianComposer:
         discretization: float | None = None,
         with_lower: bool = False,
     ) -> Pld:
-        r"""The (cached) PLD of :math:`C_p(G_\mu)^{\otimes k} \otimes G_b`, ``b = extra_gaussian_mu``."""
+        r"""The (cached) PLD of :math:`C_p(G_\mu)^{\otimes k} \otimes G_b`.
+
+        ``b`` is ``extra_gaussian_mu``.
+        """
         k = check_positive_int("k", k, minimum=0)
         b = check_nonnegative("extra_gaussian_mu", extra_gaussian_mu)
         d = self.discretization if discretization is None else _check_discretization(discretization)
@@ -302,7 +309,9 @@ def poisson_subsampled_gaussian_epsilon(
     discretization: float = DEFAULT_DISCRETIZATION,
     with_lower: bool = False,
 ) -> EpsilonEstimate:
-    """Epsilon of ``steps`` DP-SGD steps with Poisson sampling (see :func:`poisson_subsampled_gaussian_pld`).
+    """Epsilon of ``steps`` DP-SGD steps with Poisson sampling.
+
+    See :func:`poisson_subsampled_gaussian_pld` for the mechanism.
 
     Returns an :class:`EpsilonEstimate` whose ``upper`` is a rigorous bound; with
     ``with_lower=True`` ``lower`` is a certified lower bound on the exact epsilon.
@@ -333,7 +342,8 @@ def compose_symmetric_subsampled_with_gaussian(
     *,
     discretization: float = DEFAULT_DISCRETIZATION,
 ) -> float:
-    r"""Upper bound on :math:`\varepsilon_\delta(C_p(G_{\mu_{sub}})^{\otimes k} \otimes G_{\mu_{gauss}})`.
+    r"""Upper bound on
+    :math:`\varepsilon_\delta(C_p(G_{\mu_{sub}})^{\otimes k} \otimes G_{\mu_{gauss}})`.
 
     Convenience wrapper around a module-level cache of :class:`SubsampledGaussianComposer`
     (one per ``(p, mu_sub, discretization)``), so that repeated calls with the same subsampled

@@ -19,11 +19,11 @@ from lastiterate.errors import (
     check_positive_int,
     check_probability,
 )
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.pld._common import (
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
-    Adjacency,
     _GridTooLarge,
     grid_budget,
     max_grid_points,
@@ -332,7 +332,7 @@ class Pld:
 
     def to_dp_accounting(self):  # -> dp_accounting PrivacyLossDistribution
         """The equivalent pessimistic ``dp_accounting`` ``PrivacyLossDistribution``."""
-        try:
+        try:  # lazy: dp-accounting is an optional extra (and costs ~1 s to import)
             from dp_accounting.pld import pld_pmf, privacy_loss_distribution
         except ModuleNotFoundError as exc:
             raise ModuleNotFoundError(
@@ -534,7 +534,10 @@ def _lower_masses(
 
 
 def _mass_at_zero(v0: float, v1: float, d: float) -> float:
-    """Connect-the-dots mass at loss 0 of a symmetric profile with values v0 = delta(0), v1 = delta(d)."""
+    """Connect-the-dots mass at loss 0 of a symmetric profile.
+
+    ``v0 = delta(0)`` and ``v1 = delta(d)`` are the profile's values at the first two grid points.
+    """
     return (v1 - v0) / math.expm1(d) + ((1.0 - v0) - math.exp(-d) * (1.0 - v1)) / -math.expm1(-d)
 
 
@@ -621,7 +624,8 @@ def _symmetric_pld(
     log_bound: float,
     with_lower: bool,
 ) -> Pld:
-    r"""Connect-the-dots PLD of a *symmetric* profile given by ``parts`` on :math:`\varepsilon \ge 0`.
+    r"""Connect-the-dots PLD of a *symmetric* profile given by ``parts`` on
+    :math:`\varepsilon \ge 0`.
 
     The positive side is built from the (accurate, small) values :math:`\delta(i\Delta)`; the
     negative side is its mirror (mass at :math:`-\ell` is :math:`e^{-\ell}` times the mass at

@@ -43,7 +43,8 @@ def _identity_pmf() -> _Pmf:
 
 
 def _masses_from_values(values: np.ndarray, d: float, bottom: float) -> np.ndarray:
-    r"""Masses of the PMF whose profile interpolates ``values`` linearly in :math:`u = e^\varepsilon`.
+    r"""Masses of the PMF whose profile interpolates ``values`` linearly in
+    :math:`u = e^\varepsilon`.
 
     ``values[j]`` is the profile at :math:`u_j = e^{(lo+j)\Delta}`; ``bottom`` is
     :math:`-u_0 s_{-}`, minus u_0 times the slope of the profile left of :math:`u_0` (for the
@@ -65,7 +66,11 @@ def _masses_from_values(values: np.ndarray, d: float, bottom: float) -> np.ndarr
 
 
 def _delta_for_epsilon(pmf: _Pmf, d: float, epsilon: float) -> float:
-    r""":math:`\delta(\varepsilon) = m_\infty + \sum_{\ell_j > \varepsilon} p_j (1 - e^{\varepsilon - \ell_j})`."""
+    r"""The profile of a PMF at one epsilon.
+
+    :math:`\delta(\varepsilon) = m_\infty + \sum_{\ell_j > \varepsilon} p_j
+    (1 - e^{\varepsilon - \ell_j})`.
+    """
     start = max(0, math.floor(epsilon / d) - pmf.lower)
     if start >= len(pmf.probs):
         return min(1.0, pmf.infinity_mass)
@@ -198,7 +203,7 @@ _LAMBDAS = np.logspace(-9.0, 1.0, 81)
 
 
 def _binned_cgf(pmf: _Pmf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Upper bounds on K(+lambda) and K(-lambda) on the grid ``_LAMBDAS`` from binned masses (cached)."""
+    """Upper bounds on K(+lambda), K(-lambda) on the grid ``_LAMBDAS`` (binned masses, cached)."""
     hit = pmf._cache.get("cgf")
     if hit is not None:
         return hit
@@ -292,7 +297,8 @@ _EPS = float(np.finfo(float).eps)
 _FFT_ERROR_CONSTANT = 8.0
 """Per-level constant of the componentwise FFT error model: one radix-2 level costs
 eta = mu + gamma_4 (sqrt 2 + mu), about 6u for an accurate twiddle table (Higham, *Accuracy and
-Stability of Numerical Algorithms*, 2nd ed., 2002, Thm 24.2); 8 leaves a margin for mixed radices."""
+Stability of Numerical Algorithms*, 2nd ed., 2002, Thm 24.2); 8 leaves a margin for mixed
+radices."""
 _TILT_RELATIVE_ERROR = 1e-7
 """Tilted passes are added until the FFT error bound is below this fraction of each upper bin ..."""
 _TILT_DELTA_FLOOR = 1e-20
@@ -334,7 +340,10 @@ def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 
 def _exact_log_cgfs(logx: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Exact ``log sum_j x_j e^{+-theta j} - log sum_j x_j`` at ``thetas``; ``(up, down, log_total)``."""
+    """Exact ``log sum_j x_j e^{+-theta j} - log sum_j x_j`` at ``thetas``.
+
+    Returns ``(up, down, log_total)``.
+    """
     j = np.arange(len(logx), dtype=float)
     keep = np.isfinite(logx)
     j, lx = j[keep], logx[keep]
@@ -352,7 +361,8 @@ def _chernoff_tails(
     refine: bool = True,
     full_grid: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total mass.
+    r"""Chernoff bounds on :math:`P(S \ge above_m)` and :math:`P(S \le below_m)`, times the total
+    mass.
 
     S is the sum of independent indices, ``powers[i]`` of them distributed as ``exp(logxs[i])``
     (finite measures, normalised): :math:`P(S \ge c) \le e^{\sum k_i K_i(\theta) - \theta c}`,
@@ -562,7 +572,8 @@ def _tilted_moments(
     blocks: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], lam: float
 ) -> tuple[float, float]:
     """Approximate mean and variance of the total index under the tilt ``e^{lam s}``
-    (``sum k K'``, ``sum k K''`` from block masses; only used to place a tilt, any tilt is valid)."""
+    (``sum k K'``, ``sum k K''`` from block masses; only used to place a tilt, any tilt is
+    valid)."""
     mean = var = 0.0
     for (logm, c), k in zip(blocks, powers):
         lw = logm + lam * c
@@ -584,7 +595,8 @@ def _compose_spectral(
     need_alias: bool = True,
     window_tail: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window ``offset .. offset + out_len - 1``.
+    r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window
+    ``offset .. offset + out_len - 1``.
 
     Returns ``(value, error, alias)``: ``|value - exact| <= error`` bin by bin, where *exact* is the
     cyclic composition of length ``n_fft`` (equal to the linear one inside the window up to the

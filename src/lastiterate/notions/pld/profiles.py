@@ -1,5 +1,12 @@
 """Closed-form privacy profiles: Gaussian, subsampled Gaussian (remove direction / C_p), the
-replace-one Poisson pair (docs/theorems.md §1.2, §1.6)."""
+replace-one Poisson pair (docs/theorems.md §1.2, §1.6).
+
+The public profiles :func:`gaussian_delta` and :func:`symmetric_subsampled_gaussian_delta` are the
+formulas of :func:`lastiterate.notions.gdp.gdp_delta` and
+:func:`lastiterate.notions.tradeoff.subsampled_gaussian_delta` (their one home), extended to
+negative epsilon by symmetry.  The private ``*_parts`` kernels evaluate the same profiles together
+with their slope ``qe`` in log space, as the connect-the-dots PMFs need both at once.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ from lastiterate.errors import (
     check_nonnegative,
     check_probability,
 )
+from lastiterate.notions.gdp import _gdp_delta_unchecked
+from lastiterate.notions.tradeoff import subsampled_gaussian_delta
 
 # ---------------------------------------------------------------------------------------------
 # Closed-form privacy profiles
@@ -61,17 +70,29 @@ def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray
     .. math:: \delta(\varepsilon;\mu) = \Phi(-\varepsilon/\mu + \mu/2)
               - e^{\varepsilon}\,\Phi(-\varepsilon/\mu - \mu/2)
 
-    (Balle & Wang 2018, Thm 8; Dong, Roth & Su 2022, Cor. 2.13; docs/theorems.md §1.2).  For
-    :math:`\varepsilon < 0` the symmetric identity
+    (Balle & Wang 2018, Thm 8; Dong, Roth & Su 2022, Cor. 2.13; docs/theorems.md §1.2), evaluated
+    by :func:`lastiterate.notions.gdp.gdp_delta`'s cancellation-free form for
+    :math:`\varepsilon \ge 0`.  For :math:`\varepsilon < 0` the symmetric identity
     :math:`\delta(-x) = 1 - e^{-x} + e^{-x}\delta(x)` is used.  ``mu = 0`` gives
     :math:`\max(0, 1 - e^\varepsilon)` (perfect privacy).
+
+    Args:
+        epsilon: a real number or an array of them (``+inf`` gives 0).
+        mu: the GDP parameter, ``mu >= 0``.
+
+    Returns:
+        :math:`\delta(\varepsilon)`: a float for scalar input, else an array.
+
+    Raises:
+        ParameterError: ``mu`` is negative or not finite, or ``epsilon`` holds NaN.
     """
     mu = check_nonnegative("mu", mu)
-    return _symmetric_profile(epsilon, mu, lambda x: _gaussian_parts(x, mu)[0])
+    return _symmetric_profile(epsilon, mu, lambda x: _gdp_delta_unchecked(x, mu))
 
 
 def _log_amplified(eps: np.ndarray, p: float) -> np.ndarray:
-    r"""Return :math:`\varepsilon' = \log(1 + (e^{\varepsilon} - 1)/p)` for :math:`e^\varepsilon > 1-p`.
+    r"""Return :math:`\varepsilon' = \log(1 + (e^{\varepsilon} - 1)/p)` for
+    :math:`e^\varepsilon > 1-p`.
 
     ``log1p(expm1(t)/p)`` for small t and ``t + log1p(-(1-p) e^{-t}) - log p`` for large t
     (docs/theorems.md §1.8 implementation note).
@@ -126,11 +147,23 @@ def symmetric_subsampled_gaussian_delta(
     000 Prop. D.4).  :math:`C_p(G_\mu)` is symmetric, hence for :math:`\varepsilon < 0`
     :math:`\delta(\varepsilon) = 1 - e^{\varepsilon} + e^{\varepsilon}\delta(-\varepsilon)`
     (from :math:`(p - \gamma q)_+ = p - \gamma q + (\gamma q - p)_+` and the swap symmetry).
+    The non-negative side is :func:`lastiterate.notions.tradeoff.subsampled_gaussian_delta`.
+
+    Args:
+        epsilon: a real number or an array of them.
+        p: the sampling rate, in (0, 1].
+        mu: the GDP parameter of one unsampled step, ``mu >= 0``.
+
+    Returns:
+        :math:`\delta(\varepsilon)`: a float for scalar input, else an array.
+
+    Raises:
+        ParameterError: ``p`` or ``mu`` is out of range, or ``epsilon`` holds NaN.
     """
     p = check_probability("p", p)
     mu = check_nonnegative("mu", mu)
     return _symmetric_profile(
-        epsilon, mu, lambda x: _subsampled_parts(x.ravel(), p, mu)[0].reshape(x.shape)
+        epsilon, mu, lambda x: np.asarray(subsampled_gaussian_delta(x, p, mu), dtype=float)
     )
 
 
