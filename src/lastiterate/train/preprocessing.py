@@ -49,10 +49,10 @@ from typing import Any
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_in_range, check_nonnegative, check_positive
+from lastiterate.notions.adjacency import ADJACENCIES
 from lastiterate.notions.gdp import gdp_delta, gdp_epsilon, gdp_mu, smallest_epsilon
 
 SCALINGS: tuple[str, ...] = ("auto", "public-range", "private", "clip-only", "data-public")
-ADJACENCIES: tuple[str, ...] = ("replace", "add-remove")
 
 #: smallest released variance in the [-1, 1] units of the private moments (post-processing floor)
 VARIANCE_FLOOR = 1e-4
