@@ -24,7 +24,7 @@ from lastiterate.audit.reference import (
     linear_unconstrained_mu,
     projected_walk_curve,
 )
-from lastiterate.audit.stats import gdp_epsilon
+from lastiterate.audit.stats import _gdp_epsilon
 from lastiterate.run import Run
 
 
@@ -106,7 +106,7 @@ def test_thm42_anchor_auditing_notes_3_1() -> None:
     )
     assert accountant_mu(run) == pytest.approx(1.0897, abs=1e-4)
     assert gaussian_quadratic_mu(100, 0.1, 1.0, 1.0, 0.25) == pytest.approx(1.0897, abs=1e-4)
-    assert gdp_epsilon(1e-5, gaussian_quadratic_mu(100, 0.1, 1.0, 1.0, 0.25)) == pytest.approx(
+    assert _gdp_epsilon(1e-5, gaussian_quadratic_mu(100, 0.1, 1.0, 1.0, 0.25)) == pytest.approx(
         4.836, abs=1e-3
     )
 
@@ -236,7 +236,7 @@ def test_projected_walk_without_drift_is_null_and_no_wall_is_gaussian() -> None:
     assert projected_walk_curve(1.0, 0.05, 0.0, 100).epsilon(1e-5) == 0.0
     # a huge domain: the walk never reaches the walls, so it is the linear unconstrained Gaussian
     wide = projected_walk_curve(3.0, 0.05, 0.002, 30, bins=1000)
-    assert wide.epsilon(1e-3) == pytest.approx(gdp_epsilon(1e-3, 0.04 * math.sqrt(30)), rel=0.02)
+    assert wide.epsilon(1e-3) == pytest.approx(_gdp_epsilon(1e-3, 0.04 * math.sqrt(30)), rel=0.02)
 
 
 # ---------------------------------------------------------------------- linear NoisySGD
@@ -245,7 +245,7 @@ def test_linear_sgd_curve_limits() -> None:
     T, a, s = 20, 0.05, 0.1
     full = linear_sgd_curve(T, 1.0, a, s)
     mu = a * T / (s * math.sqrt(T))
-    assert full.epsilon(1e-5) == pytest.approx(gdp_epsilon(1e-5, mu), rel=1e-4)
+    assert full.epsilon(1e-5) == pytest.approx(_gdp_epsilon(1e-5, mu), rel=1e-4)
     # subsampling helps
     sub = linear_sgd_curve(T, 0.1, a, s)
     assert sub.epsilon(1e-5) < full.epsilon(1e-5)

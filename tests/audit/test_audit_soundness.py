@@ -26,7 +26,7 @@ from lastiterate.audit.reference import (
 )
 from lastiterate.audit.report import audit_run, audit_spec
 from lastiterate.audit.simulate import coupled_trace, scores, simulate_pair, spec_from_run
-from lastiterate.audit.stats import audit_scores, gdp_epsilon
+from lastiterate.audit.stats import _gdp_epsilon, audit_scores
 from lastiterate.run import Run
 
 ALPHA = 1e-3
@@ -127,7 +127,7 @@ def test_linear_unconstrained_falls_back_to_composition() -> None:
     mu_exact = linear_unconstrained_mu(100, 0.25, 1.0)
     assert mu_exact == pytest.approx(2.5)
     for r in bound_results(rep):
-        assert r.epsilon >= gdp_epsilon(DELTA, mu_exact) * (1 - 1e-9), (
+        assert r.epsilon >= _gdp_epsilon(DELTA, mu_exact) * (1 - 1e-9), (
             f"{r.bound} below the exact linear-loss leakage"
         )
     res = audit_run(run, N=200_000, seed=2, alpha=ALPHA, delta=DELTA)

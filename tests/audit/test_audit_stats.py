@@ -15,15 +15,15 @@ from lastiterate.audit.stats import (
     Bonferroni,
     Explicit,
     Split,
+    _gaussian_tradeoff,
+    _gdp_delta,
+    _gdp_epsilon,
     audit_scores,
     clopper_pearson_lower,
     clopper_pearson_upper,
     dkw_epsilon,
     eps_lb_two_sided,
     fdp_violation,
-    gaussian_tradeoff,
-    gdp_delta,
-    gdp_epsilon,
     mu_lb_gdp,
 )
 
@@ -93,7 +93,7 @@ def test_eps_lb_formula_and_edge_cases() -> None:
     assert eps_lb_two_sided(0.9, 0.9, d) == 0.0
     # against a GDP mechanism, the optimal eps-test reaches the exact eps(delta)
     mu, delta = 1.0, 1e-3
-    eps = gdp_epsilon(delta, mu)
+    eps = _gdp_epsilon(delta, mu)
     t = np.linspace(-3, 5, 40001)
     fpr, fnr = sps.norm.sf(t), sps.norm.cdf(t - mu)
     assert float(np.max(eps_lb_two_sided(fpr, fnr, delta))) <= eps + 1e-6
@@ -104,19 +104,19 @@ def test_gdp_duality_independent_copy_matches_library() -> None:
     notions = pytest.importorskip("lastiterate.notions.gdp")
     for mu in (0.04, 0.5, 1.0897, 2.5, 6.0):
         for delta in (1e-10, 1e-5, 1e-2):
-            assert gdp_epsilon(delta, mu) == pytest.approx(
+            assert _gdp_epsilon(delta, mu) == pytest.approx(
                 float(notions.gdp_epsilon(delta, mu)), rel=1e-7, abs=1e-9
             )
-        assert gdp_delta(1.0, mu) == pytest.approx(
+        assert _gdp_delta(1.0, mu) == pytest.approx(
             float(notions.gdp_delta(1.0, mu)), rel=1e-8, abs=1e-15
         )
     # auditing-notes 3.1 anchors
-    assert gdp_epsilon(1e-5, 1.0897) == pytest.approx(4.836, abs=2e-3)
-    assert gdp_epsilon(1e-5, 2.5) == pytest.approx(13.207, abs=2e-3)
+    assert _gdp_epsilon(1e-5, 1.0897) == pytest.approx(4.836, abs=2e-3)
+    assert _gdp_epsilon(1e-5, 2.5) == pytest.approx(13.207, abs=2e-3)
 
 
 def test_fdp_violation() -> None:
-    f = lambda a: gaussian_tradeoff(a, 1.0)
+    f = lambda a: _gaussian_tradeoff(a, 1.0)
     a = np.array([0.1, 0.3])
     assert not fdp_violation(f, a, f(a) + 1e-3)
     assert fdp_violation(f, a, f(a) - 1e-3)

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from lastiterate.audit.stats import Split, audit_scores, clopper_pearson_lower, gdp_epsilon
+from lastiterate.audit.stats import Split, _gdp_epsilon, audit_scores, clopper_pearson_lower
 from lastiterate.errors import (
     NotApplicable,
     ParameterError,
@@ -628,7 +628,7 @@ def audit_canary(
         eps_lb=sa.eps_lb,
         mu_interval=(lo, hi),
         mu_point=point,
-        eps_from_mu_lb=gdp_epsilon(delta, sa.mu_lb) if sa.mu_lb > 0 else 0.0,
+        eps_from_mu_lb=_gdp_epsilon(delta, sa.mu_lb) if sa.mu_lb > 0 else 0.0,
         verdict=verdict,
         reason=reason,
         checks=tuple(checks),

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from lastiterate.audit.canary import TrainerSpec, _scaled_noise
-from lastiterate.audit.stats import Split, audit_scores, clopper_pearson_lower, gdp_epsilon
+from lastiterate.audit.stats import Split, _gdp_epsilon, audit_scores, clopper_pearson_lower
 from lastiterate.errors import (
     NotApplicable,
     ParameterError,
@@ -343,7 +343,7 @@ def evaluate_attack(
         tpr_at_fpr={f"{t:g}": _tpr_at(fpr, tpr, t) for t in FPR_TARGETS},
         mu_lb=float(sa.mu_lb),
         eps_lb=float(sa.eps_lb),
-        eps_from_mu_lb=gdp_epsilon(delta, sa.mu_lb) if sa.mu_lb > 0 else 0.0,
+        eps_from_mu_lb=_gdp_epsilon(delta, sa.mu_lb) if sa.mu_lb > 0 else 0.0,
         alpha=alpha,
         test_eps=test_eps,
         test_mu=test_mu,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from lastiterate.audit.stats import gdp_delta, gdp_epsilon
+from lastiterate.audit.stats import _gdp_delta, _gdp_epsilon
 
 __all__ = [
     "DiscreteCurve",
@@ -465,7 +465,7 @@ def projected_walk_schedule_curve(
 
 def composition_epsilon(T: int, mu0: float, delta: float) -> float:
     """eps(delta) of mu0 sqrt(T)-GDP (the composition column of auditing-notes 3.3)."""
-    return gdp_epsilon(delta, mu0 * math.sqrt(T))
+    return _gdp_epsilon(delta, mu0 * math.sqrt(T))
 
 
 # ---------------------------------------------------------------------- linear NoisySGD (mixture)
@@ -577,4 +577,4 @@ def linear_sgd_heuristic_curve(T: int, q: float, sigma: float) -> MixtureCurve:
 
 def gdp_curve_delta(eps: float, mu: float) -> float:
     """Re-export of the GDP privacy profile (independent of lastiterate.notions)."""
-    return gdp_delta(eps, mu)
+    return _gdp_delta(eps, mu)

@@ -29,7 +29,7 @@ import numpy as np
 from lastiterate.accountant import account
 from lastiterate.audit import reference as ref
 from lastiterate.audit.simulate import ChainSpec, scores, simulate_pair, spec_from_run
-from lastiterate.audit.stats import ThresholdStrategy, audit_scores, gdp_epsilon
+from lastiterate.audit.stats import ThresholdStrategy, _gdp_epsilon, audit_scores
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.formatting import fmt_number
 
@@ -211,7 +211,7 @@ def reference_for_spec(
         mu = (
             ref.gaussian_propagation_mu(A, kicks, etas * spec.sigma) if spec.sigma > 0 else math.inf
         )
-        eps = gdp_epsilon(delta, mu) if delta is not None and math.isfinite(mu) else None
+        eps = _gdp_epsilon(delta, mu) if delta is not None and math.isfinite(mu) else None
         return mu, eps, "Gaussian mean/variance propagation (exact)"
     if spec.dim != 1 or np.any(kappa):
         return None, None, ""

@@ -62,9 +62,6 @@ __all__ = [
     "dkw_epsilon",
     "eps_lb_two_sided",
     "fdp_violation",
-    "gaussian_tradeoff",
-    "gdp_delta",
-    "gdp_epsilon",
     "mu_lb_gdp",
     "point_mu_gaussian",
 ]
@@ -76,13 +73,13 @@ def _ndtr(x: Any) -> Any:
     return special.ndtr(x)
 
 
-def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
+def _gaussian_tradeoff(alpha: Any, mu: float) -> Any:
     """G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu)."""
     a = np.clip(np.asarray(alpha, dtype=float), 0.0, 1.0)
     return _ndtr(special.ndtri(1.0 - a) - mu)
 
 
-def gdp_delta(eps: float, mu: float) -> float:
+def _gdp_delta(eps: float, mu: float) -> float:
     """delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (docs/theorems.md 1.2), in
     log space."""
     if mu <= 0:
@@ -98,17 +95,17 @@ def gdp_delta(eps: float, mu: float) -> float:
     return float(math.exp(la) * -math.expm1(lb - la))
 
 
-def gdp_epsilon(delta: float, mu: float) -> float:
+def _gdp_epsilon(delta: float, mu: float) -> float:
     """The smallest eps >= 0 with delta(eps; mu) <= delta (bracketing root finding)."""
     if not (0 < delta < 1):
         raise ValueError(f"delta={delta!r} must be in (0, 1)")
-    if mu <= 0 or gdp_delta(0.0, mu) <= delta:
+    if mu <= 0 or _gdp_delta(0.0, mu) <= delta:
         return 0.0
     hi = max(1.0, mu * mu / 2 + 3 * mu * math.sqrt(2 * math.log(1 / delta)))
-    while gdp_delta(hi, mu) > delta:
+    while _gdp_delta(hi, mu) > delta:
         hi *= 2
     return float(
-        optimize.brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12)
+        optimize.brentq(lambda e: _gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12)
     )
 
 
