@@ -93,3 +93,38 @@ def test_revealed_sampling_mixture_equals_the_term_by_term_sum(T: int, q: float,
         got = mix.delta(eps)
         assert got >= reference * (1 - 1e-12)
         assert got <= reference * (1 + 1e-9) + 1e-300 + mix._dropped
+
+
+def test_delta_of_interest_saves_passes_and_stays_an_upper_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[float] = []
+    original = kernels._tilted_pass
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1.0)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "_tilted_pass", counting)
+
+    def compose() -> pld.Pld:
+        one = pld.poisson_subsampled_gaussian_pld(0.01, 0.8, with_lower=True)
+        return one.self_compose(1000)
+
+    full = compose()
+    full_passes = len(calls)
+    calls.clear()
+    default_floor = pld.tilt_delta_floor()
+    with pld.delta_of_interest(1e-5):
+        assert pld.tilt_delta_floor() == pytest.approx(1e-9)
+        fast = compose()
+    assert pld.tilt_delta_floor() == default_floor
+    assert len(calls) < full_passes
+    # at and above the delta of interest the value is as tight as the fully tilted one; far below
+    # it only looser (6e-5 relative at delta 1e-7), never below it
+    for delta, rel in ((1e-3, 1e-5), (1e-5, 1e-5), (1e-7, 1e-3)):
+        exact_side = full.epsilon_with_error(delta)
+        quick = fast.epsilon_with_error(delta)
+        assert quick.upper >= exact_side.lower
+        assert quick.upper >= exact_side.upper * (1 - 1e-12)
+        assert quick.upper <= exact_side.upper * (1 + rel)

@@ -566,8 +566,10 @@ def test_sgd_bounded_value_is_the_stated_composition() -> None:
         .compose(pld.gaussian_pld(g))
         .epsilon(1e-5)
     )
-    # same grid; the composer's FFT window truncation (<= 1e-15 tail mass) differs: ~1e-10 relative
-    assert res.epsilon == pytest.approx(direct, rel=1e-7)
+    # same grid; the composer's FFT window truncation (<= 1e-15 tail mass) differs (~1e-10
+    # relative), and the accountant composes for delta = 1e-5 (FFT errors below 1e-9 are added,
+    # not chased with extra tilted passes): never below the fully tilted value, ~3e-7 above it
+    assert direct * (1 - 1e-9) <= res.epsilon <= direct * (1 + 1e-6)
     assert res.epsilon < d["composition_epsilon"]
     assert res.epsilon <= d["epsilon_limit"]
 

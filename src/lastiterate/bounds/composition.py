@@ -172,8 +172,10 @@ def _full_batch_result(bound_id: str, mu0: float, run: Run, query: Query) -> Res
 
 def _sgd_pld(run: Run, discretization: float = 1e-4) -> tuple[Any, str, str, dict[str, Any]]:
     """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
+    from lastiterate.notions.pld import tilt_delta_floor
+
     key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip,
-           discretization)
+           discretization, tilt_delta_floor())
     if key not in _PLD_CACHE:
         if len(_PLD_CACHE) > 32:
             _PLD_CACHE.clear()
@@ -193,6 +195,13 @@ def _sgd_pld_for_query(run: Run, query: Query) -> tuple[Any, str, str, dict[str,
     """:func:`_sgd_pld` on the default grid, refined (at most three times, each at most 100x, and
     only while the grid budget lets it be finer) until the bracket at the query is narrower than
     ``_TARGET_BRACKET``.  Every grid gives an upper bound; refining only tightens it."""
+    from lastiterate.notions.pld import delta_of_interest
+
+    with delta_of_interest(query.delta):
+        return _refined_sgd_pld(run, query)
+
+
+def _refined_sgd_pld(run: Run, query: Query) -> tuple[Any, str, str, dict[str, Any]]:
     from lastiterate.notions.pld.distribution import ACCOUNTING_GRID_POINTS
 
     d = 1e-4

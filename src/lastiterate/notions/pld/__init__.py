@@ -112,8 +112,10 @@ from lastiterate.notions.pld._common import (
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
     _GridTooLarge,  # noqa: F401  (kept importable from the old module)
+    delta_of_interest,
     grid_budget,
     max_grid_points,
+    tilt_delta_floor,
 )
 from lastiterate.notions.pld.composer import (
     KEstimate,
@@ -161,6 +163,7 @@ __all__ = [
     "PldError",
     "SubsampledGaussianComposer",
     "compose_symmetric_subsampled_with_gaussian",
+    "delta_of_interest",
     "gaussian_delta",
     "gaussian_pld",
     "grid_budget",
@@ -171,4 +174,5 @@ __all__ = [
     "poisson_subsampled_gaussian_pld",
     "symmetric_subsampled_gaussian_delta",
     "symmetric_subsampled_gaussian_pld",
+    "tilt_delta_floor",
 ]

@@ -23,6 +23,31 @@ _MAX_GRID_POINTS = 20_000_000  # grids that would need several GB are coarsened 
 
 _GRID_BUDGET: ContextVar[int] = ContextVar("grid_budget", default=_MAX_GRID_POINTS)
 
+#: the smallest delta the FFT error must not disturb (see :func:`delta_of_interest`)
+_DEFAULT_TILT_DELTA_FLOOR = 1e-20
+_TILT_FLOOR: ContextVar[float] = ContextVar("tilt_delta_floor", default=_DEFAULT_TILT_DELTA_FLOOR)
+
+
+def tilt_delta_floor() -> float:
+    """Tilted FFT passes are added only where the error above a bin could add more than this to a
+    delta (the bound is added to the pessimistic PMF in every case: this only steers tightness)."""
+    return _TILT_FLOOR.get()
+
+
+@contextmanager
+def delta_of_interest(delta: float | None) -> Iterator[None]:
+    """Compose for queries at ``delta``: FFT errors that add less than 1e-4 delta in total are not
+    chased with extra tilted passes (they are still added to the pessimistic PMF, so every value
+    stays an upper bound; deltas far below this one are only less tight).  ``None`` keeps 1e-20."""
+    floor = (
+        _DEFAULT_TILT_DELTA_FLOOR if delta is None else max(_DEFAULT_TILT_DELTA_FLOOR, 1e-4 * delta)
+    )
+    token = _TILT_FLOOR.set(floor)
+    try:
+        yield
+    finally:
+        _TILT_FLOOR.reset(token)
+
 
 def max_grid_points() -> int:
     """The largest grid (FFT length or one-step profile) allowed now: ``_MAX_GRID_POINTS``, or the

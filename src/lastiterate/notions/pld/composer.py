@@ -22,6 +22,7 @@ from lastiterate.notions.pld._common import (
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
     max_grid_points,
+    tilt_delta_floor,
 )
 from lastiterate.notions.pld.distribution import (
     EpsilonEstimate,
@@ -124,7 +125,7 @@ class SubsampledGaussianComposer:
         self._cache_size = check_positive_int("cache_size", cache_size)
         self._one: dict[tuple[float, bool], Pld] = {}
         self._gauss: dict[tuple[float, float, bool], Pld] = {}
-        self._composed: OrderedDict[tuple[float, int, float, bool, int], Pld] = OrderedDict()
+        self._composed: OrderedDict[tuple[float, int, float, bool, int, float], Pld] = OrderedDict()
 
     def __repr__(self) -> str:
         return (
@@ -174,7 +175,8 @@ class SubsampledGaussianComposer:
         k = check_positive_int("k", k, minimum=0)
         b = check_nonnegative("extra_gaussian_mu", extra_gaussian_mu)
         d = self.discretization if discretization is None else _check_discretization(discretization)
-        key = (d, k, b, with_lower, max_grid_points())  # a grid budget may coarsen the result
+        # a grid budget may coarsen the result, a delta of interest may skip tilted passes
+        key = (d, k, b, with_lower, max_grid_points(), tilt_delta_floor())
         hit = self._composed.get(key)
         if hit is not None:
             self._composed.move_to_end(key)

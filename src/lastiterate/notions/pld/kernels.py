@@ -14,6 +14,7 @@ from scipy import special
 from lastiterate.notions.pld._common import (
     _GridTooLarge,
     max_grid_points,
+    tilt_delta_floor,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -301,8 +302,6 @@ Stability of Numerical Algorithms*, 2nd ed., 2002, Thm 24.2); 8 leaves a margin 
 radices."""
 _TILT_RELATIVE_ERROR = 1e-7
 """Tilted passes are added until the FFT error bound is below this fraction of each upper bin ..."""
-_TILT_DELTA_FLOOR = 1e-20
-"""... wherever the error above that bin could still add more than this to a delta."""
 _MAX_TILTS = 5
 
 
@@ -656,7 +655,7 @@ def _compose_spectral(
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
         floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
-        bad = (err > rho * np.maximum(value, 0.0)) & (tail_err > _TILT_DELTA_FLOOR)
+        bad = (err > rho * np.maximum(value, 0.0)) & (tail_err > tilt_delta_floor())
         bad[: mode + 1] = False
         hits = np.nonzero(bad)[0]
         if len(hits) == 0:
