@@ -5,7 +5,7 @@
     data = load_dataset("digits", feature_norm=0.7, seed=0)
     model = GLM(data.n_features, data.n_classes, family="multinomial-logistic")
     method = NoisyCGD(model, batch_size=256, lr=1.0, noise_std=0.05, clip=1.0, l2=0.005,
-                      feature_norm=0.7, seed=0)
+                      feature_norm=0.7)   # no seed: the noise comes from secret OS entropy
     result = method.fit(data.X_train, data.y_train, epochs=100, ledger="privacy.jsonl")
     result.report.best            # the tightest guarantee for releasing the final model
     result.run                    # the lastiterate.run.Run the trainer executed
