@@ -21,14 +21,20 @@ import argparse
 import sys
 from typing import Any
 
-from lastiterate.cli.common import UsageError, finite_float, print_json
-from lastiterate.errors import (
-    NotApplicable,
-    ParameterError,
-    check_in_range,
-    check_int_in_range,
-    check_scale,
+from lastiterate.cli.audit_common import (
+    AuditOptions,
+    audit_options,
+    load_preprocessed,
+    plot_path,
+    refuse_derived_flags,
+    refuse_scenario_flags,
+    refuse_simulation_flags,
+    report_audit,
+    require_training_flags,
+    trainer_spec,
 )
+from lastiterate.cli.common import UsageError, finite_float
+from lastiterate.errors import NotApplicable, ParameterError, check_in_range, check_int_in_range
 
 #: models per world when --runs is not given
 DEFAULT_RUNS = 200
@@ -54,17 +60,6 @@ CANARY_FLAGS = (
     "one_run",
     "canaries",
     "guesses",
-)
-#: run flags of ``audit`` that the trainer derives itself (refused by the canary scenario)
-DERIVED_FLAGS = (
-    "n",
-    "sensitivity",
-    "strong_convexity",
-    "smoothness",
-    "convex",
-    "contraction",
-    "samples",
-    "position",
 )
 
 
@@ -139,51 +134,25 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
 
 def refuse_canary_flags(args: argparse.Namespace) -> None:
     """The other scenarios simulate chains: the canary flags do not apply to them."""
-    for dest in CANARY_FLAGS:
-        if getattr(args, dest, None) is not None:
-            raise UsageError(
-                f"--{dest.replace('_', '-')} only applies to the canary scenario (audit canary ...)"
-            )
+    refuse_scenario_flags(args, CANARY_FLAGS, "canary")
 
 
-def _refuse_derived(args: argparse.Namespace) -> None:
-    for dest in DERIVED_FLAGS:
-        if getattr(args, dest, None) is not None:
-            raise UsageError(
-                f"--{dest.replace('_', '-')} does not apply to the canary scenario: "
-                "the trainer derives "
-                "the run (n, geometry) from the data, and --runs sets the number of models"
-            )
-    if args.pair != "auto":
-        raise UsageError("--pair does not apply to the canary scenario (use --canary)")
-    if args.sensitivity_scale != 1.0:
-        raise UsageError(
-            "--sensitivity-scale does not apply to the canary scenario (use --noise-scale)"
-        )
-    if args.adjacency not in (None, "replace"):
-        raise ParameterError(
-            "adjacency", args.adjacency, "the canary audit swaps one example: replace only"
-        )
-
-
-def _required(args: argparse.Namespace) -> None:
-    for dest in ("dataset", "model", "algorithm", "lr", "clip"):
-        if getattr(args, dest) is None:
-            raise UsageError(f"--{dest.replace('_', '-')} is required with the canary scenario")
-    if args.epochs is None and args.steps is None:
-        raise UsageError("one of --epochs or --steps is required with the canary scenario")
-    if args.noise_std is None and args.noise_multiplier is None:
-        raise UsageError(
-            "one of --noise-std or --noise-multiplier is required with the canary scenario"
-        )
-    if args.algorithm == "sgd" and args.sampling is None:
-        raise UsageError(
-            "--sampling is required with --algorithm sgd: one of poisson, uniform, shuffle"
-        )
-    if args.algorithm != "sgd" and args.sampling is not None:
-        raise UsageError(f"--sampling only applies to --algorithm sgd, not {args.algorithm}")
-    if args.algorithm != "gd" and args.batch_size is None:
-        raise UsageError(f"--batch-size is required with --algorithm {args.algorithm}")
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse the flags the canary scenario does not read; require those it needs."""
+    refuse_derived_flags(
+        args,
+        "canary",
+        "the trainer derives the run (n, geometry) from the data, and --runs sets the number of "
+        "models",
+    )
+    refuse_simulation_flags(
+        args,
+        "canary",
+        adjacency_reason="the canary audit swaps one example: replace only",
+        pair_hint=" (use --canary)",
+        scale_hint=" (use --noise-scale)",
+    )
+    require_training_flags(args, "canary")
     if args.model == "mlp":
         raise NotApplicable(
             "--model mlp is not audited by canaries: only a linear model (logreg, linreg) has a "
@@ -193,50 +162,26 @@ def _required(args: argparse.Namespace) -> None:
 
 def cmd_audit_canary(args: argparse.Namespace) -> int:
     """Run the canary audit the flags describe; print the claim, lower bounds and verdict."""
-    _refuse_derived(args)
-    _required(args)
+    _check_flags(args)
+    # the audit package imports torch: not on the CLI's start-up path
     from lastiterate.audit.canary import MAX_RUNS
 
     runs = (
         DEFAULT_RUNS if args.runs is None else check_int_in_range("runs", args.runs, 10, MAX_RUNS)
     )
-    alpha = check_in_range(
-        "alpha", 1e-3 if args.alpha is None else args.alpha, 1e-12, 1.0, high_open=True
-    )
-    delta = (
-        1e-5
-        if args.delta is None
-        else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
-    )
-    noise_scale = check_scale("noise_scale", args.noise_scale)
-    seed = check_int_in_range("seed", args.seed, 0, 2**32 - 1)
-    split_seed = (
-        0
-        if args.split_seed is None
-        else check_int_in_range("split_seed", args.split_seed, 0, 2**32 - 1)
-    )
-    test_size = (
-        0.2
-        if args.test_size is None
-        else check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
-    )
-    l2 = 0.0 if args.l2 is None else args.l2
+    opts = audit_options(args, alpha_default=1e-3)
     kind = args.canary or "gradient"
-    plot = None
-    if getattr(args, "plot", None) is not None:
-        from lastiterate.plotting import check_png_path
-
-        plot = check_png_path(args.plot)
-    data, family, n_out = _load(args, split_seed, test_size)
+    plot = plot_path(args)
+    data, family, n_out = _load(args, opts)
     if args.one_run:
         if plot is not None:
             raise UsageError("--plot does not apply with --one-run (one model: no tradeoff points)")
-        return _cmd_one_run(args, data, family, n_out, kind, seed, delta, noise_scale, l2)
+        return _cmd_one_run(args, data, family, n_out, kind, opts)
     for dest in ("canaries", "guesses"):
         if getattr(args, dest) is not None:
             raise UsageError(f"--{dest} only applies with --one-run")
 
-    from lastiterate.audit.canary import TrainerSpec, audit_canary, gradient_canary, input_canary
+    from lastiterate.audit.canary import audit_canary, gradient_canary, input_canary
 
     if kind == "gradient":
         pair = gradient_canary(
@@ -259,21 +204,7 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
             family=family,
             n_outputs=n_out,
         )
-    spec = TrainerSpec(
-        algorithm=args.algorithm,
-        lr=args.lr,
-        clip=args.clip,
-        noise_std=args.noise_std,
-        noise_multiplier=args.noise_multiplier,
-        batch_size=args.batch_size,
-        sampling=args.sampling,
-        l2=l2,
-        diameter=args.diameter,
-        feature_norm=args.feature_norm,
-        epochs=args.epochs,
-        steps=args.steps,
-        intercept=bool(args.intercept),
-    )
+    spec = trainer_spec(args)
     planned, _, _ = spec.method(pair.new_model(spec.intercept), 0).plan(
         pair.n, epochs=args.epochs, steps=args.steps
     )
@@ -289,48 +220,23 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
         pair,
         spec,
         runs,
-        seed=seed,
-        alpha=alpha,
-        delta=delta,
-        bounds=args.bound,
-        noise_scale=noise_scale,
+        **opts.audit_kwargs(),
         progress=progress,
     )
-    if plot is not None:
-        from lastiterate.plotting import plot_canary_audit
-
-        plot_canary_audit(res, plot)
-    if args.json:
-        out: dict[str, Any] = res.to_json()
-        out["dataset"] = data.describe()
-        out["model"] = {"kind": args.model, "family": family}
-        if plot is not None:
-            out["plot"] = str(plot)
-        print_json(out)
-    else:
-        print(
-            f"Dataset {data.name} (n={pair.n} with the canary row, d={pair.n_features}), "
-            f"{args.model} ({family})"
-        )
-        print(res.format())
-        if plot is not None:
-            print(f"Plot written to {plot}")
-    return 1 if res.verdict == "VIOLATION" else 0
-
-
-def _load(args: argparse.Namespace, split_seed: int, test_size: float) -> tuple[Any, str, int]:
-    """The preprocessed data set of the flags, the GLM family and its number of outputs."""
-    from lastiterate.train import preprocessing as pp
-    from lastiterate.train.data import load_dataset
-
-    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
-    data, _prep = pp.preprocess(
-        raw,
-        scaling=args.scaling or "auto",
-        feature_range=args.feature_range,
-        target_range=args.target_range,
-        feature_norm=args.feature_norm,
+    return report_audit(
+        res,
+        args,
+        data,
+        f"Dataset {data.name} (n={pair.n} with the canary row, d={pair.n_features}), "
+        f"{args.model} ({family})",
+        model={"kind": args.model, "family": family},
+        plot=plot,
     )
+
+
+def _load(args: argparse.Namespace, opts: AuditOptions) -> tuple[Any, str, int]:
+    """The preprocessed data set of the flags, the GLM family and its number of outputs."""
+    data = load_preprocessed(args, opts)
     if args.model == "logreg":
         if data.task != "classification":
             raise ParameterError(
@@ -351,38 +257,16 @@ def _load(args: argparse.Namespace, split_seed: int, test_size: float) -> tuple[
     return data, family, n_out
 
 
-def _spec(args: argparse.Namespace, l2: float) -> Any:
-    from lastiterate.audit.canary import TrainerSpec
-
-    return TrainerSpec(
-        algorithm=args.algorithm,
-        lr=args.lr,
-        clip=args.clip,
-        noise_std=args.noise_std,
-        noise_multiplier=args.noise_multiplier,
-        batch_size=args.batch_size,
-        sampling=args.sampling,
-        l2=l2,
-        diameter=args.diameter,
-        feature_norm=args.feature_norm,
-        epochs=args.epochs,
-        steps=args.steps,
-        intercept=bool(args.intercept),
-    )
-
-
 def _cmd_one_run(
     args: argparse.Namespace,
     data: Any,
     family: str,
     n_out: int,
     kind: str,
-    seed: int,
-    delta: float,
-    noise_scale: float,
-    l2: float,
+    opts: AuditOptions,
 ) -> int:
     """``audit canary --one-run``: ONE training run with M canaries (Steinke-Nasr-Jagielski)."""
+    # the audit package imports torch: not on the CLI's start-up path
     from lastiterate.audit.one_run import (
         MAX_CANARIES,
         audit_one_run,
@@ -432,7 +316,7 @@ def _cmd_one_run(
             family=family,
             n_outputs=n_out,
         )
-    spec = _spec(args, l2)
+    spec = trainer_spec(args)
     planned, _, _ = spec.method(can_model(can, spec), 0).plan(
         can.n, epochs=args.epochs, steps=args.steps
     )
@@ -443,22 +327,20 @@ def _cmd_one_run(
     res = audit_one_run(
         can,
         spec,
-        seed=seed,
+        seed=opts.seed,
         alpha=alpha,
-        delta=delta,
+        delta=opts.delta,
         sizes=sizes,
         bounds=args.bound,
-        noise_scale=noise_scale,
+        noise_scale=opts.noise_scale,
     )
-    if args.json:
-        out: dict[str, Any] = res.to_json()
-        out["dataset"] = data.describe()
-        out["model"] = {"kind": args.model, "family": family}
-        print_json(out)
-    else:
-        print(f"Dataset {data.name} (n={can.n} with the canary rows), {args.model} ({family})")
-        print(res.format())
-    return 1 if res.verdict == "VIOLATION" else 0
+    return report_audit(
+        res,
+        args,
+        data,
+        f"Dataset {data.name} (n={can.n} with the canary rows), {args.model} ({family})",
+        model={"kind": args.model, "family": family},
+    )
 
 
 def can_model(can: Any, spec: Any) -> Any:

@@ -18,16 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from lastiterate.cli.common import UsageError, print_json
-from lastiterate.errors import (
-    NotApplicable,
-    ParameterError,
-    check_in_range,
-    check_int_in_range,
-    check_scale,
-)
+from lastiterate.cli import audit_common
+from lastiterate.cli.common import UsageError
+from lastiterate.errors import NotApplicable, ParameterError, check_int_in_range
 
 #: shadow models per world when --shadows is not given, and their range (the library's
 #: ``lastiterate.audit.mia.MIN_SHADOWS`` / ``MAX_SHADOWS``, repeated here so that ``--help`` does
@@ -41,17 +35,6 @@ MAX_TOTAL_STEPS = 2e6
 MIA_FLAGS = ("shadows", "members", "hidden", "activation")
 #: flags of the canary scenario that do not apply here
 NOT_MIA_FLAGS = ("canary", "runs", "target_range")
-#: run flags of ``audit`` that the trainer derives itself
-DERIVED_FLAGS = (
-    "n",
-    "sensitivity",
-    "strong_convexity",
-    "smoothness",
-    "convex",
-    "contraction",
-    "samples",
-    "position",
-)
 
 
 def add_mia_flags(p: argparse.ArgumentParser) -> None:
@@ -80,11 +63,7 @@ def add_mia_flags(p: argparse.ArgumentParser) -> None:
 
 def refuse_mia_flags(args: argparse.Namespace) -> None:
     """The other scenarios have no shadow models."""
-    for dest in MIA_FLAGS:
-        if getattr(args, dest, None) is not None:
-            raise UsageError(
-                f"--{dest.replace('_', '-')} only applies to the mia scenario (audit mia ...)"
-            )
+    audit_common.refuse_scenario_flags(args, MIA_FLAGS, "mia")
 
 
 def _hidden(text: str | None) -> tuple[int, ...]:
@@ -100,43 +79,20 @@ def _hidden(text: str | None) -> tuple[int, ...]:
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    for dest in DERIVED_FLAGS:
-        if getattr(args, dest, None) is not None:
-            raise UsageError(
-                f"--{dest.replace('_', '-')} does not apply to the mia scenario: the trainer "
-                "derives the run from the data (--members sets n)"
-            )
+    """Refuse the flags the mia scenario does not read; require those it needs."""
+    audit_common.refuse_derived_flags(
+        args, "mia", "the trainer derives the run from the data (--members sets n)"
+    )
     for dest in NOT_MIA_FLAGS:
         if getattr(args, dest, None) is not None:
             raise UsageError(
                 f"--{dest.replace('_', '-')} does not apply to the mia scenario "
                 "(--shadows and --members set its work)"
             )
-    if args.pair != "auto":
-        raise UsageError("--pair does not apply to the mia scenario")
-    if args.sensitivity_scale != 1.0:
-        raise UsageError("--sensitivity-scale does not apply to the mia scenario")
-    if args.adjacency not in (None, "replace"):
-        raise ParameterError(
-            "adjacency", args.adjacency, "membership inference swaps examples: replace only"
-        )
-    for dest in ("dataset", "model", "algorithm", "lr", "clip"):
-        if getattr(args, dest) is None:
-            raise UsageError(f"--{dest.replace('_', '-')} is required with the mia scenario")
-    if args.epochs is None and args.steps is None:
-        raise UsageError("one of --epochs or --steps is required with the mia scenario")
-    if args.noise_std is None and args.noise_multiplier is None:
-        raise UsageError(
-            "one of --noise-std or --noise-multiplier is required with the mia scenario"
-        )
-    if args.algorithm == "sgd" and args.sampling is None:
-        raise UsageError(
-            "--sampling is required with --algorithm sgd: one of poisson, uniform, shuffle"
-        )
-    if args.algorithm != "sgd" and args.sampling is not None:
-        raise UsageError(f"--sampling only applies to --algorithm sgd, not {args.algorithm}")
-    if args.algorithm != "gd" and args.batch_size is None:
-        raise UsageError(f"--batch-size is required with --algorithm {args.algorithm}")
+    audit_common.refuse_simulation_flags(
+        args, "mia", adjacency_reason="membership inference swaps examples: replace only"
+    )
+    audit_common.require_training_flags(args, "mia")
     if args.model == "linreg":
         raise NotApplicable(
             "--model linreg is not audited by membership inference: the shadow attack is per "
@@ -154,45 +110,16 @@ def cmd_audit_mia(args: argparse.Namespace) -> int:
         if args.shadows is None
         else check_int_in_range("shadows", args.shadows, MIN_SHADOWS, MAX_SHADOWS)
     )
-    alpha = check_in_range("alpha", args.alpha, 1e-12, 1.0, high_open=True)
-    delta = (
-        1e-5
-        if args.delta is None
-        else check_in_range("delta", args.delta, 0.0, 1.0, low_open=True, high_open=True)
-    )
-    noise_scale = check_scale("noise_scale", args.noise_scale)
-    seed = check_int_in_range("seed", args.seed, 0, 2**32 - 1)
-    split_seed = (
-        0
-        if args.split_seed is None
-        else check_int_in_range("split_seed", args.split_seed, 0, 2**32 - 1)
-    )
-    test_size = (
-        0.2
-        if args.test_size is None
-        else check_in_range("test_size", args.test_size, 0.0, 1.0, low_open=True, high_open=True)
-    )
+    opts = audit_common.audit_options(args, alpha_default=None)
     hidden = _hidden(args.hidden)
-    plot = None
-    if args.plot is not None:
-        from lastiterate.plotting import check_png_path
+    plot = audit_common.plot_path(args)
 
-        plot = check_png_path(args.plot)
-
+    # numpy and the audit package (torch) are not on the CLI's start-up path
     import numpy as np
 
-    from lastiterate.audit.canary import TrainerSpec
     from lastiterate.audit.mia import ModelSpec, audit_mia
-    from lastiterate.train import preprocessing as pp
-    from lastiterate.train.data import load_dataset
 
-    raw = load_dataset(args.dataset, seed=split_seed, test_size=test_size, standardize=False)
-    data, _prep = pp.preprocess(
-        raw,
-        scaling=args.scaling or "auto",
-        feature_range=args.feature_range,
-        feature_norm=args.feature_norm,
-    )
+    data = audit_common.load_preprocessed(args, opts)
     if data.task != "classification":
         raise ParameterError(
             "dataset",
@@ -208,23 +135,9 @@ def cmd_audit_mia(args: argparse.Namespace) -> int:
         hidden=hidden,
         activation=args.activation or "tanh",
         intercept=bool(args.intercept),
-        init_seed=split_seed,
+        init_seed=opts.split_seed,
     )
-    spec = TrainerSpec(
-        algorithm=args.algorithm,
-        lr=args.lr,
-        clip=args.clip,
-        noise_std=args.noise_std,
-        noise_multiplier=args.noise_multiplier,
-        batch_size=args.batch_size,
-        sampling=args.sampling,
-        l2=0.0 if args.l2 is None else args.l2,
-        diameter=args.diameter,
-        feature_norm=args.feature_norm,
-        epochs=args.epochs,
-        steps=args.steps,
-        intercept=bool(args.intercept),
-    )
+    spec = audit_common.trainer_spec(args)
     members = args.members
     if members is None:
         members = max(10, min(1000, X.shape[0] // 4))
@@ -248,29 +161,14 @@ def cmd_audit_mia(args: argparse.Namespace) -> int:
         spec,
         members=members,
         shadows=shadows,
-        seed=seed,
-        alpha=alpha,
-        delta=delta,
-        bounds=args.bound,
-        noise_scale=noise_scale,
+        **opts.audit_kwargs(),
         progress=progress,
     )
-    if plot is not None:
-        from lastiterate.plotting import plot_mia_audit
-
-        plot_mia_audit(res, plot)
-    if args.json:
-        out: dict[str, Any] = res.to_json()
-        out["dataset"] = data.describe()
-        if plot is not None:
-            out["plot"] = str(plot)
-        print_json(out)
-    else:
-        print(
-            f"Dataset {data.name} ({X.shape[0]} rows, d={X.shape[1]}, {model_spec.n_classes} "
-            f"classes), {args.model} ({model_spec.family})"
-        )
-        print(res.format())
-        if plot is not None:
-            print(f"Plot written to {plot}")
-    return 1 if res.verdict == "VIOLATION" else 0
+    return audit_common.report_audit(
+        res,
+        args,
+        data,
+        f"Dataset {data.name} ({X.shape[0]} rows, d={X.shape[1]}, {model_spec.n_classes} "
+        f"classes), {args.model} ({model_spec.family})",
+        plot=plot,
+    )
