@@ -283,6 +283,18 @@ def test_cli_mia_text_with_config(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "60 members vs 60 non-members, 2 shadow models" in text
 
 
+def test_cli_mia_alpha_defaults_to_the_help_value(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --alpha the mia scenario uses 1e-3, as ``audit --help`` says (it used to exit 2
+    with "alpha=None is invalid")."""
+    argv = list(MIA_ARGV)
+    i = argv.index("--alpha")
+    del argv[i : i + 2]
+    rc = main([*argv, "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert json.loads(cap.out)["alpha"] == 1e-3
+
+
 def test_cli_canary_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(9, 3))

@@ -186,12 +186,12 @@ class AuditOptions:
         }
 
 
-def audit_options(args: argparse.Namespace, *, alpha_default: float | None) -> AuditOptions:
+def audit_options(args: argparse.Namespace, *, alpha_default: float) -> AuditOptions:
     """Validate the audit options of a trainer scenario, in the order of the flags' checks.
 
     Args:
         args: the parsed ``audit`` flags.
-        alpha_default: alpha when ``--alpha`` is not given (``None``: refused as not a number).
+        alpha_default: alpha when ``--alpha`` is not given (1e-3, as ``audit --help`` says).
 
     Returns:
         The validated :class:`AuditOptions` (delta 1e-5, split seed 0 and test fraction 0.2 by

@@ -110,7 +110,7 @@ def cmd_audit_mia(args: argparse.Namespace) -> int:
         if args.shadows is None
         else check_int_in_range("shadows", args.shadows, MIN_SHADOWS, MAX_SHADOWS)
     )
-    opts = audit_common.audit_options(args, alpha_default=None)
+    opts = audit_common.audit_options(args, alpha_default=1e-3)
     hidden = _hidden(args.hidden)
     plot = audit_common.plot_path(args)
 
