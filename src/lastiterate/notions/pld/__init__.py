@@ -120,7 +120,6 @@ from lastiterate.notions.pld._common import (
 from lastiterate.notions.pld.composer import (
     KEstimate,
     SubsampledGaussianComposer,
-    _gaussian_epsilon,  # noqa: F401  (kept importable from the old module)
     compose_symmetric_subsampled_with_gaussian,
     poisson_subsampled_gaussian_epsilon,
 )

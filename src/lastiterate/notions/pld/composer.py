@@ -42,16 +42,6 @@ from lastiterate.notions.pld.distribution import (
 # ---------------------------------------------------------------------------------------------
 
 
-def _gaussian_epsilon(mu: float, delta: float) -> float:
-    r"""Exact :math:`\varepsilon(\delta)` of :math:`G_\mu`, rounded up (docs/theorems.md §1.2).
-
-    The one Gaussian inversion of the package (:func:`lastiterate.notions.gdp.gdp_epsilon`, with
-    its unified tolerances): :math:`\delta(\varepsilon;\mu) \le \delta` holds exactly in
-    floating point for the returned value.
-    """
-    return gdp_epsilon(delta, mu)
-
-
 @dataclass(frozen=True)
 class KEstimate:
     """Result of :meth:`SubsampledGaussianComposer.minimize`.
@@ -217,7 +207,7 @@ class SubsampledGaussianComposer:
         k = check_positive_int("k", k, minimum=0)
         b = check_nonnegative("extra_gaussian_mu", extra_gaussian_mu)
         if k == 0 or self.mu == 0.0:
-            return _gaussian_epsilon(b, delta)
+            return gdp_epsilon(delta, b)
         return self.pld(k, b, discretization=discretization).epsilon(delta)
 
     def epsilon_with_error(
@@ -233,7 +223,7 @@ class SubsampledGaussianComposer:
         k = check_positive_int("k", k, minimum=0)
         b = check_nonnegative("extra_gaussian_mu", extra_gaussian_mu)
         if k == 0 or self.mu == 0.0:
-            e = _gaussian_epsilon(b, delta)
+            e = gdp_epsilon(delta, b)
             d = self.discretization if discretization is None else discretization
             return EpsilonEstimate(
                 upper=e, lower=e, delta=delta, discretization=d, truncation_mass=0.0
@@ -285,7 +275,7 @@ class SubsampledGaussianComposer:
         fine: dict[int, float] = {}
         best_fine = math.inf
         for k in sorted(cands, key=lambda k: b_of[k]):
-            if fine and _gaussian_epsilon(b_of[k], delta) >= best_fine:
+            if fine and gdp_epsilon(delta, b_of[k]) >= best_fine:
                 continue
             fine[k] = self.epsilon(k, delta, b_of[k])
             best_fine = min(best_fine, fine[k])
