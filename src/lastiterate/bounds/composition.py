@@ -20,13 +20,12 @@ Gaussian mechanism with GDP parameter L/(b sigma); full batch: L/(n sigma).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from lastiterate.bounds.base import Query, Result, gdp_result, rdp_result, register
 from lastiterate.errors import NotApplicable, ParameterError
-from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
 from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
@@ -191,22 +190,47 @@ _TARGET_BRACKET = 1e-2
 _FINEST_DISCRETIZATION = 1e-7
 
 
-def _sgd_pld_for_query(run: Run, query: Query) -> tuple[Any, str, str, dict[str, Any]]:
+class SgdPld(NamedTuple):
+    """The composed PLD of a subsampled run, its provenance and its value at one query.
+
+    Attributes:
+        pld: the composed PLD (a :class:`~lastiterate.notions.pld.Pld` with its optimistic twin,
+            or :class:`RevealedSamplingComposition`).
+        theorem: the theorem the composition implements.
+        reference: where it is proved.
+        details: the run's parameters of the composition (a copy: callers may add to it).
+        at_query: ``(upper, lower)`` of the value at the query, computed once: epsilon at
+            ``query.delta`` or delta at ``query.epsilon``; ``lower`` (as the PLD returns it) is
+            None without an optimistic twin.
+    """
+
+    pld: Any
+    theorem: str
+    reference: str
+    details: dict[str, Any]
+    at_query: tuple[float, Any]
+
+
+def _sgd_pld_for_query(run: Run, query: Query) -> SgdPld:
     """:func:`_sgd_pld` on the default grid, refined (at most three times, each at most 100x, and
     only while the grid budget lets it be finer) until the bracket at the query is narrower than
-    ``_TARGET_BRACKET``.  Every grid gives an upper bound; refining only tightens it."""
+    ``_TARGET_BRACKET``.  Every grid gives an upper bound; refining only tightens it.  The value
+    at the query that chose the grid is returned with the PLD (:attr:`SgdPld.at_query`)."""
+    # lazy: the PLD engine adds ~20 ms to every start-up and only sampled sgd needs it
     from lastiterate.notions.pld import delta_of_interest
 
     with delta_of_interest(query.delta):
         return _refined_sgd_pld(run, query)
 
 
-def _refined_sgd_pld(run: Run, query: Query) -> tuple[Any, str, str, dict[str, Any]]:
+def _refined_sgd_pld(run: Run, query: Query) -> SgdPld:
+    # lazy: the PLD engine (see _sgd_pld_for_query)
     from lastiterate.notions.pld.distribution import ACCOUNTING_GRID_POINTS
 
     d = 1e-4
     found = _sgd_pld(run, d)
-    upper, width = _bracket_at(found[0], query)
+    at_query = _value_at(found[0], query)
+    upper, width = _bracket_width(found[0], at_query)
     for _ in range(3):
         if width <= _TARGET_BRACKET or d <= _FINEST_DISCRETIZATION:
             break
@@ -214,11 +238,12 @@ def _refined_sgd_pld(run: Run, query: Query) -> tuple[Any, str, str, dict[str, A
         if _grid_points(found[0]) * d / d_new > ACCOUNTING_GRID_POINTS / 2:
             break  # a grid that fine would be coarsened back (or cost seconds): keep this one
         finer = _sgd_pld(run, d_new)
-        upper_new, width_new = _bracket_at(finer[0], query)
+        at_query_new = _value_at(finer[0], query)
+        upper_new, width_new = _bracket_width(finer[0], at_query_new)
         if not upper_new < upper:
             break  # FFT error bounds of a longer grid ate the gain: keep the tighter one
-        d, found, upper, width = d_new, finer, upper_new, width_new
-    return found
+        d, found, at_query, upper, width = d_new, finer, at_query_new, upper_new, width_new
+    return SgdPld(*found, at_query)
 
 
 def _grid_points(pld_obj: Any) -> int:
@@ -227,32 +252,36 @@ def _grid_points(pld_obj: Any) -> int:
     return 0 if pmf is None else len(pmf.probs)
 
 
-def _bracket_at(pld_obj: Any, query: Query) -> tuple[float, float]:
+def _value_at(pld_obj: Any, query: Query) -> tuple[float, Any]:
+    """``(upper, lower)`` of the PLD's value at the query: epsilon at ``query.delta`` or delta at
+    ``query.epsilon``; the certified bracket of a PLD with an optimistic twin (``has_lower``),
+    else ``(value, None)``."""
+    bracket = getattr(pld_obj, "has_lower", False)
+    if query.delta is not None:
+        if bracket:
+            est = pld_obj.epsilon_with_error(query.delta)
+            return float(est.upper), est.lower
+        return float(pld_obj.epsilon(query.delta)), None
+    assert query.epsilon is not None  # Query holds exactly one of delta and epsilon
+    eps = float(query.epsilon)
+    if bracket:
+        upper, lower = pld_obj.delta_with_error(eps)
+        return float(upper), lower
+    return float(pld_obj.delta(eps)), None
+
+
+def _bracket_width(pld_obj: Any, at_query: tuple[float, Any]) -> tuple[float, float]:
     """(upper, (upper - lower) / upper) of the certified bracket at the query (width 0 without a
     lower twin or for a non-finite or zero upper end)."""
     if not getattr(pld_obj, "has_lower", False):
         return 0.0, 0.0
-    if query.delta is not None:
-        est = pld_obj.epsilon_with_error(query.delta)
-        upper, lower = float(est.upper), est.lower
-    else:
-        up, low = pld_obj.delta_with_error(float(query.epsilon))  # type: ignore[arg-type]
-        upper, lower = float(up), low
+    upper, lower = at_query
     if lower is None or not math.isfinite(upper) or upper <= 0.0:
         return upper, 0.0
     return upper, (upper - float(lower)) / upper
 
 
 _PLD_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
-
-
-def _pld_adjacency(adjacency: str) -> Adjacency:
-    """``Run.adjacency`` (validated by :class:`Run`) as the PLD module's adjacency literal."""
-    if adjacency == "replace":
-        return "replace"
-    if adjacency == "add-remove":
-        return "add-remove"
-    raise ParameterError("adjacency", adjacency, "must be one of replace, add-remove")
 
 
 def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
@@ -279,11 +308,10 @@ def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
     if run.adjacency == "replace" and run.clip is None:
         return _revealed_sampling_pld(run)
     z = _clip_noise_multiplier(run)
-    adjacency = _pld_adjacency(run.adjacency)
     return (
         pld.on_feasible_grid(
             lambda w: pld.poisson_subsampled_gaussian_pld(
-                run.p, z, adjacency=adjacency, discretization=w, with_lower=True
+                run.p, z, adjacency=run.adjacency, discretization=w, with_lower=True
             ).self_compose(run.T),
             d,
         ),
@@ -350,36 +378,26 @@ def _revealed_sampling_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:
     )
 
 
-def _pld_to_result(
-    bound_id: str,
-    pld_obj: Any,
-    theorem: str,
-    reference: str,
-    details: dict[str, Any],
-    run: Run,
-    query: Query,
-) -> Result:
-    det = dict(details)
+def _pld_to_result(bound_id: str, found: SgdPld, run: Run, query: Query) -> Result:
+    """The result of a composed PLD at the query, from the value it was chosen with
+    (:attr:`SgdPld.at_query`), with the certified bracket where the PLD has an optimistic twin."""
+    pld_obj = found.pld
+    det = dict(found.details)
     bracket = getattr(pld_obj, "has_lower", False)
+    value, lower = found.at_query
     if query.delta is not None:
         delta = query.delta
+        eps = value
         if bracket:
-            est = pld_obj.epsilon_with_error(delta)
-            eps = float(est.upper)
-            det.update(_epsilon_bracket(eps, est.lower))
-        else:
-            eps = float(pld_obj.epsilon(delta))
+            det.update(_epsilon_bracket(eps, lower))
     else:
         assert query.epsilon is not None  # Query holds exactly one of delta and epsilon
         eps = float(query.epsilon)
+        delta = value
         if bracket:
-            upper, lower = pld_obj.delta_with_error(eps)
-            delta = float(upper)
             det.update(
                 {"delta_upper": delta, "delta_lower": None if lower is None else float(lower)}
             )
-        else:
-            delta = float(pld_obj.delta(eps))
     det["discretization"] = getattr(pld_obj, "discretization", None)
     err = getattr(pld_obj, "error", None)
     if err is not None:
@@ -393,8 +411,8 @@ def _pld_to_result(
         )
     return Result(
         bound=bound_id,
-        theorem=theorem,
-        reference=reference,
+        theorem=found.theorem,
+        reference=found.reference,
         kind="bound",
         epsilon=eps,
         delta=delta,
@@ -426,10 +444,12 @@ def _sgd_pld_result(bound_id: str, run: Run, query: Query) -> Result:
     mu_full = _full_batch_gaussian_mu(run)
     if mu_full is not None:
         return _full_batch_result(bound_id, mu_full, run, query)
-    pld_obj, theorem, reference, details = _sgd_pld_for_query(run, query)
+    found = _sgd_pld_for_query(run, query)
     if run.sampling_scheme == "uniform":
-        details["clt_mu_estimate"] = clt_mu_symmetric(run.p, run.L / (run.b * run.sigma), run.T)
-    return _pld_to_result(bound_id, pld_obj, theorem, reference, details, run, query)
+        found.details["clt_mu_estimate"] = clt_mu_symmetric(
+            run.p, run.L / (run.b * run.sigma), run.T
+        )
+    return _pld_to_result(bound_id, found, run, query)
 
 
 @register(
@@ -444,7 +464,7 @@ def pld_composition(run: Run, query: Query) -> Result:
         mu_full = _full_batch_gaussian_mu(run)
         if mu_full is not None:
             return _full_batch_result("pld-composition", mu_full, run, query)
-        pld_obj, theorem, reference, details = _sgd_pld_for_query(run, query)
+        found = _sgd_pld_for_query(run, query)
     else:
         # The privacy-loss distribution of G_mu composed k times is exactly that of G_{mu sqrt(k)}
         # (the Gaussian PLD is N(mu^2/2, mu^2) and normals add), so no discretisation is needed.
@@ -458,7 +478,7 @@ def pld_composition(run: Run, query: Query) -> Result:
             ),
             discretization="none (analytic PLD)",
         )
-    return _pld_to_result("pld-composition", pld_obj, theorem, reference, details, run, query)
+    return _pld_to_result("pld-composition", found, run, query)
 
 
 @register(

@@ -364,10 +364,7 @@ def _limit_details(mu_limit: float, query: Query) -> dict[str, Any]:
     ):  # infinite, or beyond what the Gaussian profile evaluates: no finite limit reported
         out["epsilon_limit"] = math.inf
         return out
-    if query.delta is not None:
-        out["epsilon_limit"] = float(gdp_epsilon(query.delta, mu_limit))
-    else:
-        out["delta_limit"] = float(gdp_delta(query.epsilon, mu_limit))  # type: ignore[arg-type]
+    out[_limit_key(query)] = _gaussian_value(mu_limit, query)
     return out
 
 
@@ -930,12 +927,8 @@ def _thm48_composition(run: Run, query: Query) -> tuple[float, float]:
     # changes which of two equally tight results a report keeps
     from lastiterate.bounds.composition import _sgd_pld_for_query
 
-    pld_obj = _sgd_pld_for_query(run, query)[0]
-    if query.delta is not None:
-        value = float(pld_obj.epsilon_with_error(query.delta).upper)
-    else:
-        value = float(pld_obj.delta_with_error(float(query.epsilon))[0])  # type: ignore[arg-type]
-    return value, float(pld_obj.discretization)
+    found = _sgd_pld_for_query(run, query)
+    return found.at_query[0], float(found.pld.discretization)
 
 
 def _sgd_composition_value(run: Run, query: Query, disc: float | None = None) -> float:
