@@ -18,7 +18,15 @@ from lastiterate.run import Run
 
 
 def truncate(run: Run, steps: int) -> Run:
-    """``run`` stopped after ``steps`` steps (a learning-rate schedule is cut accordingly)."""
+    """``run`` stopped after ``steps`` steps (a learning-rate schedule is cut accordingly).
+
+    Args:
+        run: the planned run.
+        steps: the stopping step t (1 <= t <= run.T).
+
+    Returns:
+        ``run`` itself when t = T, else the run of the first t steps.
+    """
     if steps == run.T:
         return run
     if run.constant_lr:
@@ -38,7 +46,17 @@ def best_epsilon(run: Run, delta: float, bounds: Sequence[str] | None = None) ->
 
 @dataclass(frozen=True)
 class Budget:
-    """The result of :func:`allowed_steps`."""
+    """The result of :func:`allowed_steps`.
+
+    Attributes:
+        target_epsilon: the budget.
+        delta: the delta of every guarantee compared with it.
+        planned_steps: T of the planned run.
+        allowed_steps: the stopping step t (<= T) whose truncated run meets the budget.
+        epsilon_at_stop: the best guarantee of the run truncated at t.
+        bound_at_stop: the bound id that gives it.
+        epsilon_planned: the guarantee of the planned run (None when not evaluated).
+    """
 
     target_epsilon: float
     delta: float
@@ -50,9 +68,15 @@ class Budget:
 
     @property
     def stops_early(self) -> bool:
+        """Whether training stops before the planned steps (t < T)."""
         return self.allowed_steps < self.planned_steps
 
     def message(self) -> str:
+        """One line for the user: where training stops and the guarantee there.
+
+        Returns:
+            The message (it says whether the budget stops training early).
+        """
         if self.stops_early:
             return (
                 "budget stop: the final-model guarantee stays within "
@@ -67,6 +91,11 @@ class Budget:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The budget as a JSON-safe dict (standard JSON values only).
+
+        Returns:
+            The fields, ``stops_early`` and ``message``.
+        """
         return {
             "target_epsilon": self.target_epsilon,
             "delta": self.delta,
@@ -84,7 +113,21 @@ def allowed_steps(
 ) -> Budget:
     """The largest t <= run.T with ``best_epsilon(truncate(run, t)) <= target_epsilon``.
 
-    Raises :class:`ParameterError` when even one step exceeds the target.
+    Only the final model is released, so the guarantee that must meet the budget is that of the
+    run truncated at the stopping step; the search is re-checked so the returned t meets it.
+
+    Args:
+        run: the planned run.
+        target_epsilon: the budget (> 0).
+        delta: the delta of the guarantees (default 1e-5).
+        bounds: restrict to these bound ids (default: every applicable bound).
+
+    Returns:
+        The :class:`Budget` (stopping step, guarantee there, guarantee of the planned run).
+
+    Raises:
+        ParameterError: target_epsilon is not positive, or even one step exceeds it.
+        NotApplicable: no bound applies to the run.
     """
     target = check_positive("target_epsilon", target_epsilon)
     cache: dict[int, tuple[float, str]] = {}

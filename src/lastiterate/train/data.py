@@ -74,6 +74,26 @@ def public_feature_range(data: Any) -> tuple[Any, Any, str] | None:
 
 @dataclass
 class Dataset:
+    """A split, preprocessed dataset (:func:`load_dataset`, :func:`load_frame`).
+
+    Attributes:
+        name: the name it was loaded by (a scikit-learn name, a file or directory path).
+        X_train: training features, one row per example.
+        y_train: training labels (int64 classes) or float targets.
+        X_test: test features (possibly empty).
+        y_test: test labels or targets.
+        task: ``"classification"`` or ``"regression"``.
+        n_classes: the number of classes (None for regression).
+        feature_norm: the row-clipping norm R applied to every row (None: not clipped).
+        notes: what preprocessing did, in words.
+        feature_names: the column names, where known.
+        transform: the feature map applied to every row (JSON ops, replayed on new inputs).
+        target_transform: the map applied to regression targets.
+        feature_range: a public per-feature range ``(lo, hi, why)`` known from how the data are
+            recorded (never from the values).
+        class_names: class names of labels that were strings in the file.
+    """
+
     name: str
     X_train: np.ndarray
     y_train: np.ndarray
@@ -97,13 +117,20 @@ class Dataset:
 
     @property
     def n_features(self) -> int:
+        """The number of features d (columns of ``X_train``)."""
         return int(self.X_train.shape[1])
 
     @property
     def n(self) -> int:
+        """The number of training examples n."""
         return len(self.y_train)
 
     def describe(self) -> dict[str, Any]:
+        """A JSON-safe summary (name, task, sizes, classes, row norm, notes).
+
+        Returns:
+            The summary dict.
+        """
         return {
             "name": self.name,
             "task": self.task,
@@ -140,7 +167,17 @@ def _open(path: Path) -> Any:
 
 
 def load_idx(path: str | os.PathLike[str]) -> np.ndarray:
-    """Read an IDX file (the MNIST format; ``.gz`` allowed)."""
+    """Read an IDX file (the MNIST format; ``.gz`` allowed).
+
+    Args:
+        path: the IDX file.
+
+    Returns:
+        The array, in native byte order, with the file's shape.
+
+    Raises:
+        ParameterError: a bad magic number, a truncated header or a payload of the wrong size.
+    """
     p = Path(path)
     with _open(p) as fh:
         data = fh.read()
@@ -167,7 +204,15 @@ def load_idx(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
-    """Write an IDX file (used to test the MNIST loader on small generated files)."""
+    """Write an IDX file (used to test the MNIST loader on small generated files).
+
+    Args:
+        path: the file to write (gzip-compressed when it ends in ``.gz``).
+        array: uint8, int8, int16, int32, float32 or float64 values.
+
+    Raises:
+        ParameterError: another dtype.
+    """
     a = np.asarray(array)
     big = a.dtype.newbyteorder(">") if a.dtype.itemsize > 1 else a.dtype
     if big not in _IDX_CODES:
@@ -197,7 +242,15 @@ def load_mnist(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """MNIST from a directory of the four IDX files (``.gz`` or not; ``-`` or ``.`` before ``idx``).
 
-    Returns ``X_train, y_train, X_test, y_test`` with images flattened and scaled to [0, 1].
+    Args:
+        directory: the directory holding ``train-images-idx3-ubyte`` and the three others.
+
+    Returns:
+        ``X_train, y_train, X_test, y_test`` with images flattened and scaled to [0, 1], labels
+        int64.
+
+    Raises:
+        ParameterError: a file is missing or is not a valid IDX file.
     """
     d = Path(directory)
     out: dict[str, np.ndarray] = {}
@@ -249,7 +302,25 @@ def load_dataset(
     a ``.npz`` file (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``; or Keras-style
     ``x_train`` ...); a CSV / Parquet file with ``target`` naming its label column
     (:mod:`lastiterate.train.tabular`); or a directory of MNIST IDX files (``./mnist`` for a
-    directory of that name)."""
+    directory of that name).
+
+    Args:
+        name: the dataset (above).
+        seed: seed of the train/test split (when the data have no test set).
+        test_size: the test fraction of that split, in (0, 1).
+        feature_norm: clip every row to this L2 norm R (None: no clipping).
+        standardize: standardise features (and regression targets) with the training set's
+            statistics (treated as public; pass False and scale with a data-independent rule).
+        target: the label column of a CSV / Parquet file (required there, refused elsewhere).
+
+    Returns:
+        The :class:`Dataset`.
+
+    Raises:
+        ParameterError: an unknown name or missing file, test_size outside (0, 1), a
+            non-positive feature_norm, ``target`` missing for or given without a table, or
+            invalid data (non-finite values, bad labels, a single class).
+    """
     if not 0 < test_size < 1:
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
@@ -357,6 +428,25 @@ def load_frame(
     values are refused with the column named.  ``test_frame``: a test table encoded with the
     training table's categories (otherwise a split is drawn from ``seed``).  Then as
     :func:`load_dataset` (checks, split, optional standardisation, row clipping).
+
+    Args:
+        frame: the training table (a pandas DataFrame).
+        target: the name of its label column.
+        test_frame: a test table with the same columns (default: a split of ``frame``).
+        name: the dataset's name in reports.
+        categories: the declared values of categorical columns, ``{column: [values]}``.
+        classes: the declared class names of a non-numeric target (sorted values otherwise).
+        seed: seed of the train/test split.
+        test_size: the test fraction of that split, in (0, 1).
+        feature_norm: clip every row to this L2 norm R (None: no clipping).
+        standardize: standardise with the training set's statistics (as :func:`load_dataset`).
+
+    Returns:
+        The :class:`Dataset`.
+
+    Raises:
+        ParameterError: test_size outside (0, 1), a non-positive feature_norm, a missing
+            target column, missing values, or values outside the declared categories.
 
     Example::
 

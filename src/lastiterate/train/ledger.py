@@ -77,7 +77,14 @@ def _now() -> str:
 def read_ledger(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All complete records of a ledger (a truncated or corrupt LAST line is ignored).
 
-    A corrupt line anywhere else raises ``ValueError``: that is not a crash artefact.
+    Args:
+        path: the ledger file (JSON lines).
+
+    Returns:
+        The records in file order (empty when the file does not exist).
+
+    Raises:
+        ValueError: a complete line other than the last is corrupt (not a crash artefact).
     """
     p = Path(path)
     if not p.exists():
@@ -97,13 +104,24 @@ def read_ledger(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 class Ledger:
-    """Append-only JSON-lines privacy ledger."""
+    """Append-only JSON-lines privacy ledger.
+
+    Args:
+        path: the ledger file (created, mode 0600, by :meth:`open` or the first :meth:`append`).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
 
     def open(self) -> Ledger:
-        """Create the file if needed and cut a partial last line left by a crash."""
+        """Create the file if needed and cut a partial last line left by a crash.
+
+        Returns:
+            This ledger.
+
+        Raises:
+            ParameterError: the file cannot be created or opened for appending.
+        """
         try:
             return self._open()
         except OSError as exc:
@@ -138,8 +156,14 @@ class Ledger:
         return self
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Append one record atomically (one O_APPEND write + fsync).  Returns
-        the record written."""
+        """Append one record atomically (one O_APPEND write + fsync).
+
+        Args:
+            record: JSON values (anything else is written as its ``str``).
+
+        Returns:
+            The record written: ``format`` and ``time`` first, then ``record``.
+        """
         rec = {"format": LEDGER_FORMAT, "time": _now(), **record}
         line = (jsonutil.dumps(rec, default=str) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
@@ -154,6 +178,17 @@ class Ledger:
         return rec
 
     def records(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The ledger's complete records (:func:`read_ledger`), optionally of one run.
+
+        Args:
+            run_id: keep only this run's records (default: all).
+
+        Returns:
+            The records in file order.
+
+        Raises:
+            ValueError: a complete line other than the last is corrupt.
+        """
         recs = read_ledger(self.path)
         return recs if run_id is None else [r for r in recs if r.get("run_id") == run_id]
 
@@ -396,7 +431,16 @@ def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
 
 def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     """Write ``state`` (a dict of JSON values and tensors, nested in dicts and lists) to ``path``:
-    one safetensors file, mode 0600, written atomically (module docstring)."""
+    one safetensors file, mode 0600, written atomically (module docstring).
+
+    Args:
+        path: the checkpoint file.
+        state: the trainer's state (JSON values and torch tensors, nested in dicts and lists).
+
+    Raises:
+        ParameterError: the file cannot be written (no permission, no space, a directory in the
+            way).
+    """
     from safetensors.torch import save
 
     tensors: dict[str, Any] = {}
@@ -410,9 +454,19 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The checkpoint at ``path`` (None when there is none).
 
     Safe on hostile input: the header is parsed as JSON and the tensors by :mod:`safetensors`;
-    nothing is unpickled.  A file that is not a complete, intact ``lastiterate-checkpoint/2``
-    (truncated, corrupt, tampered tensors, an old pickle checkpoint, a directory) raises
-    :class:`~lastiterate.errors.ParameterError`."""
+    nothing is unpickled.
+
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        The state as saved by :func:`save_checkpoint` (with its ``format``), or None when the
+        file does not exist.
+
+    Raises:
+        ParameterError: the file is not a complete, intact ``lastiterate-checkpoint/2``
+            (truncated, corrupt, tampered tensors, an old pickle checkpoint, a directory).
+    """
     p = Path(path)
 
     def bad(why: str) -> ParameterError:

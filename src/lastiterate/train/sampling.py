@@ -49,7 +49,15 @@ _STREAM = {"cyclic": 11, "shuffle": 12, "uniform": 13, "poisson": 14}
 
 def balanced_partition(order: np.ndarray, n_batches: int) -> list[np.ndarray]:
     """``numpy.array_split`` of ``order`` into ``n_batches`` balanced batches (the
-    accountant's partition)."""
+    accountant's partition).
+
+    Args:
+        order: the example indices in the order they are cut.
+        n_batches: the number of batches (sizes differ by at most one).
+
+    Returns:
+        The batches, as int64 index arrays.
+    """
     return [
         np.asarray(b, dtype=np.int64)
         for b in np.array_split(np.asarray(order, dtype=np.int64), n_batches)
@@ -60,8 +68,17 @@ def balanced_partition(order: np.ndarray, n_batches: int) -> list[np.ndarray]:
 class Sampler:
     """Batches for one run.  Build with :func:`make_sampler`.
 
-    ``seed``: None (default) draws fresh secret randomness; an int gives reproducible batches; a
-    :class:`~lastiterate.train.randomness.Randomness` is used as is (the trainer's).
+    Attributes:
+        scheme: ``full`` (gd), ``cyclic`` (cgd), ``shuffle``, ``uniform`` or ``poisson`` (sgd).
+        n: the number of examples.
+        batch_size: b (the expected size for Poisson; n for full batch).
+        seed: None (default) draws fresh secret randomness; an int gives reproducible batches; a
+            :class:`~lastiterate.train.randomness.Randomness` is used as is (the trainer's).
+        permute: cyclic only: partition a random permutation (default) or ``0..n-1`` in order.
+
+    Raises:
+        ParameterError: an unknown scheme, n or batch_size not a positive integer, b > n, or
+            b != n for full batch.
     """
 
     scheme: str
@@ -96,6 +113,7 @@ class Sampler:
     # ---------------------------------------------------------------- run semantics
     @property
     def algorithm(self) -> str:
+        """The Run's ``algorithm``: gd (full batch), cgd (cyclic) or sgd."""
         return {"full": "gd", "cyclic": "cgd"}.get(self.scheme, "sgd")
 
     @property
@@ -127,7 +145,11 @@ class Sampler:
         return self.batch_size / self.n
 
     def run_kwargs(self) -> dict[str, object]:
-        """The sampling part of the :class:`~lastiterate.run.Run` describing these batches."""
+        """The sampling part of the :class:`~lastiterate.run.Run` describing these batches.
+
+        Returns:
+            ``algorithm``, and ``batch_size`` and ``sampling`` where they apply.
+        """
         kw: dict[str, object] = {"algorithm": self.algorithm}
         if self.scheme != "full":
             kw["batch_size"] = self.batch_size
@@ -136,11 +158,25 @@ class Sampler:
         return kw
 
     def steps_for_epochs(self, epochs: float) -> int:
-        """Number of steps of ``epochs`` epochs (``Run``'s rule: ceil(E * l))."""
+        """Number of steps of ``epochs`` epochs (``Run``'s rule: ceil(E * l)).
+
+        Args:
+            epochs: the number of epochs E (may be fractional).
+
+        Returns:
+            ceil(E * l), at least 1.
+        """
         return max(1, math.ceil(epochs * self.l - 1e-9))
 
     def epoch_ends(self, steps: int) -> list[int]:
-        """Step counts at which an epoch ends (the last one is ``steps``)."""
+        """Step counts at which an epoch ends (the last one is ``steps``).
+
+        Args:
+            steps: the total number of steps T.
+
+        Returns:
+            The increasing step counts ceil(e * l) below T, then T.
+        """
         ends = []
         e = 1
         while True:
@@ -160,7 +196,15 @@ class Sampler:
         return self._partition  # type: ignore[attr-defined,no-any-return]
 
     def batch(self, t: int) -> np.ndarray:
-        """Indices of the batch used at step ``t`` (0-based)."""
+        """Indices of the batch used at step ``t`` (0-based).
+
+        Args:
+            t: the step, from 0.
+
+        Returns:
+            The int64 indices of the examples in the batch (a fresh draw of the scheme's
+            randomness for step t: the same t gives the same batch).
+        """
         n, b = self.n, self.batch_size
         if self.scheme == "full":
             return np.arange(n, dtype=np.int64)
@@ -182,7 +226,14 @@ class Sampler:
 
     def normaliser(self, batch: np.ndarray) -> int:
         """The denominator of the averaged gradient: b (uniform, Poisson: fixed), else
-        the realised size."""
+        the realised size.
+
+        Args:
+            batch: the indices of the batch.
+
+        Returns:
+            b for uniform and Poisson sampling, else ``len(batch)``.
+        """
         if self.scheme in ("uniform", "poisson"):
             return self.batch_size
         return len(batch)
@@ -199,8 +250,21 @@ def make_sampler(
 ) -> Sampler:
     """The sampler for a Run-style description (``algorithm`` gd/cgd/sgd, ``sampling`` for sgd).
 
-    ``seed``: None (default) for fresh secret randomness, an int for reproducible batches, or the
-    trainer's :class:`~lastiterate.train.randomness.Randomness`.
+    Args:
+        algorithm: gd (full batch), cgd (cyclic partition) or sgd.
+        n: the number of examples.
+        batch_size: b; required for cgd and sgd (gd: n).
+        sampling: sgd only: poisson, uniform or shuffle.
+        seed: None (default) for fresh secret randomness, an int for reproducible batches, or the
+            trainer's :class:`~lastiterate.train.randomness.Randomness`.
+        permute: cgd only: partition a random permutation (default) or the examples in order.
+
+    Returns:
+        The :class:`Sampler`.
+
+    Raises:
+        ParameterError: an unknown algorithm, a missing batch size or sampling, sampling given
+            for cgd, or a batch size outside [1, n].
     """
     if algorithm == "gd":
         return Sampler("full", n, n if batch_size is None else batch_size, seed)
