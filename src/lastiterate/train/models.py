@@ -85,6 +85,16 @@ class GLM(nn.Module):
     (labels in {0..K-1}, K outputs, softmax cross-entropy) or ``"least-squares"`` (real targets,
     one output, loss (z - y)^2 / 2).  Parameters start at zero (a data-independent x_0 inside any
     ball centred at the origin).
+
+    Args:
+        n_features: d.
+        n_outputs: K (1 except for multinomial-logistic, which needs >= 2).
+        family: the GLM family (above).
+        intercept: fit a bias b.
+        dtype: the parameters' torch dtype (default float64).
+
+    Raises:
+        ParameterError: an unknown family or a number of outputs it does not allow.
     """
 
     def __init__(
@@ -117,14 +127,35 @@ class GLM(nn.Module):
 
     # ---------------------------------------------------------------- interface
     def params(self) -> list[Tensor]:
+        """The trained tensors: the weight W, then the bias b (with ``intercept``).
+
+        Returns:
+            The parameter tensors, in the order of every gradient list.
+        """
         return [self.weight] if self.bias is None else [self.weight, self.bias]
 
     def forward(self, X: Tensor) -> Tensor:  # [B, K]
+        """The linear outputs z = W x (+ b).
+
+        Args:
+            X: features ``[B, d]``.
+
+        Returns:
+            z, shape ``[B, K]``.
+        """
         z = X @ self.weight.T
         return z if self.bias is None else z + self.bias
 
     def residual(self, X: Tensor, y: Tensor) -> Tensor:
-        """dl/dz per example, shape [B, K]."""
+        """dl/dz per example, shape [B, K].
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The residuals (softmax - onehot, sigmoid - y, or z - y).
+        """
         z = self.forward(X)
         if self.family == "multinomial-logistic":
             r = torch.softmax(z, dim=1)
@@ -135,6 +166,15 @@ class GLM(nn.Module):
         return z - y.to(z.dtype).reshape(-1, 1)
 
     def per_example_losses(self, X: Tensor, y: Tensor) -> Tensor:
+        """The family's loss of every example (cross-entropy, logistic or squared error / 2).
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The losses ``[B]``.
+        """
         z = self.forward(X)
         if self.family == "multinomial-logistic":
             return torch.nn.functional.cross_entropy(z, y.long(), reduction="none")
@@ -144,16 +184,41 @@ class GLM(nn.Module):
         return 0.5 * (z[:, 0] - y.to(z.dtype)) ** 2
 
     def loss(self, X: Tensor, y: Tensor) -> float:
+        """The average loss, without gradients.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The mean of :meth:`per_example_losses` (NaN on an empty set).
+        """
         return _mean_loss(self, X, y)
 
     def predict(self, X: Tensor) -> Tensor:
+        """Predictions: the class (argmax or positive logit) or the regression output.
+
+        Args:
+            X: features ``[B, d]``.
+
+        Returns:
+            The predictions ``[B]``.
+        """
         with torch.no_grad():
             return _predictions(
                 self.forward(X), _GLM_LOSS[self.family]
             )  # least-squares: one output
 
     def per_example_grads(self, X: Tensor, y: Tensor) -> list[Tensor]:
-        """Unclipped g_i for every parameter tensor: ``[B, K, d]`` (and ``[B, K]`` for the bias)."""
+        """Unclipped g_i for every parameter tensor: ``[B, K, d]`` (and ``[B, K]`` for the bias).
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            One tensor per parameter of :meth:`params`, with the batch first.
+        """
         with torch.no_grad():
             r = self.residual(X, y)
             out = [r[:, :, None] * X[:, None, :]]
@@ -162,6 +227,15 @@ class GLM(nn.Module):
             return out
 
     def grad_norms(self, X: Tensor, y: Tensor) -> Tensor:
+        """The per-example gradient norms ||g_i|| (closed form: ||r_i|| sqrt(||x_i||^2 + [b])).
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The norms ``[B]``.
+        """
         with torch.no_grad():
             r = self.residual(X, y)
             return self._norms(r, X)
@@ -171,7 +245,16 @@ class GLM(nn.Module):
         return torch.sqrt((r * r).sum(1) * xn2)
 
     def clipped_grad_sum(self, X: Tensor, y: Tensor, clip: float) -> tuple[list[Tensor], int]:
-        """``sum_i clip_C(g_i)`` in closed form (one matrix product) and the number clipped."""
+        """``sum_i clip_C(g_i)`` in closed form (one matrix product) and the number clipped.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+            clip: the clip norm C.
+
+        Returns:
+            The clipped sum per parameter tensor, and the number of examples with ||g_i|| > C.
+        """
         with torch.no_grad():
             if len(y) == 0:
                 return [torch.zeros_like(p) for p in self.params()], 0
@@ -196,6 +279,24 @@ class GLM(nn.Module):
         batch_size: int | None = None,
         lr_min: float | None = None,
     ) -> Certificate:
+        """The geometry this GLM certifies for training (:func:`~.geometry.glm_certificate`).
+
+        Args:
+            feature_norm: the row norm R every example is clipped to (None: no geometry).
+            l2: the L2 regularisation lambda.
+            clip: the gradient clip norm C.
+            lr: the (largest) step size.
+            sampling: the run's sampling (Poisson batches change the smoothness of a step).
+            n: the number of examples (Poisson sampling).
+            batch_size: b (Poisson sampling).
+            lr_min: the smallest step size of a schedule.
+
+        Returns:
+            The :class:`~.geometry.Certificate` (m, M, L, c), or why no geometry is claimed.
+
+        Raises:
+            ParameterError: a value out of range.
+        """
         return glm_certificate(
             self.family,
             feature_norm=feature_norm,
@@ -232,7 +333,22 @@ def mlp(
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
 ) -> nn.Sequential:
-    """A fully connected network; weights drawn from ``seed`` (data-independent initialisation)."""
+    """A fully connected network; weights drawn from ``seed`` (data-independent initialisation).
+
+    Args:
+        n_features: the input width d.
+        n_outputs: the output width K.
+        hidden: the hidden widths (default one layer of 64).
+        activation: ``tanh``, ``relu`` or ``sigmoid``.
+        seed: seed of the initial weights (torch's global generator is restored afterwards).
+        dtype: the parameters' torch dtype.
+
+    Returns:
+        The ``nn.Sequential`` (wrap it in :class:`ModuleModel` to train it).
+
+    Raises:
+        ParameterError: an unknown activation.
+    """
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid}
     if activation not in acts:
         raise ParameterError("activation", activation, "must be one of " + ", ".join(acts))
@@ -291,6 +407,14 @@ class ModuleModel:
     (targets; loss ||out - y||^2 / 2).  ``method``: ``"auto"`` (``"linear"`` when the module is a
     Sequential of Linear and parameter-free layers, else ``"vmap"``), ``"linear"``, ``"vmap"`` or
     ``"opacus"``.  No geometry is certified (:data:`~lastiterate.train.geometry.MLP_REASON`).
+
+    Args:
+        module: the network (its parameters are set to require gradients).
+        loss: the per-example loss (above).
+        method: how per-example gradients are computed (above).
+
+    Raises:
+        ParameterError: an unknown loss or method, or ``linear`` for a module it does not fit.
     """
 
     def __init__(
@@ -316,25 +440,77 @@ class ModuleModel:
 
     # ---------------------------------------------------------------- interface
     def params(self) -> list[Tensor]:
+        """The module's parameters, in the order of every gradient list.
+
+        Returns:
+            The parameter tensors.
+        """
         return list(self.module.parameters())
 
     def state_dict(self) -> dict[str, Any]:
+        """The module's ``state_dict``.
+
+        Returns:
+            The tensors by name.
+        """
         return self.module.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> Any:
+        """Load a ``state_dict`` into the module.
+
+        Args:
+            state: tensors by name, as :meth:`state_dict` returns them.
+
+        Returns:
+            What ``torch.nn.Module.load_state_dict`` returns (missing and unexpected keys).
+        """
         return self.module.load_state_dict(state)
 
     def per_example_losses(self, X: Tensor, y: Tensor) -> Tensor:
+        """The loss of every example.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The losses ``[B]``.
+        """
         return _per_example_loss(self.module(X), y, self.loss_name)
 
     def loss(self, X: Tensor, y: Tensor) -> float:
+        """The average loss, without gradients.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The mean of :meth:`per_example_losses` (NaN on an empty set).
+        """
         return _mean_loss(self, X, y)
 
     def predict(self, X: Tensor) -> Tensor:
+        """Predictions: the class (cross-entropy: argmax; bce: positive logit) or the output.
+
+        Args:
+            X: features ``[B, d]``.
+
+        Returns:
+            The predictions.
+        """
         with torch.no_grad():
             return _predictions(self.module(X), self.loss_name)
 
     def certificate(self, **_: Any) -> Certificate:
+        """No geometry for a general network (:data:`~lastiterate.train.geometry.MLP_REASON`).
+
+        Args:
+            **_: the arguments of :meth:`GLM.certificate`; ``clip`` and ``lr`` are recorded.
+
+        Returns:
+            An uncertified :class:`~.geometry.Certificate` with the reason.
+        """
         return uncertified("mlp", MLP_REASON, clip=_.get("clip"), lr=_.get("lr"))
 
     # ---------------------------------------------------------------- per-example gradients
@@ -359,7 +535,15 @@ class ModuleModel:
         return acts, [g.detach() for g in grads], lins
 
     def per_example_grads(self, X: Tensor, y: Tensor) -> list[Tensor]:
-        """Unclipped g_i for every parameter tensor, shape ``[B, *param.shape]``."""
+        """Unclipped g_i for every parameter tensor, shape ``[B, *param.shape]``.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            One tensor per parameter of :meth:`params`.
+        """
         if self.method == "linear":
             acts, grads, lins = self._linear_pass(X, y)
             per: dict[int, Tensor] = {}
@@ -414,6 +598,15 @@ class ModuleModel:
         return out
 
     def grad_norms(self, X: Tensor, y: Tensor) -> Tensor:
+        """The per-example gradient norms ||g_i|| over all parameters.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+
+        Returns:
+            The norms ``[B]``.
+        """
         if self.method == "linear":
             acts, grads, lins = self._linear_pass(X, y)
             return _linear_grad_norms(acts, grads, lins, len(y), X.dtype)
@@ -421,7 +614,16 @@ class ModuleModel:
         return torch.sqrt(sum((g.reshape(len(y), -1) ** 2).sum(1) for g in per))  # type: ignore[arg-type]
 
     def clipped_grad_sum(self, X: Tensor, y: Tensor, clip: float) -> tuple[list[Tensor], int]:
-        """``sum_i clip_C(g_i)`` per parameter tensor and the number of clipped examples."""
+        """``sum_i clip_C(g_i)`` per parameter tensor and the number of clipped examples.
+
+        Args:
+            X: features ``[B, d]``.
+            y: labels or targets ``[B]``.
+            clip: the clip norm C.
+
+        Returns:
+            The clipped sum per parameter tensor, and the number of examples with ||g_i|| > C.
+        """
         if len(y) == 0:
             return [torch.zeros_like(p) for p in self.params()], 0
         if self.method == "linear":
@@ -451,7 +653,14 @@ def flat_parameters(model: Any) -> Tensor:
 
 
 def parameters_digest(model: Any) -> str:
-    """SHA-256 of the parameters' bytes (reproducibility: resumed == uninterrupted)."""
+    """SHA-256 of the parameters' bytes (reproducibility: resumed == uninterrupted).
+
+    Args:
+        model: a :class:`GLM` or :class:`ModuleModel` (anything with ``params()``).
+
+    Returns:
+        The hex digest.
+    """
     import hashlib
 
     h = hashlib.sha256()

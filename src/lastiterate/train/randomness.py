@@ -82,6 +82,15 @@ class Randomness:
     Build with :meth:`fresh` (default: OS entropy), :meth:`from_seed` or :meth:`of`.  ``repr``,
     :meth:`describe` and :meth:`fingerprint` never contain the secret; only
     :meth:`checkpoint_state` does (for the owner-only checkpoint).
+
+    Args:
+        root: the secret root bytes (None when seeded).
+        seed: the seed (None for a secret root); exactly one of ``root`` and ``seed`` is given.
+        secure: draw from the keyed SHAKE-256 CSPRNG with floating-point-safe Gaussians
+            (default False: numpy PCG64 and torch MT19937 keyed per step).
+
+    Raises:
+        ParameterError: both or neither of ``root`` and ``seed`` are given.
     """
 
     __slots__ = ("_root", "secure", "seed")
@@ -98,24 +107,54 @@ class Randomness:
     # ---------------------------------------------------------------- construction
     @classmethod
     def fresh(cls, secure: bool = False) -> Randomness:
-        """Fresh secret randomness from the operating system (``secrets.token_bytes``)."""
+        """Fresh secret randomness from the operating system (``secrets.token_bytes``).
+
+        Args:
+            secure: CSPRNG mode (256 secret bits) instead of the statistical one (128 bits).
+
+        Returns:
+            The new :class:`Randomness`.
+        """
         return cls(secrets.token_bytes(_FRESH_BYTES[bool(secure)]), seed=None, secure=secure)
 
     @classmethod
     def from_seed(cls, seed: int, secure: bool = False) -> Randomness:
         """Reproducible randomness from ``seed`` (an integer >= 0).  Secret only
-        while the seed is."""
+        while the seed is.
+
+        Args:
+            seed: an integer >= 0.
+            secure: CSPRNG mode keyed by the seed.
+
+        Returns:
+            The seeded :class:`Randomness`.
+
+        Raises:
+            ParameterError: the seed is not an integer >= 0.
+        """
         return cls(None, seed=_check_seed(seed), secure=secure)
 
     @classmethod
     def of(cls, seed: int | Randomness | None, secure: bool = False) -> Randomness:
-        """``seed`` as a :class:`Randomness`: None -> :meth:`fresh`, an int -> :meth:`from_seed`."""
+        """``seed`` as a :class:`Randomness`: None -> :meth:`fresh`, an int -> :meth:`from_seed`.
+
+        Args:
+            seed: None, an integer >= 0, or a :class:`Randomness` (returned as is).
+            secure: the mode of a new :class:`Randomness`.
+
+        Returns:
+            The :class:`Randomness`.
+
+        Raises:
+            ParameterError: the seed is not an integer >= 0.
+        """
         if isinstance(seed, Randomness):
             return seed
         return cls.fresh(secure) if seed is None else cls.from_seed(seed, secure)
 
     @property
     def seeded(self) -> bool:
+        """Whether the randomness comes from a seed (secret only while the seed is)."""
         return self.seed is not None
 
     def __repr__(self) -> str:  # never the secret
@@ -124,7 +163,11 @@ class Randomness:
 
     # ---------------------------------------------------------------- what may be shown
     def describe(self) -> dict[str, Any]:
-        """Public description for reports (no seed value, nothing derived from the secret)."""
+        """Public description for reports (no seed value, nothing derived from the secret).
+
+        Returns:
+            ``source``, ``seeded``, ``secure``, ``generator`` and the seeded-run ``warning``.
+        """
         return {
             "source": "seed" if self.seeded else "os-entropy",
             "seeded": self.seeded,
@@ -140,12 +183,20 @@ class Randomness:
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the run for a resume without the secret: the seed (if
-        any) and the mode."""
+        any) and the mode.
+
+        Returns:
+            ``{"seed": seed or None, "secure": mode}``.
+        """
         return {"seed": self.seed, "secure": self.secure}
 
     # ---------------------------------------------------------------- owner-only state
     def checkpoint_state(self) -> dict[str, Any]:
-        """Plain JSON data a resume needs (CONTAINS THE SECRET: owner-only checkpoints only)."""
+        """Plain JSON data a resume needs (CONTAINS THE SECRET: owner-only checkpoints only).
+
+        Returns:
+            ``format``, ``seed``, ``secure`` and the secret root in hex (``root_hex``).
+        """
         return {
             "format": STATE_FORMAT,
             "seed": self.seed,
@@ -155,7 +206,17 @@ class Randomness:
 
     @classmethod
     def from_checkpoint_state(cls, state: Any) -> Randomness:
-        """Inverse of :meth:`checkpoint_state`; a malformed state raises ParameterError."""
+        """Inverse of :meth:`checkpoint_state`.
+
+        Args:
+            state: the dict :meth:`checkpoint_state` returned (read back from a checkpoint).
+
+        Returns:
+            The same randomness.
+
+        Raises:
+            ParameterError: a malformed state (format, mode, seed or secret root).
+        """
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ParameterError("checkpoint", "<rng>", f"has no {STATE_FORMAT} randomness state")
         secure = state.get("secure")
@@ -184,7 +245,15 @@ class Randomness:
 
     def generator(self, stream: int, *keys: int) -> np.random.Generator:
         """numpy PCG64 generator of (root, stream, keys) -- ``SeedSequence([seed, stream,
-        *keys])`` when seeded."""
+        *keys])`` when seeded.
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            *keys: the draw's keys within the stream (e.g. the step).
+
+        Returns:
+            The generator.
+        """
         return np.random.default_rng(
             np.random.SeedSequence([*self._entropy(), int(stream), *(int(k) for k in keys)])
         )
@@ -200,7 +269,16 @@ class Randomness:
         return hashlib.shake_256(_DOMAIN + b"/seed/" + str(self.seed).encode()).digest(32)
 
     def random_words(self, stream: int, keys: Sequence[int], size: int) -> np.ndarray:
-        """``size`` uniform 64-bit words of (key, stream, keys) from keyed SHAKE-256 (a CSPRNG)."""
+        """``size`` uniform 64-bit words of (key, stream, keys) from keyed SHAKE-256 (a CSPRNG).
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            keys: the draw's keys within the stream (e.g. the step, the epoch).
+            size: the number of words.
+
+        Returns:
+            The words (uint64).
+        """
         msg = (
             _DOMAIN
             + self._key()
@@ -234,6 +312,15 @@ class Randomness:
         floating-point sampler it is not exactly Gaussian: the uniforms have 53 bits, so each
         Box-Muller radius is at most sqrt(2 * 53 ln 2) ~ 8.6 (a tail of probability 2^-53 ~ 1.1e-16
         per sample is cut), far below any delta the accountant reports.
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            keys: the draw's keys within the stream (e.g. the step, the epoch).
+            size: the number of samples.
+            sigma: the standard deviation.
+
+        Returns:
+            The samples (float64).
         """
         k = SECURE_GAUSSIAN_TERMS
         z = (sigma * self._secure_standard_normal(stream, keys, k * size)).reshape(k, size)
@@ -242,7 +329,18 @@ class Randomness:
     # ---------------------------------------------------------------- what the
     # trainer and sampler draw
     def gaussian(self, stream: int, t: int, size: int, sigma: float, dtype: Any) -> Any:
-        """``size`` i.i.d. N(0, sigma^2) values (a 1-D torch tensor of ``dtype``) for step ``t``."""
+        """``size`` i.i.d. N(0, sigma^2) values (a 1-D torch tensor of ``dtype``) for step ``t``.
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            t: the step.
+            size: the number of values.
+            sigma: the standard deviation.
+            dtype: the torch dtype of the result.
+
+        Returns:
+            The noise tensor (secure-mode samples when :attr:`secure`).
+        """
         import torch
 
         if self.secure:
@@ -252,13 +350,32 @@ class Randomness:
         return torch.randn(size, generator=g, dtype=dtype) * sigma
 
     def permutation(self, stream: int, keys: Sequence[int], n: int) -> np.ndarray:
-        """A uniformly random permutation of range(n)."""
+        """A uniformly random permutation of range(n).
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            keys: the draw's keys within the stream (e.g. the step, the epoch).
+            n: the number of elements.
+
+        Returns:
+            The permutation (int64).
+        """
         if self.secure:  # sort by 64-bit CSPRNG keys (ties have probability < n^2 / 2^65)
             return np.argsort(self.random_words(stream, keys, n), kind="stable").astype(np.int64)
         return self.generator(stream, *keys).permutation(n).astype(np.int64)
 
     def subset(self, stream: int, keys: Sequence[int], n: int, b: int) -> np.ndarray:
-        """A uniformly random subset of exactly b of range(n), sorted."""
+        """A uniformly random subset of exactly b of range(n), sorted.
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            keys: the draw's keys within the stream (e.g. the step, the epoch).
+            n: the number of elements.
+            b: the subset size.
+
+        Returns:
+            The sorted indices (int64).
+        """
         if self.secure:
             return np.sort(self.permutation(stream, keys, n)[:b]).astype(np.int64)
         return np.sort(self.generator(stream, *keys).choice(n, size=b, replace=False)).astype(
@@ -266,7 +383,17 @@ class Randomness:
         )
 
     def poisson_subset(self, stream: int, keys: Sequence[int], n: int, p: float) -> np.ndarray:
-        """Every index of range(n) independently with probability p."""
+        """Every index of range(n) independently with probability p.
+
+        Args:
+            stream: the purpose of the draw (a fixed integer per consumer).
+            keys: the draw's keys within the stream (e.g. the step, the epoch).
+            n: the number of elements.
+            p: the inclusion probability.
+
+        Returns:
+            The included indices, increasing (int64).
+        """
         u = (
             self._secure_uniform(stream, keys, n)
             if self.secure
