@@ -75,13 +75,31 @@ _NOISE_STREAM = 21
 
 
 def clip_rows(X: Tensor, R: float) -> Tensor:
-    """Scale every row to norm at most R (the feature-norm bound of the GLM certificates)."""
+    """Scale every row to norm at most R (the feature-norm bound of the GLM certificates).
+
+    Args:
+        X: features ``[B, d]``.
+        R: the row norm bound.
+
+    Returns:
+        X with every row of norm above R scaled down to norm R.
+    """
     norms = torch.linalg.vector_norm(X, dim=1, keepdim=True)
     return X * torch.clamp(R / torch.clamp(norms, min=1e-300), max=1.0)
 
 
 def l2_ball(diameter: float) -> Callable[[Tensor], Tensor]:
-    """Projection onto the L2 ball of diameter D (radius D/2) centred at the origin."""
+    """Projection onto the L2 ball of diameter D (radius D/2) centred at the origin.
+
+    Args:
+        diameter: D > 0.
+
+    Returns:
+        The projection of a flat parameter vector (named ``l2_ball(D=...)``).
+
+    Raises:
+        ParameterError: D is not positive.
+    """
     radius = check_positive("diameter", diameter) / 2.0
 
     def project(flat: Tensor) -> Tensor:
@@ -122,7 +140,25 @@ def guarantee_summary(report: Any) -> dict[str, Any]:
 
 @dataclass
 class TrainResult:
-    """What :meth:`fit` did: the executed Run, its privacy report, the certificate, the timings."""
+    """What :meth:`fit` did: the executed Run, its privacy report, the certificate, the timings.
+
+    Attributes:
+        model: the trained model (its final parameters are what the guarantee covers).
+        run: the :class:`~lastiterate.run.Run` of the steps actually executed.
+        planned_run: the run planned before a budget stop.
+        report: the :class:`~lastiterate.accountant.Report` of ``run`` (None when not accounted).
+        certificate: the geometry certificate (m, M, L, c), or why none is claimed.
+        steps: the number of steps executed.
+        seconds: fit() wall time: training and accounting.
+        delta: the delta of the report.
+        train_seconds: the noisy steps only (no accounting, ledger or checkpoints).
+        budget: the budget stop (:class:`~lastiterate.train.budget.Budget`), if any.
+        resumed_from: the checkpoint step training resumed from, if any.
+        run_id: the run's id in the ledger and checkpoints.
+        clipped_fraction: the fraction of per-example gradients that were clipped.
+        notes: what the trainer did, in words.
+        randomness: the public description of the randomness (never the seed or the secret).
+    """
 
     model: Any
     run: Run  # the steps actually executed
@@ -144,15 +180,49 @@ class TrainResult:
 
     @property
     def stopped_by_budget(self) -> bool:
+        """Whether a budget stopped training before the planned steps."""
         return self.budget is not None and self.budget.stops_early
 
     def guarantee(self) -> dict[str, Any]:
+        """The tightest guarantee for the final model and the composition baseline.
+
+        Returns:
+            ``delta``, ``best`` and ``composition`` (empty when the run was not accounted).
+        """
         return guarantee_summary(self.report) if self.report is not None else {}
 
 
 class NoisyMethod:
     """Shared machinery; use :class:`NoisyGD`, :class:`NoisyCGD`, :class:`NoisySGD`,
-    :class:`NoisyAdam`."""
+    :class:`NoisyAdam`.
+
+    Each step clips every per-example gradient to norm C, averages over the batch (normalised as
+    the run's sampling says), adds the L2 term and Gaussian noise of std sigma, then steps and
+    projects: the canonical update the accountant's :class:`~lastiterate.run.Run` describes.
+
+    Args:
+        model: a :class:`~lastiterate.train.models.GLM` or
+            :class:`~lastiterate.train.models.ModuleModel`.
+        lr: the step size: a number, a sequence with one value per step, or a function of t.
+        clip: the per-example clip norm C.
+        noise_std: sigma, the std of the noise on the AVERAGED gradient; or
+        noise_multiplier: Opacus' z (sigma = z C / b); give exactly one of the two.
+        batch_size: b (cgd, sgd).
+        sampling: sgd's batch sampling: poisson, uniform or shuffle.
+        l2: the L2 regularisation lambda (part of the gradient, not clipped).
+        diameter: project onto the L2 ball of this diameter D after every step.
+        projection: a custom projection of the flat parameters (default: the ball of D).
+        feature_norm: the row norm R the data are clipped to (for the GLM certificate).
+        seed: None (default: secret OS entropy, redrawn by every fit) or a seed (replays the
+            noise and batches: the guarantee then needs the seed to stay secret).
+        secure: draw the noise from a CSPRNG with floating-point-safe Gaussians.
+        adjacency: ``replace`` (default) or ``add-remove`` (Poisson sgd only).
+        permute: cgd: partition a random permutation (default) or the examples in order.
+
+    Raises:
+        ParameterError: a value out of range, both or neither of noise_std and
+            noise_multiplier, or an adjacency the run does not support.
+    """
 
     algorithm: str = "gd"
     uses_adam: bool = False
@@ -214,6 +284,14 @@ class NoisyMethod:
 
     # ---------------------------------------------------------------- planning
     def sampler(self, n: int) -> Sampler:
+        """The batch sampler of this method on ``n`` examples (keyed by the method's randomness).
+
+        Args:
+            n: the number of examples.
+
+        Returns:
+            The :class:`~lastiterate.train.sampling.Sampler`.
+        """
         return make_sampler(
             self.algorithm,
             n,
@@ -248,6 +326,16 @@ class NoisyMethod:
         return float(self.noise_multiplier) * self.clip / sampler.batch_size  # type: ignore[arg-type]
 
     def certificate(self, n: int, lr_max: float, lr_min: float | None = None) -> Certificate:
+        """The geometry the model certifies for this method (none for Adam: ``ADAM_REASON``).
+
+        Args:
+            n: the number of examples.
+            lr_max: the largest step size.
+            lr_min: the smallest step size of a schedule.
+
+        Returns:
+            The :class:`~lastiterate.train.geometry.Certificate`.
+        """
         if self.uses_adam:
             return uncertified(
                 getattr(self.model, "family", "model"), ADAM_REASON, clip=self.clip, lr=lr_max
@@ -268,7 +356,20 @@ class NoisyMethod:
     def plan(
         self, n: int, *, epochs: float | None = None, steps: int | None = None
     ) -> tuple[Run, Certificate, Sampler]:
-        """The Run this method will execute on ``n`` examples, its certificate and its sampler."""
+        """The Run this method will execute on ``n`` examples, its certificate and its sampler.
+
+        Args:
+            n: the number of examples.
+            epochs: the number of epochs; or
+            steps: the number of steps T (give exactly one).
+
+        Returns:
+            ``(run, certificate, sampler)``.
+
+        Raises:
+            ParameterError: n, epochs or steps out of range, both or neither of epochs and
+                steps, or a learning-rate schedule shorter than T.
+        """
         n = check_positive_int("n", n)
         s = self.sampler(n)
         if (epochs is None) == (steps is None):
@@ -315,7 +416,18 @@ class NoisyMethod:
 
         Across processes (:mod:`~lastiterate.train.distributed`): this rank clips and sums its
         share of the GLOBAL batch, the sums are all-reduced, the normaliser is the global one, and
-        the noise is added once, after the all-reduce; the returned counts are global."""
+        the noise is added once, after the all-reduce; the returned counts are global.
+
+        Args:
+            t: the step (0-based).
+            X: all training features (on the method's device).
+            y: all training labels.
+            sampler: the run's sampler.
+            sigma: the noise std on the averaged gradient.
+
+        Returns:
+            ``(gradients per parameter, number clipped, batch size)``.
+        """
         idx = sampler.batch(t)
         mine = self._dp.share(idx)
         idx_t = torch.from_numpy(mine).to(X.device)
@@ -350,6 +462,20 @@ class NoisyMethod:
     def step(
         self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float, eta: float
     ) -> tuple[int, int]:
+        """One noisy step: :meth:`noisy_gradient`, the update with step size ``eta``, the
+        projection.
+
+        Args:
+            t: the step (0-based).
+            X: all training features.
+            y: all training labels.
+            sampler: the run's sampler.
+            sigma: the noise std on the averaged gradient.
+            eta: the step size.
+
+        Returns:
+            ``(number clipped, batch size)``.
+        """
         grads, n_clipped, size = self.noisy_gradient(t, X, y, sampler, sigma)
         self._apply(t, grads, eta)
         return n_clipped, size
@@ -420,6 +546,33 @@ class NoisyMethod:
         (:func:`lastiterate.train.distributed.from_env`); the GLOBAL batch is what the Run
         describes, the noise is added once per global step, only rank 0 writes the ledger and
         checkpoints, and only rank 0 accounts (``result.report`` is None on the other ranks).
+
+        Args:
+            X: training features, one row per example (clipped to ``feature_norm`` if set).
+            y: labels or targets.
+            epochs: the number of epochs; or
+            steps: the number of steps T (give exactly one).
+            target_epsilon: the privacy budget of the final model (above).
+            delta: the delta of the guarantees (default 1e-5).
+            ledger: the JSON-lines privacy ledger.
+            checkpoint: the checkpoint file.
+            resume: continue from ``checkpoint``.
+            progress: show a progress bar on stderr.
+            account: account the executed run (needed by ``ledger`` and ``target_epsilon``).
+            bounds: restrict the accounting to these bound ids.
+            on_epoch: called with (step, total steps) after every epoch.
+            threads: torch intra-op threads while training (above).
+            device: ``"cpu"`` (default) or ``"cuda"``.
+            distributed: this process's place in a data-parallel run.
+
+        Returns:
+            The :class:`TrainResult`.
+
+        Raises:
+            ParameterError: invalid data (shape, NaN / inf, labels), arguments out of range, a
+                device other than the process group's, ``resume`` without a checkpoint, a
+                checkpoint of another run, ``account=False`` with a ledger or budget, or a budget
+                below one step's guarantee.
         """
         if distributed is None:
             dp = DataParallel(device=check_device("cpu" if device is None else device))
@@ -739,7 +892,15 @@ class NoisyMethod:
 
 
 class NoisyGD(NoisyMethod):
-    """Full-batch noisy gradient descent (b = n)."""
+    """Full-batch noisy gradient descent (b = n).
+
+    Args:
+        model: the model to train.
+        **kw: the arguments of :class:`NoisyMethod` (no ``sampling``).
+
+    Raises:
+        ParameterError: ``sampling`` is given, or as :class:`NoisyMethod`.
+    """
 
     algorithm = "gd"
 
@@ -751,7 +912,16 @@ class NoisyGD(NoisyMethod):
 
 class NoisyCGD(NoisyMethod):
     """Noisy cyclic gradient descent: one fixed balanced partition into l =
-    ceil(n/b) batches, cycled."""
+    ceil(n/b) batches, cycled.
+
+    Args:
+        model: the model to train.
+        batch_size: b.
+        **kw: the other arguments of :class:`NoisyMethod` (no ``sampling``).
+
+    Raises:
+        ParameterError: ``sampling`` is given, or as :class:`NoisyMethod`.
+    """
 
     algorithm = "cgd"
 
@@ -764,7 +934,17 @@ class NoisyCGD(NoisyMethod):
 class NoisySGD(NoisyMethod):
     """Noisy SGD with ``sampling`` ``"poisson"`` (rate b/n, normalised by b), ``"uniform"``
     (fixed-size subsets drawn independently each step) or ``"shuffle"`` (a new
-    permutation per epoch)."""
+    permutation per epoch).
+
+    Args:
+        model: the model to train.
+        batch_size: b (the expected size for Poisson).
+        sampling: poisson, uniform or shuffle.
+        **kw: the other arguments of :class:`NoisyMethod`.
+
+    Raises:
+        ParameterError: as :class:`NoisyMethod`.
+    """
 
     algorithm = "sgd"
 
@@ -780,6 +960,17 @@ class NoisyAdam(NoisyMethod):
     bounds.  No last-iterate (contraction) theorem is claimed -- the certificate says why.
     ``sampling``: ``"poisson"`` (default, as in paper 004), ``"uniform"``, ``"shuffle"``,
     ``"cyclic"`` or ``"full"``.
+
+    Args:
+        model: the model to train.
+        batch_size: b (not needed for ``full``).
+        sampling: the batches (above).
+        betas: Adam's moment decay rates.
+        eps: Adam's denominator offset.
+        **kw: the other arguments of :class:`NoisyMethod`.
+
+    Raises:
+        ParameterError: as :class:`NoisyMethod`.
     """
 
     uses_adam = True
@@ -835,7 +1026,18 @@ class NoisyAdam(NoisyMethod):
 def evaluate(
     model: Any, X: Any, y: Any, feature_norm: float | None = None
 ) -> dict[str, float | None]:
-    """Accuracy (classification) or mean squared error, and the mean loss, on (X, y)."""
+    """Accuracy (classification) or mean squared error, and the mean loss, on (X, y).
+
+    Args:
+        model: a trained model.
+        X: features.
+        y: labels or targets.
+        feature_norm: clip the rows to this norm first (as in training).
+
+    Returns:
+        ``accuracy`` (None for regression), ``loss`` and ``mse`` (None for classification);
+        all None on an empty set.
+    """
     params = model.params()
     Xt = torch.as_tensor(np.asarray(X), dtype=params[0].dtype, device=params[0].device)
     yt = torch.as_tensor(np.asarray(y), device=params[0].device)
