@@ -142,6 +142,13 @@ class DataParallel:
 
     Build with :func:`single` (one process) or :func:`from_env` (joins the process group of
     ``torchrun`` / ``--nproc``).  The module docstring states what the global step computes.
+
+    Attributes:
+        rank: this process's rank r (0 writes the ledger, checkpoints and reports).
+        world_size: the number of processes K.
+        device: the torch device of this process.
+        backend: the ``torch.distributed`` backend (None for one process).
+        group: the process group (None for one process).
     """
 
     rank: int = 0
@@ -157,17 +164,32 @@ class DataParallel:
 
     @property
     def parallel(self) -> bool:
+        """Whether more than one process takes part (collectives are needed)."""
         return self.world_size > 1
 
     # ---------------------------------------------------------------- the global batch
     def share(self, batch: np.ndarray) -> np.ndarray:
-        """This rank's contiguous share of the global batch (the whole batch in one process)."""
+        """This rank's contiguous share of the global batch (the whole batch in one process).
+
+        Args:
+            batch: the indices of the global batch.
+
+        Returns:
+            This rank's part of ``numpy.array_split(batch, world_size)``.
+        """
         if not self.parallel:
             return batch
         return np.array_split(np.asarray(batch, dtype=np.int64), self.world_size)[self.rank]
 
     def check_batch(self, batch_size: int) -> None:
-        """Refuse more processes than the global batch has examples (some would have no share)."""
+        """Refuse more processes than the global batch has examples (some would have no share).
+
+        Args:
+            batch_size: the global batch size b.
+
+        Raises:
+            ParameterError: world_size > b.
+        """
         if self.world_size > batch_size:
             raise ParameterError(
                 "nproc",
@@ -182,7 +204,15 @@ class DataParallel:
 
     def sum_clipped(self, sums: list[Any], n_clipped: int) -> tuple[list[Any], int]:
         """All-reduce (SUM) of the per-rank clipped-gradient sums and clip counts: the sum over
-        the global batch, identical on every rank.  One message per step."""
+        the global batch, identical on every rank.  One message per step.
+
+        Args:
+            sums: this rank's clipped-gradient sum per parameter tensor.
+            n_clipped: this rank's number of clipped examples.
+
+        Returns:
+            The global sums (on each tensor's device) and the global clip count.
+        """
         if not self.parallel:
             return sums, n_clipped
         import torch
@@ -218,7 +248,17 @@ class DataParallel:
         """The run randomness of rank 0 on every rank.
 
         Fresh (secret) randomness: rank 0's root is broadcast as raw bytes in memory (never
-        written).  Seeded: every rank must have been given the same seed and mode (checked)."""
+        written).  Seeded: every rank must have been given the same seed and mode (checked).
+
+        Args:
+            randomness: this rank's :class:`~lastiterate.train.randomness.Randomness`.
+
+        Returns:
+            Rank 0's randomness (``randomness`` itself in one process or when seeded).
+
+        Raises:
+            ParameterError: the ranks' seeds or modes differ.
+        """
         if not self.parallel:
             return randomness
         from lastiterate.train.randomness import Randomness
@@ -236,8 +276,16 @@ class DataParallel:
         return shared
 
     def check_same(self, what: str, text: str) -> None:
-        """Refuse (ParameterError) unless ``text`` is identical on every rank (compares SHA-256
-        digests, so nothing but a hash crosses the wire)."""
+        """Refuse unless ``text`` is identical on every rank (compares SHA-256 digests, so nothing
+        but a hash crosses the wire).
+
+        Args:
+            what: what is compared, for the message.
+            text: this rank's value.
+
+        Raises:
+            ParameterError: a rank's text differs.
+        """
         if not self.parallel:
             return
         import torch
@@ -257,7 +305,12 @@ class DataParallel:
             )
 
     def describe(self) -> dict[str, Any]:
-        """Public description for reports (no secret)."""
+        """Public description for reports (no secret).
+
+        Returns:
+            ``world_size``, ``backend``, ``device``, and how the global batch and noise are
+            placed.
+        """
         return {
             "world_size": self.world_size,
             "backend": self.backend,

@@ -486,7 +486,14 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
 
 @dataclass
 class ReleasedModel:
-    """A model loaded from a model file: ``predict`` replays the card's preprocessing."""
+    """A model loaded from a model file: ``predict`` replays the card's preprocessing.
+
+    Attributes:
+        model: the trained model (a :class:`~lastiterate.train.models.GLM` or
+            :class:`~lastiterate.train.models.ModuleModel`).
+        card: the model card (guarantee, run, architecture, preprocessing, task).
+        path: the model file it was loaded from.
+    """
 
     model: Any
     card: dict[str, Any]
@@ -494,14 +501,27 @@ class ReleasedModel:
 
     @property
     def guarantee(self) -> dict[str, Any]:
+        """The card's privacy guarantee for this final model."""
         return self.card["guarantee"]  # type: ignore[no-any-return]
 
     @property
     def n_features(self) -> int:
+        """The number of raw input features the model expects."""
         return int(self.card["architecture"]["n_features"])
 
     def transform(self, X: Any) -> np.ndarray:
-        """Raw inputs -> the features the model was trained on (the card's preprocessing)."""
+        """Raw inputs -> the features the model was trained on (the card's preprocessing).
+
+        Args:
+            X: raw inputs, a numeric 2-D array with :attr:`n_features` columns.
+
+        Returns:
+            The transformed features (float64).
+
+        Raises:
+            ParameterError: X is not a finite numeric 2-D array of the right width, or the card's
+                preprocessing is invalid.
+        """
         try:
             Xa = np.asarray(X)
         except Exception:  # noqa: BLE001 - ragged input
@@ -528,7 +548,18 @@ class ReleasedModel:
             ) from None
 
     def score(self, pred: np.ndarray, y: Any) -> dict[str, float]:
-        """Accuracy (classification) or mean squared error of ``pred`` against labels ``y``."""
+        """Accuracy (classification) or mean squared error of ``pred`` against labels ``y``.
+
+        Args:
+            pred: the predictions of :meth:`predict`.
+            y: the true labels or targets, one per prediction.
+
+        Returns:
+            ``{"accuracy": ...}`` or ``{"mse": ...}`` (regression).
+
+        Raises:
+            ParameterError: y is not finite numeric values of the predictions' shape.
+        """
         ya = np.asarray(y)
         if (
             ya.dtype.kind not in "biuf"
@@ -545,7 +576,17 @@ class ReleasedModel:
         return {"accuracy": float(np.mean(pred == ya))}
 
     def predict(self, X: Any) -> np.ndarray:
-        """Class labels (classification) or targets in their original units (regression)."""
+        """Class labels (classification) or targets in their original units (regression).
+
+        Args:
+            X: raw inputs (as :meth:`transform` takes them).
+
+        Returns:
+            int64 labels, or float64 targets mapped back by the card's target transform.
+
+        Raises:
+            ParameterError: invalid inputs, or an invalid preprocessing or target map in the card.
+        """
         import torch
 
         Z = torch.as_tensor(self.transform(X), dtype=self.model.params()[0].dtype)

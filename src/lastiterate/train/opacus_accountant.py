@@ -119,7 +119,26 @@ register_accountant(MECHANISM, _staged_accountant, force=True)  # type: ignore[a
 
 
 class LastIterateAccountant(IAccountant):
-    """Opacus accountant with lastiterate's bounds (see the module docstring)."""
+    """Opacus accountant with lastiterate's bounds (see the module docstring).
+
+    Args:
+        n: the number of examples.
+        batch_size: the (expected) batch size b.
+        lr: the constant learning rate of the plain SGD steps.
+        clip: the per-example clip norm C (Opacus' ``max_grad_norm``).
+        strong_convexity: the losses' strong convexity m, if declared.
+        smoothness: the losses' smoothness M, if declared.
+        convex: declare the losses convex.
+        diameter: the diameter D of the projection set, if any.
+        sampling: sgd's batch sampling (default poisson, as Opacus).
+        algorithm: gd, cgd or sgd.
+        adjacency: ``replace`` (default) or ``add-remove``.
+        bounds: restrict to these bound ids.
+
+    Raises:
+        ParameterError: a value out of range or a declaration no Run accepts (e.g. add/remove
+            without Poisson sampling).
+    """
 
     #: (noise_multiplier, sample_rate, steps) runs; initialised by ``IAccountant.__init__``
     history: list[tuple[float, float, int]]
@@ -179,7 +198,14 @@ class LastIterateAccountant(IAccountant):
         return int(sum(k for _, _, k in self.history))
 
     def get_optimizer_hook_fn(self, sample_rate: float) -> Callable[[Any], None]:
-        """Opacus' step hook, which also records what the optimizer really applies."""
+        """Opacus' step hook, which also records what the optimizer really applies.
+
+        Args:
+            sample_rate: the sampling rate Opacus passes.
+
+        Returns:
+            The hook for ``DPOptimizer.attach_step_hook``.
+        """
         count = super().get_optimizer_hook_fn(sample_rate)
 
         def hook_fn(optim: Any) -> None:
@@ -190,7 +216,20 @@ class LastIterateAccountant(IAccountant):
 
     def get_epsilon(self, delta: float, *args: Any, **kwargs: Any) -> float:
         """Epsilon at ``delta`` for releasing the current (last) iterate; :meth:`explain` says
-        what it certifies."""
+        what it certifies.
+
+        Without declared geometry, with a changing noise multiplier or sample rate, or when the
+        attached optimizer does not execute the declared run, it falls back to Opacus' RDP
+        epsilon (add/remove adjacency, every iterate), and says so.
+
+        Args:
+            delta: the target delta.
+            *args: ignored (Opacus' signature).
+            **kwargs: ignored (Opacus' signature).
+
+        Returns:
+            Epsilon (0 before any step).
+        """
         if not self.history:
             self.reason = "no steps yet"
             self._last_report = None
@@ -221,7 +260,11 @@ class LastIterateAccountant(IAccountant):
 
     def explain(self) -> str:
         """What the last :meth:`get_epsilon` certifies: the bound, the adjacency, any
-        fallback and why."""
+        fallback and why.
+
+        Returns:
+            The explanation, in words.
+        """
         rep = self._last_report
         if rep is None:
             if self.reason == "no steps yet":
@@ -260,18 +303,33 @@ class LastIterateAccountant(IAccountant):
 
     # ------------------------------------------------------------------ extras
     def opacus_rdp_epsilon(self, delta: float) -> float:
-        """Opacus' own RDP epsilon on this history (add/remove adjacency)."""
+        """Opacus' own RDP epsilon on this history (add/remove adjacency).
+
+        Args:
+            delta: the target delta.
+
+        Returns:
+            Opacus' ``RDPAccountant`` epsilon.
+        """
         acc = RDPAccountant()
         acc.history = list(self.history)
         return float(acc.get_epsilon(delta))
 
     def get_report(self, delta: float) -> Any:
-        """The full :class:`~lastiterate.accountant.Report` (None when falling back)."""
+        """The full :class:`~lastiterate.accountant.Report` (None when falling back).
+
+        Args:
+            delta: the target delta.
+
+        Returns:
+            The report of :meth:`get_epsilon` at ``delta``.
+        """
         self.get_epsilon(delta)
         return self._last_report
 
     @property
     def declared_geometry(self) -> bool:
+        """Whether any geometry (m, M, D or convexity) was declared (else: fallback)."""
         return (
             any(v is not None for v in (self.strong_convexity, self.smoothness, self.diameter))
             or self.convex
@@ -279,7 +337,11 @@ class LastIterateAccountant(IAccountant):
 
     def declaration(self) -> dict[str, Any]:
         """The constructor arguments (JSON-serialisable): the run this accountant
-        was declared for."""
+        was declared for.
+
+        Returns:
+            The arguments by name.
+        """
         return {
             "n": self.n,
             "batch_size": self.batch_size,
@@ -377,6 +439,14 @@ class LastIterateAccountant(IAccountant):
         return self._build_run(float(z), int(steps)), ""
 
     def state_dict(self, destination: Any = None) -> Any:
+        """Opacus' state (the history) with the :meth:`declaration`.
+
+        Args:
+            destination: Opacus' optional dict to fill.
+
+        Returns:
+            The state dict.
+        """
         d = super().state_dict(destination)
         d["declaration"] = self.declaration()
         return d

@@ -329,8 +329,15 @@ def private_moments(
 class Preprocessing:
     """What was done to the data before training, and what it costs.
 
-    ``mu``: the GDP cost of data-dependent statistics (0 for data-independent scalings); None when
-    the statistics were treated as public (``data-public``), i.e. the guarantee does NOT cover it.
+    Attributes:
+        scaling: the scaling applied (``public-range``, ``private``, ``clip-only`` or
+            ``data-public``; ``auto`` resolved).
+        description: what was done, in words.
+        mu: the GDP cost of data-dependent statistics (0 for data-independent scalings); None
+            when the statistics were treated as public (``data-public``), i.e. the guarantee does
+            NOT cover it.
+        adjacency: the neighbouring relation ``mu`` is stated for.
+        details: the statistics' parameters (JSON values).
     """
 
     scaling: str
@@ -341,9 +348,15 @@ class Preprocessing:
 
     @property
     def covered(self) -> bool:
+        """Whether the guarantee covers the preprocessing (``mu`` is not None)."""
         return self.mu is not None
 
     def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-safe dict.
+
+        Returns:
+            The fields and ``covered``.
+        """
         return {
             "scaling": self.scaling,
             "description": self.description,
@@ -383,6 +396,25 @@ def preprocess(
     when None.  ``statistics_mu``:
     the GDP budget of ``scaling="private"`` (required there).  ``rng``: noise of the private
     statistics (None: fresh OS entropy).
+
+    Args:
+        data: the raw dataset.
+        scaling: ``auto`` (public-range with a declared range, else clip-only),
+            ``public-range``, ``private``, ``clip-only`` or ``data-public``.
+        feature_range: the declared public feature range.
+        target_range: the declared public range of regression targets.
+        statistics_mu: the GDP budget of the private statistics (``private`` only).
+        feature_norm: clip every row to this L2 norm R.
+        adjacency: the neighbouring relation the statistics' cost is stated for.
+        rng: the noise of the private statistics.
+
+    Returns:
+        The preprocessed dataset and its :class:`Preprocessing` record.
+
+    Raises:
+        ParameterError: an unknown scaling, a range that does not parse or is missing for
+            ``public-range``, a target range for classification, a missing or invalid
+            ``statistics_mu``, or a non-positive ``feature_norm``.
     """
     from lastiterate.train.data import public_feature_range
 
