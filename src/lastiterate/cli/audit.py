@@ -149,6 +149,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     ):
         raise UsageError("scenario quadratic needs --strong-convexity m > 0 or --contraction c < 1")
 
+    # lazy: the audit package imports numpy and scipy, not on the CLI's start-up path
     from lastiterate.audit.report import audit_run
 
     res = audit_run(

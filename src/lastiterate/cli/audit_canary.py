@@ -163,8 +163,8 @@ def _check_flags(args: argparse.Namespace) -> None:
 def cmd_audit_canary(args: argparse.Namespace) -> int:
     """Run the canary audit the flags describe; print the claim, lower bounds and verdict."""
     _check_flags(args)
-    # the audit package imports torch: not on the CLI's start-up path
-    from lastiterate.audit.canary import MAX_RUNS
+    # lazy: the audit package imports numpy and scipy, not on the CLI's start-up path
+    from lastiterate.audit.canary import MAX_RUNS, audit_canary, gradient_canary, input_canary
 
     runs = (
         DEFAULT_RUNS if args.runs is None else check_int_in_range("runs", args.runs, 10, MAX_RUNS)
@@ -180,8 +180,6 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     for dest in ("canaries", "guesses"):
         if getattr(args, dest) is not None:
             raise UsageError(f"--{dest} only applies with --one-run")
-
-    from lastiterate.audit.canary import audit_canary, gradient_canary, input_canary
 
     if kind == "gradient":
         pair = gradient_canary(
@@ -266,7 +264,7 @@ def _cmd_one_run(
     opts: AuditOptions,
 ) -> int:
     """``audit canary --one-run``: ONE training run with M canaries (Steinke-Nasr-Jagielski)."""
-    # the audit package imports torch: not on the CLI's start-up path
+    # lazy: the audit package imports numpy and scipy, not on the CLI's start-up path
     from lastiterate.audit.one_run import (
         MAX_CANARIES,
         audit_one_run,
@@ -345,6 +343,7 @@ def _cmd_one_run(
 
 def can_model(can: Any, spec: Any) -> Any:
     """A fresh GLM for the one-run canaries (used to plan the run)."""
+    # lazy: torch is not on the CLI's start-up path
     import torch
 
     from lastiterate.train.models import GLM

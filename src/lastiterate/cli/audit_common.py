@@ -239,7 +239,7 @@ def plot_path(args: argparse.Namespace) -> Path | None:
     """
     if getattr(args, "plot", None) is None:
         return None
-    # matplotlib's module is imported only when a plot is asked for (CLI start-up)
+    # lazy: the plotting module imports numpy, not on the CLI's start-up path
     from lastiterate.plotting import check_png_path
 
     return check_png_path(args.plot)
@@ -259,7 +259,7 @@ def load_preprocessed(args: argparse.Namespace, options: AuditOptions) -> Any:
     Raises:
         ParameterError: the dataset cannot be loaded or a preprocessing flag is out of range.
     """
-    # the data loaders import numpy and scikit-learn: not on the CLI's start-up path
+    # lazy: the data loaders import numpy, not on the CLI's start-up path
     from lastiterate.train import preprocessing as pp
     from lastiterate.train.data import load_dataset
 
@@ -289,7 +289,7 @@ def trainer_spec(args: argparse.Namespace) -> TrainerSpec:
     Raises:
         ParameterError: the trainer refuses the combination (e.g. both epochs and steps).
     """
-    # the audit package imports torch: not on the CLI's start-up path
+    # lazy: the audit package imports numpy and scipy, not on the CLI's start-up path
     from lastiterate.audit.canary import TrainerSpec
 
     return TrainerSpec(
@@ -336,7 +336,7 @@ def report_audit(
         The exit status: 1 on a VIOLATION, else 0.
     """
     if plot is not None:
-        # numpy and matplotlib: imported only when a plot is asked for (CLI start-up)
+        # lazy: numpy and matplotlib only when a plot is asked for (CLI start-up)
         from lastiterate import plotting
 
         if args.scenario == "mia":

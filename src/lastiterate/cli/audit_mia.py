@@ -114,7 +114,7 @@ def cmd_audit_mia(args: argparse.Namespace) -> int:
     hidden = _hidden(args.hidden)
     plot = audit_common.plot_path(args)
 
-    # numpy and the audit package (torch) are not on the CLI's start-up path
+    # lazy: numpy and the audit package (scipy) are not on the CLI's start-up path
     import numpy as np
 
     from lastiterate.audit.mia import ModelSpec, audit_mia

@@ -8,11 +8,13 @@ registration; torch, scikit-learn and the trainer are imported inside the handle
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
 from typing import Any
 
+import lastiterate
 from lastiterate.cli.common import UsageError, print_json
 from lastiterate.errors import ParameterError, check_in_range, check_int_in_range, check_positive
 from lastiterate.formatting import fmt_number as _fmt
@@ -256,6 +258,7 @@ def _launch_processes(args: argparse.Namespace) -> int | None:
     """``--nproc K`` (K > 1) outside torchrun: check what can be checked without the data, then
     re-execute this very command in K local processes (:func:`launch_local`) and return their
     status.  None: this process trains (one process, or one rank of torchrun / the launcher)."""
+    # lazy: the train package imports numpy, not on the CLI's start-up path
     from lastiterate.train import distributed as dist
 
     world = dist.torchrun_world()
@@ -284,10 +287,6 @@ def _launch_processes(args: argparse.Namespace) -> int | None:
         return None
     if args.device == "cuda":
         dist.check_device("cuda")
-    import os
-
-    import lastiterate
-
     src = os.path.dirname(os.path.dirname(os.path.abspath(lastiterate.__file__)))
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src + (os.pathsep + old if old else "")  # the children run this code
@@ -329,6 +328,7 @@ def run_train(args: argparse.Namespace) -> int:
         check_positive("target_epsilon", args.target_epsilon)
     hidden = _hidden(args.hidden)
     if args.out is not None:
+        # lazy: the train package imports numpy, not on the CLI's start-up path
         from lastiterate.train.model_file import check_output_path
 
         check_output_path(args.out, args.dataset, args.checkpoint, args.ledger)
@@ -336,6 +336,7 @@ def run_train(args: argparse.Namespace) -> int:
     if status is not None:
         return status
 
+    # lazy: the train package imports numpy, not on the CLI's start-up path
     from lastiterate.train.distributed import from_env
 
     dp = from_env(args.device)  # one process, or this rank of the process group
@@ -346,10 +347,16 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int, ...]) -> int:
+    # lazy: torch, numpy and the accountant (scipy) are not on the CLI's start-up path
     import torch
 
+    from lastiterate.accountant import account as _account
+    from lastiterate.accountant import calibrate_noise
     from lastiterate.train import preprocessing as pp
     from lastiterate.train.data import load_dataset
+    from lastiterate.train.distributed import move_model
+    from lastiterate.train.ledger import Ledger
+    from lastiterate.train.model_file import check_replay, model_card, save_model
     from lastiterate.train.models import GLM, ModuleModel, mlp, parameters_digest
     from lastiterate.train.randomness import SeededRunWarning
     from lastiterate.train.trainer import (
@@ -469,8 +476,6 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
     calibrated = None
     target_for_stop = args.target_epsilon
     if args.noise_std is None and args.noise_multiplier is None:
-        from lastiterate.accountant import calibrate_noise
-
         planned, _, _ = method.plan(data.n, epochs=args.epochs)
         if split is not None:
             cal, _, target_train = pp.calibrate_noise_with_preprocessing(planned, split, prep)
@@ -503,8 +508,6 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
         )
     if not dp.is_writer:
         return 0  # rank 0 reports, evaluates and writes the model
-    from lastiterate.train.distributed import move_model
-
     move_model(model, "cpu")
     if result.randomness["warning"]:
         print(f"warning: {result.randomness['warning']}", file=sys.stderr)
@@ -512,14 +515,10 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
     test_eval = evaluate(model, data.X_test, data.y_test, args.feature_norm)
     report = result.report
     rep = report.to_json()
-    from lastiterate.accountant import account as _account
-
     guarantee = pp.compose_with_preprocessing(
         report, prep, account_at=lambda d1: _account(result.run, delta=d1)
     )
     if args.ledger and prep.mu != 0.0:
-        from lastiterate.train.ledger import Ledger
-
         Ledger(args.ledger).open().append(
             {
                 "run_id": result.run_id,
@@ -533,8 +532,6 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
     cert = result.certificate
     model_file = None
     if args.out is not None:
-        from lastiterate.train.model_file import check_replay, model_card, save_model
-
         check_replay(data, raw)
         card = model_card(
             result,
