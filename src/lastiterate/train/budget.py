@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lastiterate.accountant import account
 from lastiterate.errors import NotApplicable, ParameterError, check_positive
 from lastiterate.run import Run
 
@@ -35,8 +36,6 @@ def truncate(run: Run, steps: int) -> Run:
 
 
 def best_epsilon(run: Run, delta: float, bounds: Sequence[str] | None = None) -> tuple[float, Any]:
-    from lastiterate.accountant import account
-
     rep = account(run, delta=delta, bounds=bounds)
     best = rep.best
     if best is None:

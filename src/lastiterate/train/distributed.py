@@ -54,6 +54,7 @@ missing or dead peer is an error, never a hang.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import os
 import signal
@@ -69,6 +70,7 @@ from typing import IO, Any
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_int_in_range
+from lastiterate.train.randomness import Randomness
 
 #: the largest number of local processes ``--nproc`` accepts
 MAX_PROCESSES = 64
@@ -104,6 +106,7 @@ def torchrun_world() -> tuple[int, int, int] | None:
 
 def check_device(device: Any) -> Any:
     """``device`` as a :class:`torch.device`: ``cpu`` or ``cuda`` (only where torch sees a GPU)."""
+    # lazy: torch (~1.5 s) only where a process trains, not for the launcher's checks
     import torch
 
     name = str(device)
@@ -215,6 +218,7 @@ class DataParallel:
         """
         if not self.parallel:
             return sums, n_clipped
+        # lazy: torch (~1.5 s) only where a process trains, not for the launcher's checks
         import torch
         import torch.distributed as dist
 
@@ -231,6 +235,7 @@ class DataParallel:
         return out, round(float(buf[-1]))
 
     def _broadcast_bytes(self, data: bytes | None, size: int) -> bytes:
+        # lazy: torch (~1.5 s) only where a process trains, not for the launcher's checks
         import torch
         import torch.distributed as dist
 
@@ -261,7 +266,6 @@ class DataParallel:
         """
         if not self.parallel:
             return randomness
-        from lastiterate.train.randomness import Randomness
 
         self.check_same("randomness (seed and mode)", repr(randomness.fingerprint()))
         if randomness.seeded:
@@ -288,6 +292,7 @@ class DataParallel:
         """
         if not self.parallel:
             return
+        # lazy: torch (~1.5 s) only where a process trains, not for the launcher's checks
         import torch
         import torch.distributed as dist
 
@@ -324,6 +329,7 @@ class DataParallel:
         """Leave the process group (idempotent)."""
         if not self.parallel:
             return
+        # lazy: torch (~1.5 s) only where a process trains, not for the launcher's checks
         import torch.distributed as dist
 
         if dist.is_initialized():
@@ -357,8 +363,8 @@ def from_env(device: Any = "cpu") -> DataParallel:
     if world is None or world[1] == 1:
         return DataParallel(0, 1, dev, None)
     rank, size, local = world
-    import datetime
 
+    # lazy: torch (~1.5 s) only where a process trains, not for the launcher's checks
     import torch
     import torch.distributed as dist
 

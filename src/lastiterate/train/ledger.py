@@ -57,6 +57,7 @@ import secrets
 import signal
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -301,8 +302,6 @@ def _test_write_delay() -> None:
     """Test hook: keep the temporary file in place long enough for a test to signal the writer."""
     delay = float(os.environ.get("LASTITERATE_TEST_CHECKPOINT_DELAY", "0") or 0)
     if delay > 0:
-        import time
-
         time.sleep(delay)
 
 
@@ -357,6 +356,7 @@ _MAX_HEADER = 1 << 28
 
 def _flatten(obj: Any, tensors: dict[str, Any], where: str) -> Any:
     """A JSON tree of ``obj`` whose tensors are moved to ``tensors`` (referenced by name)."""
+    # lazy: torch (~1.5 s) only for checkpoints; the ledger and model-file checks do not need it
     import torch
 
     if isinstance(obj, torch.Tensor):
@@ -399,6 +399,7 @@ def _unflatten(tree: Any, tensors: dict[str, Any], bad: Any) -> Any:
 def tensors_digest(tensors: dict[str, Any], text: str = "") -> str:
     """SHA-256 of named tensors (names, dtypes, shapes, bytes) and of ``text`` (the JSON metadata
     stored with them, so that a changed byte anywhere in the file is detected)."""
+    # lazy: torch (~1.5 s) only for checkpoints; the ledger and model-file checks do not need it
     import torch
 
     h = hashlib.sha256()
@@ -441,6 +442,7 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None
         ParameterError: the file cannot be written (no permission, no space, a directory in the
             way).
     """
+    # lazy: torch (~1.5 s) only for checkpoints; the ledger and model-file checks do not need it
     from safetensors.torch import save
 
     tensors: dict[str, Any] = {}
@@ -488,6 +490,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     meta = safetensors_metadata(data, bad)
     if _META_KEY not in meta or _DIGEST_KEY not in meta:
         raise bad(f"is not a {CHECKPOINT_FORMAT} file")
+    # lazy: torch (~1.5 s) only for checkpoints; the ledger and model-file checks do not need it
     from safetensors.torch import load
 
     try:
@@ -513,6 +516,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 def training_checkpoint(state: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
     """``state`` checked to be a trainer checkpoint: ``run_id``, ``fingerprint`` (strings),
     ``step`` (integer >= 0), ``model`` (name -> tensor) and ``optimizer`` (a dict)."""
+    # lazy: torch (~1.5 s) only for checkpoints; the ledger and model-file checks do not need it
     import torch
 
     def bad(why: str) -> ParameterError:

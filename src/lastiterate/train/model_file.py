@@ -30,14 +30,20 @@ from __future__ import annotations
 
 import itertools
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lastiterate import jsonutil
+from lastiterate import __version__, jsonutil
 from lastiterate.errors import ParameterError
+from lastiterate.train.ledger import (
+    safetensors_metadata,
+    tensors_digest,
+    write_private_file,
+)
 
 MODEL_FORMAT = "lastiterate-model/1"
 CARD_FORMAT = "lastiterate-model-card/1"
@@ -85,6 +91,7 @@ def card_path(path: str | os.PathLike[str]) -> Path:
 def architecture(model: Any) -> dict[str, Any]:
     """The JSON description that :func:`build_model` turns back into ``model`` (GLMs and the
     ``mlp()`` networks of :mod:`lastiterate.train.models`; other modules are refused)."""
+    # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
     from torch import nn
 
     from lastiterate.train.models import GLM, ModuleModel
@@ -145,6 +152,7 @@ def _architecture_parameters(arch: Any) -> tuple[dict[str, Any], int]:
     d = _int_field(arch, "n_features")
     k = _int_field(arch, "n_outputs")
     if arch.get("kind") == "glm":
+        # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
         from lastiterate.train.models import GLM_FAMILIES
 
         if arch.get("family") not in GLM_FAMILIES or not isinstance(arch.get("intercept"), bool):
@@ -169,6 +177,7 @@ def _architecture_parameters(arch: Any) -> tuple[dict[str, Any], int]:
 
 def build_model(arch: dict[str, Any]) -> Any:
     """A zero-initialised model of architecture ``arch`` (from :func:`architecture`)."""
+    # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
     import torch
 
     from lastiterate.train.models import GLM, ModuleModel, mlp
@@ -210,6 +219,7 @@ def apply_feature_transform(steps: list[dict[str, Any]], X: np.ndarray) -> np.nd
     ``multiply`` (factor), ``standardize`` ((x - mean) / scale), ``public_range``
     ((clip(x, lo, hi) - lo) / (hi - lo)), ``clip_values`` (clip(x, lo, hi)),
     ``clip_rows`` (norm)."""
+    # lazy: preprocessing imports scipy (~1.5 s), which replaying a model card does not need
     from lastiterate.train.preprocessing import clip_rows
 
     X = np.asarray(X, dtype=np.float64)
@@ -339,8 +349,6 @@ def model_card(
     Raises:
         ParameterError: the result was not accounted (``fit(account=False)``).
     """
-    from lastiterate import __version__
-
     model = result.model if model is None else model
     report = result.report
     if report is None:
@@ -380,6 +388,7 @@ def model_card(
                 f"({eps_text}, {with_preprocessing['delta']:.3g})-DP under {result.run.adjacency} "
                 f"adjacency [{with_preprocessing['method']}; training alone: {best['bound']}]"
             )
+    # lazy: the trainer imports torch (~1.5 s), which reading cards or checking paths need not
     from lastiterate.train.trainer import composition_summary
 
     return jsonutil.jsonable(
@@ -455,9 +464,8 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
         ParameterError: ``path`` is a directory, or the parameters are not finite (a diverged
             run).
     """
+    # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
     from safetensors.torch import save
-
-    from lastiterate.train.ledger import tensors_digest, write_private_file
 
     p = Path(path)
     cp = card_path(p)
@@ -587,6 +595,7 @@ class ReleasedModel:
         Raises:
             ParameterError: invalid inputs, or an invalid preprocessing or target map in the card.
         """
+        # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
         import torch
 
         Z = torch.as_tensor(self.transform(X), dtype=self.model.params()[0].dtype)
@@ -607,8 +616,6 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
     """Raw features ``X`` (and labels ``y`` when present) to predict on: a ``.npz`` with ``X`` (or
     ``X_test`` / ``x_test``) and optionally ``y`` (``y_test``), or a ``.npy`` with ``X``; read
     without pickle."""
-    import zipfile
-
     p = Path(path)
     name = str(p)
     if not p.is_file():
@@ -657,9 +664,8 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         ParameterError: a missing, truncated, corrupt, tampered or foreign file, or a card beside
             it that differs from the embedded card.
     """
+    # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
     from safetensors.torch import load
-
-    from lastiterate.train.ledger import safetensors_metadata, tensors_digest
 
     p = Path(path)
 

@@ -31,11 +31,14 @@ Per-example gradients -- measured, then chosen (``benchmarks/training.py``; 2 CP
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.func
 from torch import Tensor, nn
 
 from lastiterate.errors import ParameterError
@@ -557,8 +560,6 @@ class ModuleModel:
         return self._vmap_grads(X, y)
 
     def _vmap_grads(self, X: Tensor, y: Tensor) -> list[Tensor]:
-        from torch.func import functional_call, grad, vmap
-
         names = [n for n, _ in self.module.named_parameters()]
         params = {n: p.detach() for n, p in self.module.named_parameters()}
         loss_name = self.loss_name
@@ -567,19 +568,18 @@ class ModuleModel:
             # torch.func.functional_call leaves tied parameters of the module it is given replaced
             # by plain tensors (torch 2.13): run it on a private copy, never on the user's module
             if getattr(self, "_vmap_copy", None) is None:
-                import copy
-
                 self._vmap_copy = copy.deepcopy(module)
             module = self._vmap_copy
 
         def one(prm: dict[str, Tensor], x: Tensor, t: Tensor) -> Tensor:
-            out = functional_call(module, prm, (x.unsqueeze(0),))
+            out = torch.func.functional_call(module, prm, (x.unsqueeze(0),))
             return _per_example_loss(out, t.unsqueeze(0), loss_name)[0]
 
-        g = vmap(grad(one), in_dims=(None, 0, 0))(params, X, y)
+        g = torch.func.vmap(torch.func.grad(one), in_dims=(None, 0, 0))(params, X, y)
         return [g[n] for n in names]
 
     def _opacus_grads(self, X: Tensor, y: Tensor) -> list[Tensor]:
+        # lazy: opacus is optional and takes ~3 s to import; only method='opacus' needs it
         from opacus import GradSampleModule
 
         gsm = GradSampleModule(self.module, loss_reduction="sum")
@@ -661,8 +661,6 @@ def parameters_digest(model: Any) -> str:
     Returns:
         The hex digest.
     """
-    import hashlib
-
     h = hashlib.sha256()
     for p in model.params():
         h.update(p.detach().contiguous().numpy().tobytes())

@@ -73,7 +73,9 @@ from opacus.accountants.accountant import IAccountant
 from opacus.accountants.rdp import RDPAccountant
 from opacus.accountants.registry import register_accountant
 
+from lastiterate.accountant import account
 from lastiterate.errors import ParameterError, check_positive, check_positive_int
+from lastiterate.run import Run
 
 #: the name under which Opacus' ``create_accountant`` finds this accountant
 MECHANISM = "lastiterate"
@@ -239,7 +241,6 @@ class LastIterateAccountant(IAccountant):
             self.reason = f"{why}; fell back to {_OPACUS_FALLBACK}"
             self._last_report = None
             return self.opacus_rdp_epsilon(delta)
-        from lastiterate.accountant import account
 
         report = account(run, delta=delta, bounds=self.bounds)
         self._last_report = report
@@ -400,8 +401,6 @@ class LastIterateAccountant(IAccountant):
         return None
 
     def _build_run(self, z: float, steps: int) -> Any:
-        from lastiterate.run import Run
-
         kw: dict[str, Any] = {
             "algorithm": self.algorithm,
             "n": self.n,

@@ -48,9 +48,13 @@ from typing import Any
 
 import numpy as np
 
+from lastiterate.accountant import account, calibrate_noise
 from lastiterate.errors import ParameterError, check_in_range, check_nonnegative, check_positive
 from lastiterate.notions.adjacency import ADJACENCIES
 from lastiterate.notions.gdp import gdp_delta, gdp_epsilon, gdp_mu, smallest_epsilon
+from lastiterate.notions.rdp import RdpCurve, rdp_to_epsilon
+from lastiterate.train.budget import allowed_steps, truncate
+from lastiterate.train.data import public_feature_range
 
 SCALINGS: tuple[str, ...] = ("auto", "public-range", "private", "clip-only", "data-public")
 
@@ -416,8 +420,6 @@ def preprocess(
             ``public-range``, a target range for classification, a missing or invalid
             ``statistics_mu``, or a non-positive ``feature_norm``.
     """
-    from lastiterate.train.data import public_feature_range
-
     d = data.n_features
     declared = public_feature_range(data)
     lo: Any  # per-feature bounds (ndarray) or None when no range is declared
@@ -761,8 +763,6 @@ def compose_with_preprocessing(
                 }
             )
         if r.rdp:
-            from lastiterate.notions.rdp import RdpCurve, rdp_to_epsilon
-
             orders = [a for a, _ in r.rdp]
             curve = RdpCurve(orders, [e + a * mu_s * mu_s / 2.0 for a, e in r.rdp])
             cands.append(
@@ -907,8 +907,6 @@ def calibrate_noise_with_preprocessing(
 
     Returns ``(calibration, composed guarantee of the calibrated run, training target epsilon)``.
     """
-    from lastiterate.accountant import account, calibrate_noise
-
     last: dict[str, Any] = {}
 
     def composed_for(training_epsilon: float) -> float:
@@ -939,9 +937,6 @@ def budget_stop_with_preprocessing(
 
     Returns ``(training target epsilon, composed guarantee at the stop)``.
     """
-    from lastiterate.accountant import account
-    from lastiterate.train.budget import allowed_steps, truncate
-
     last: dict[str, Any] = {}
 
     def composed_for(training_epsilon: float) -> float:

