@@ -57,7 +57,10 @@ from typing import Any
 
 import numpy as np
 from scipy import special
+from tqdm import tqdm
 
+from lastiterate.accountant import account
+from lastiterate.audit.report import ClaimCheck, verdict_for
 from lastiterate.audit.stats import Split, _gdp_epsilon, audit_scores, clopper_pearson_lower
 from lastiterate.errors import (
     NotApplicable,
@@ -66,6 +69,8 @@ from lastiterate.errors import (
     check_positive,
     check_positive_int,
 )
+from lastiterate.formatting import fmt_number
+from lastiterate.train.randomness import SeededRunWarning
 
 __all__ = [
     "CANARIES",
@@ -127,6 +132,7 @@ class TrainerSpec:
 
     def method(self, model: Any, seed: int) -> Any:
         """The project's trainer for ``model``, seeded with ``seed``."""
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         from lastiterate.train.trainer import NoisyCGD, NoisyGD, NoisySGD
 
         kw: dict[str, Any] = {
@@ -201,6 +207,7 @@ class CanaryPair:
 
     def new_model(self, intercept: bool = False) -> Any:
         """A fresh GLM (parameters at zero) for this pair's data."""
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         import torch
 
         from lastiterate.train.models import GLM
@@ -211,12 +218,14 @@ class CanaryPair:
 
     def score(self, model: Any, feature_norm: float | None = None) -> float:
         """The distinguishing statistic of a trained model (shifted in the canary world)."""
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         import torch
 
         if self.kind == "gradient":
             assert self.direction is not None
             w = model.weight.detach().reshape(-1).numpy()
             return float(w @ self.direction)
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         from lastiterate.train.trainer import clip_rows
 
         x = torch.as_tensor(np.asarray(self.x_canary, dtype=np.float64).reshape(1, -1))
@@ -395,8 +404,6 @@ def train_scores(
     trained one after the other (interleaving the worlds), each by a fresh trainer with its own
     seed; ``progress`` shows a tqdm bar with the time left on stderr.
     """
-    from lastiterate.train.randomness import SeededRunWarning
-
     runs = check_positive_int("runs", runs)
     if runs > MAX_RUNS:
         raise ParameterError("runs", runs, f"must be at most {MAX_RUNS} models per world")
@@ -404,8 +411,6 @@ def train_scores(
     run0 = None
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=2 * runs, unit="model", desc="canary audit", file=sys.stderr, leave=False)
     worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
     try:
@@ -489,7 +494,7 @@ class CanaryAuditResult:
         return out
 
     def format(self) -> str:
-        from lastiterate.formatting import fmt_number as f
+        f = fmt_number
 
         lo, hi = self.mu_interval
         lines = [
@@ -572,9 +577,6 @@ def audit_canary(
     ``1 - alpha``, threshold chosen on half of the runs) with every bound the accountant reports
     for the executed Run.  ``noise_scale`` != 1 is a mutation test (the trainer draws noise
     ``noise_scale * sigma`` while the claim is for sigma)."""
-    from lastiterate.accountant import account
-    from lastiterate.audit.report import ClaimCheck, verdict_for
-
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     noise_scale = check_positive("noise_scale", noise_scale)

@@ -50,8 +50,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
+from lastiterate.accountant import account
 from lastiterate.audit.canary import TrainerSpec, _scaled_noise
+from lastiterate.audit.report import ClaimCheck, verdict_for
 from lastiterate.audit.stats import Split, _gdp_epsilon, audit_scores, clopper_pearson_lower
 from lastiterate.errors import (
     NotApplicable,
@@ -60,7 +63,9 @@ from lastiterate.errors import (
     check_int_in_range,
     check_positive_int,
 )
+from lastiterate.formatting import fmt_number
 from lastiterate.jsonutil import jsonable
+from lastiterate.train.randomness import SeededRunWarning
 
 __all__ = [
     "ATTACKS",
@@ -128,6 +133,7 @@ class ModelSpec:
 
     def new(self) -> Any:
         """A fresh model (the trainer's GLM or ModuleModel)."""
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         import torch
 
         from lastiterate.train.models import GLM, ModuleModel, mlp
@@ -150,6 +156,7 @@ class ModelSpec:
 
 def _inputs(X: np.ndarray, feature_norm: float | None) -> Any:
     """X as the trainer sees it (rows clipped to ``feature_norm``, as in training)."""
+    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
     import torch
 
     from lastiterate.train.trainer import clip_rows
@@ -160,6 +167,7 @@ def _inputs(X: np.ndarray, feature_norm: float | None) -> Any:
 
 def class_probabilities(model: Any, X: np.ndarray, feature_norm: float | None = None) -> np.ndarray:
     """The model's class probabilities ``[B, K]`` (binary logistic: ``[1 - s(z), s(z)]``)."""
+    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
     import torch
 
     x = _inputs(X, feature_norm)
@@ -175,6 +183,7 @@ def class_probabilities(model: Any, X: np.ndarray, feature_norm: float | None = 
 
 def per_example_loss(model: Any, X: np.ndarray, y: np.ndarray, feature_norm: float | None) -> Any:
     """The training loss of each example under ``model`` (the model's own per-example loss)."""
+    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
     import torch
 
     x = _inputs(X, feature_norm)
@@ -222,6 +231,7 @@ def shadow_attack_scores(
     class whose shadow rows are all members or all non-members falls back to one model fitted on
     every class).  Returns the attack models' member probability for each target example.
     """
+    # lazy: scikit-learn takes ~1.3 s to import; only the attacks need it
     from sklearn.linear_model import LogisticRegression
 
     F = _attack_features(np.concatenate(list(shadow_probs)))
@@ -318,6 +328,7 @@ def evaluate_attack(
 ) -> AttackResult:
     """ROC / AUC (scikit-learn) and the split-threshold lower bounds of one attack's scores
     (higher = member).  ``alpha``: the false-alarm probability of this attack's two bounds."""
+    # lazy: scikit-learn takes ~1.3 s to import; only the attacks need it
     from sklearn.metrics import roc_auc_score, roc_curve
 
     mem = np.asarray(member_scores, dtype=np.float64)
@@ -390,8 +401,6 @@ def _train(
     noise_scale: float,
 ) -> tuple[Any, Any]:
     """One model trained by the project's trainer (noise x ``noise_scale``: 0 = non-private)."""
-    from lastiterate.train.randomness import SeededRunWarning
-
     model = model_spec.new()
     method = spec.method(model, seed)
     if noise_scale != 1.0:
@@ -530,7 +539,7 @@ class MIAResult:
         return jsonable(out)  # standard JSON: a bound of -inf becomes "-inf"
 
     def format(self) -> str:
-        from lastiterate.formatting import fmt_number as f
+        f = fmt_number
 
         r = self.run
         lines = [f"Membership inference audit: {self.verdict}"]
@@ -609,9 +618,6 @@ def audit_mia(
     Returns the claim for the executed run, every attack's ROC, AUC, TPR at low FPR and lower
     bounds, and the verdict of :func:`lastiterate.audit.report.verdict_for` against every bound.
     """
-    from lastiterate.accountant import account
-    from lastiterate.audit.report import ClaimCheck, verdict_for
-
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     if X.ndim != 2 or X.shape[0] != y.shape[0] or not np.all(np.isfinite(X)):
@@ -631,8 +637,6 @@ def audit_mia(
     t0 = time.perf_counter()
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(
             total=2 * (1 + shadows),
             unit="model",

@@ -52,12 +52,22 @@ import math
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from lastiterate.accountant import account
+from lastiterate.audit.canary import (
+    FAMILIES,
+    GRADIENT_TARGET,
+    INPUT_TARGET_SHIFT,
+    _check_family,
+    _scaled_noise,
+    model_seed,
+)
+from lastiterate.audit.report import verdict_for
 from lastiterate.errors import (
     NotApplicable,
     ParameterError,
@@ -65,6 +75,8 @@ from lastiterate.errors import (
     check_positive,
     check_positive_int,
 )
+from lastiterate.formatting import fmt_number
+from lastiterate.train.randomness import SeededRunWarning
 
 __all__ = [
     "OneRunAuditResult",
@@ -284,20 +296,20 @@ class OneRunCanaries:
 
     def null(self) -> OneRunCanaries:
         """The null audit: every canary keeps its ``-`` label whatever S (no signal)."""
-        from dataclasses import replace
-
         return replace(
             self, inserted=False, description=self.description + " -- NULL: never inserted"
         )
 
     def scores(self, model: Any, feature_norm: float | None = None) -> np.ndarray:
         """Canary scores of a trained model (higher = looks like the ``+`` version)."""
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         import torch
 
         if self.kind == "gradient":
             assert self.directions is not None
             w = model.weight.detach().reshape(-1).numpy()
             return np.asarray(self.directions @ w, dtype=float)
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         from lastiterate.train.trainer import clip_rows
 
         dtype = torch.float64
@@ -351,8 +363,6 @@ def one_run_gradient_canaries(
     squares +-GRADIENT_TARGET, binary 1 / 0, multinomial class 0 / 1); ``a`` = ``feature_norm``,
     else the largest row norm of X.  GLM families only.
     """
-    from lastiterate.audit.canary import FAMILIES, GRADIENT_TARGET, _check_family
-
     _check_family(family, n_outputs)
     assert family in FAMILIES
     m = _check_m(m)
@@ -419,8 +429,6 @@ def one_run_input_canaries(
     Score: loss(true label) - loss(wrong label) under the final model.  Any model family whose
     model has ``per_example_losses`` (``family`` is ``mlp-classifier`` for an MLP on classes).
     """
-    from lastiterate.audit.canary import INPUT_TARGET_SHIFT
-
     X, y = _base(X, y)
     Xp = np.asarray(X_points, dtype=np.float64)
     yt = np.asarray(y_points)
@@ -478,9 +486,6 @@ def one_run_scores(
     signs S, and score the final model.  Returns (scores, the executed Run, {t: scores of the
     model after t steps} for the epoch ends t in ``score_steps``).  ``noise_scale`` != 1 is a
     mutation test (the trainer draws noise ``noise_scale * sigma`` while its Run says sigma)."""
-    from lastiterate.audit.canary import _scaled_noise
-    from lastiterate.train.randomness import SeededRunWarning
-
     X, y = canaries.dataset(S)
     if noise_scale != 1.0:
         _scaled_noise(method, check_positive("noise_scale", noise_scale))
@@ -536,7 +541,7 @@ class OneRunAuditResult:
         return out
 
     def format(self) -> str:
-        from lastiterate.formatting import fmt_number as f
+        f = fmt_number
 
         b = self.best
         r = self.run
@@ -594,10 +599,6 @@ def audit_one_run(
     ``model``: the model to train (default a fresh GLM for the canaries' family; give an MLP's
     ``ModuleModel`` for input canaries on an MLP).  VIOLATION when eps_lb exceeds a claim.
     """
-    from lastiterate.accountant import account
-    from lastiterate.audit.canary import model_seed
-    from lastiterate.audit.report import verdict_for
-
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     noise_scale = check_positive("noise_scale", noise_scale)
@@ -605,6 +606,7 @@ def audit_one_run(
     if model is None:
         if canaries.family not in ("binary-logistic", "multinomial-logistic", "least-squares"):
             raise NotApplicable(f"no default model for family {canaries.family!r}: pass model=")
+        # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
         import torch
 
         from lastiterate.train.models import GLM
