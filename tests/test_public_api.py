@@ -119,11 +119,13 @@ def _class_gaps(qualname: str, cls: type) -> dict[str, list[str]]:
 
 def _public_api() -> dict[str, Any]:
     pytest.importorskip("sklearn")
+    import lastiterate.configuration as cf
     import lastiterate.sklearn as sk
     import lastiterate.train as tr
 
     api = {f"lastiterate.{n}": getattr(li, n) for n in li.__all__ if n != "__version__"}
     api.update({f"lastiterate.sklearn.{n}": getattr(sk, n) for n in sk.__all__})
+    api.update({f"lastiterate.configuration.{n}": getattr(cf, n) for n in cf.__all__})
     api.update({f"lastiterate.train.{n}": getattr(tr, n) for n in tr.__all__})
     return api
 

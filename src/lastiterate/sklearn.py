@@ -19,9 +19,8 @@ composes it with any training report.
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
@@ -36,12 +35,16 @@ from sklearn.base import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from lastiterate.accountant import account, calibrate_noise
-from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
-from lastiterate.notions.adjacency import ADJACENCIES
+from lastiterate.accountant import account
+from lastiterate.configuration import (
+    ESTIMATOR_ADJACENCIES,
+    Configuration,
+    cached_configuration,
+    check_strategy,
+    choose_configuration,
+)
+from lastiterate.errors import ParameterError, check_in_range, check_positive
 from lastiterate.notions.gdp import gdp_epsilon, gdp_mu
-from lastiterate.run import Run
-from lastiterate.train.geometry import FAMILIES, glm_certificate
 from lastiterate.train.preprocessing import parse_range, private_moments
 
 __all__ = ["DPStandardScaler"]
@@ -153,9 +156,9 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 "must be declared (public (lo, hi) per feature or for all); "
                 "bounds computed from the data would leak",
             )
-        if self.adjacency not in ADJACENCIES:
+        if self.adjacency not in ESTIMATOR_ADJACENCIES:
             raise ParameterError(
-                "adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES)
+                "adjacency", self.adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
             )
         mu, delta = self._budget()
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite=True)
@@ -254,90 +257,28 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 # noisy gradient methods (lastiterate.train) and accounted by lastiterate.account.  The training
 # configuration is CHOSEN from public quantities only -- see choose_configuration.
 
-#: natural log of the factor by which the distance to the regularised optimum must shrink
-#: (T = ceil(ln(100) / (lr * lambda)) steps: (1 - lr lambda)^T <= 1/100)
-_CONVERGENCE_LOG = math.log(100.0)
-
-#: lambda = LAMBDA_SCALE * sqrt(p) / (n * mu): the regularisation rule (see choose_configuration)
-LAMBDA_SCALE = 1.0
-
-#: the largest regularisation the rule picks (rows have norm <= R, so lambda ~ M is already heavy)
-LAMBDA_MAX = 1.0
-
-#: floating-point work budget of one fit: steps * batch * parameters <= WORK_BUDGET
-WORK_BUDGET = 1e10
-
-#: never fewer than this many examples in a cyclic / sampled batch
-MIN_BATCH = 32
-
-ESTIMATOR_ADJACENCIES = ADJACENCIES
-
 PUBLIC_QUANTITIES = (
     "n (the number of training rows), d (the number of features) and the label set (the classes "
     "present in y) are treated as PUBLIC: the configuration is chosen from them, data_norm, "
     "epsilon and delta only, and they are not protected by the guarantee"
 )
 
+STRATEGY_NOTES = {
+    "early-stopping": (
+        "strategy early-stopping: clipped full-batch noisy GD without L2, stopped at a horizon "
+        "chosen from public quantities; the tightest valid bound for such short runs is usually "
+        "composition (the last-iterate theorems gain little before their bounds plateau)"
+    ),
+    "last-iterate": (
+        "strategy last-iterate: L2-regularised noisy GD run until convergence, accounted by the "
+        "last-iterate theorems (only the final model is released)"
+    ),
+}
+
 TUNING_WARNING = (
     "choosing epsilon, data_norm or any other hyperparameter by comparing fits on the private data "
     "spends privacy too: every fit whose result influences what is released must be paid for"
 )
-
-
-@dataclass(frozen=True)
-class Configuration:
-    """The training configuration chosen by :func:`choose_configuration` (all public).
-
-    Attributes:
-        family: the GLM family (``"binary-logistic"``, ``"multinomial-logistic"``,
-            ``"least-squares"``).
-        algorithm: ``"gd"``, ``"cgd"`` or ``"sgd"``.
-        sampling: the batch sampling of sgd (None otherwise).
-        batch_size: the batch size b (None for gd).
-        lr: the learning rate.
-        steps: the number of noisy steps T.
-        l2: the L2 strength lambda.
-        clip: the per-example gradient clip norm C.
-        noise_std: the calibrated noise std sigma on the averaged gradient.
-        feature_norm: R, the norm rows are clipped to.
-        intercept: whether the model has an intercept.
-        adjacency: the neighbouring relation.
-        n: the number of rows.
-        n_parameters: the number of trained parameters.
-        certified: whether the GLM geometry certificate holds.
-        certificate_reason: the certificate's derivation or refusal.
-        rule: which step of the rule chose the algorithm.
-        candidates: the calibrated alternatives that were compared.
-    """
-
-    family: str
-    algorithm: str
-    sampling: str | None
-    batch_size: int | None
-    lr: float
-    steps: int
-    l2: float
-    clip: float
-    noise_std: float
-    feature_norm: float
-    intercept: bool
-    adjacency: str
-    n: int
-    n_parameters: int
-    certified: bool
-    certificate_reason: str
-    rule: str
-    candidates: tuple[dict[str, Any], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """The configuration as a JSON object.
-
-        Returns:
-            A dict of every field (``candidates`` as a list of dicts).
-        """
-        out = asdict(self)
-        out["candidates"] = [dict(c) for c in self.candidates]
-        return out
 
 
 @dataclass(frozen=True)
@@ -424,251 +365,6 @@ def _privacy_report_from_run(
     )
 
 
-def _gradient_clip(family: str, R_eff: float, target_bound: float | None) -> float:
-    """The clip norm C: the largest possible per-example gradient norm for the logistic losses
-    (binary: R_eff, multinomial: sqrt(2) R_eff -- the clip is then never active, so no clipping bias
-    and the multinomial certificate holds); for least squares the residual is clamped at
-    ``target_bound`` per unit feature norm (a Huber loss, certified for any C)."""
-    if family == "binary-logistic":
-        return R_eff
-    if family == "multinomial-logistic":
-        return math.sqrt(2.0) * R_eff
-    return float(target_bound) * R_eff  # type: ignore[arg-type]
-
-
-def _noise_in_iterate(sigma: float, lr: float, l2: float) -> float:
-    """Stationary std of the noise in each coordinate of the iterate of x -> (1 - lr l2) x - lr Z,
-    Z ~ N(0, sigma^2): sigma lr / sqrt(1 - (1 - lr l2)^2) (the utility proxy the rule minimises)."""
-    a = 1.0 - lr * l2
-    return sigma * lr / math.sqrt(max(1.0 - a * a, 1e-300))
-
-
-def choose_configuration(
-    family: str,
-    *,
-    n: int,
-    n_features: int,
-    n_outputs: int,
-    epsilon: float,
-    delta: float,
-    data_norm: float,
-    fit_intercept: bool = True,
-    adjacency: str = "replace",
-    target_bound: float | None = None,
-    max_steps: int = 3000,
-) -> Configuration:
-    """Choose algorithm, batch size, step size, steps, L2 strength, clip and noise for a GLM fit.
-
-    Only PUBLIC quantities enter: the family (from the number of classes), n, d, the number of
-    outputs, ``data_norm`` R, ``fit_intercept``, epsilon, delta, the adjacency and, for least
-    squares, ``target_bound``.  The data themselves are never looked at.
-
-    The rule (derived from the GLM certificate and the last-iterate bounds):
-
-    1. **Geometry** (:func:`lastiterate.train.geometry.glm_certificate`).  Rows are clipped to
-       ``||x|| <= R``; with an intercept ``R_eff = sqrt(R^2 + 1)``.  The clip C equals the largest
-       possible gradient norm (binary: R_eff; multinomial: sqrt(2) R_eff, so the certificate's
-       ``R <= C / sqrt(2)`` holds), so clipping never biases the logistic fits.  The data loss is
-       ``beta = curvature * R_eff^2``-smooth; the L2 term makes it ``lambda``-strongly convex.
-    2. **Regularisation** ``lambda = LAMBDA_SCALE * sqrt(p) / (n mu)`` with p parameters and
-       ``mu = gdp_mu(epsilon, delta)``, clamped to ``[lambda_min, LAMBDA_MAX]``.  At convergence the
-       calibrated noise leaves a per-coordinate error of order ``L / (n mu lambda)`` in the iterate
-       (the shifted-interpolation / hidden-state bounds at full batch), while the regularised
-       optimum has norm ``O(G / lambda)`` until it saturates: lambda proportional to
-       ``sqrt(p)/(n mu)`` keeps the total noise norm a fixed fraction of the signal scale; the
-       constant was set on synthetic data and on wine / iris (docs/sklearn.md), never on the
-       benchmark's data.  ``lambda_min = ln(100) / (lr * max_steps)`` keeps the run within
-       ``max_steps``.
-    3. **Step size** ``lr = 1 / M`` (``M = beta + lambda``; the certificate needs ``lr < 2/M``).
-       **Steps** ``T = ceil(ln(100) / (lr lambda))``: the contraction ``(1 - lr lambda)^T <= 1/100``
-       brings the iterate to the noisy optimum, and the last-iterate bounds have plateaued.
-       When that needs more than ``max_steps`` (large n or epsilon: the regularisation bias, not
-       the noise, limits accuracy), ``lr = 2 / (M + m)`` -- the step of fastest contraction
-       ``c = (M - m)/(M + m) = 1 - lr lambda``, still ``< 2/M`` -- halves the steps needed, and only
-       then is lambda raised to ``ln(100) / (lr max_steps)``.  (On synthetic data 2/(M+m) reached
-       the non-private accuracy at epsilon = 1e6 where 1/M fell 1.3 points short, but was slightly
-       worse than 1/M at epsilon 1-4, hence only when the budget binds.)
-    4. **Algorithm** (replace-one).  Full-batch NoisyGD when ``n T p`` fits the work budget
-       ``WORK_BUDGET``: it has the smallest per-step sensitivity ``L/n``, and at equal (lr,
-       lambda, T) its calibrated noise was the smallest of all candidates in every setting we
-       tried (docs/sklearn.md).  Otherwise cyclic NoisyCGD and uniformly sampled NoisySGD with the
-       largest batch that fits the budget are both calibrated and the one with the smallest
-       stationary noise in the iterate ``sigma lr / sqrt(1 - (1 - lr lambda)^2)`` wins.  The noise
-       is calibrated by :func:`lastiterate.calibrate_noise` over EVERY bound the accountant has,
-       composition included.
-    5. **Add/remove adjacency** is supported by the library only for Poisson batches normalised
-       by the fixed expected size b (:func:`lastiterate.run.check_adjacency`): NoisySGD, Poisson,
-       b = max(MIN_BATCH, n / 10) clamped to n, the same lambda, lr and T; the Poisson certificate
-       (``M = (n/b) beta + lambda``) rarely holds at that lr, so composition -- exactly what DP-SGD
-       is accounted with -- is usually the bound.
-
-    The noise is always the calibrated one: the returned configuration meets (epsilon, delta)
-    under the accountant, and the estimator accounts the run it executes again after training.
-
-    Args:
-        family: the GLM family, one of :data:`lastiterate.train.geometry.FAMILIES`.
-        n: the number of training rows.
-        n_features: the number of features d.
-        n_outputs: the number of outputs (1, or the number of classes for multinomial).
-        epsilon: the target epsilon > 0.
-        delta: the target delta in (0, 1).
-        data_norm: R, the norm every row is clipped to.
-        fit_intercept: whether the model has an intercept.
-        adjacency: ``"replace"`` or ``"add-remove"``.
-        target_bound: least squares only: targets are clipped to ``[-B, B]``.
-        max_steps: the largest number of noisy steps.
-
-    Returns:
-        The chosen :class:`Configuration`, with its calibrated noise.
-
-    Raises:
-        ParameterError: a value out of range, an unknown family or adjacency, or an epsilon too
-            small to spend anything at ``delta``.
-    """
-    eps = check_positive("epsilon", epsilon)
-    dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    R = check_positive("data_norm", data_norm)
-    if adjacency not in ESTIMATOR_ADJACENCIES:
-        raise ParameterError(
-            "adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
-        )
-    if family not in FAMILIES:
-        raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
-    n = check_positive_int("n", n)
-    n_features = check_positive_int("n_features", n_features)
-    n_outputs = check_positive_int("n_outputs", n_outputs)
-    max_steps = check_positive_int("max_steps", max_steps)
-    if family == "least-squares":
-        target_bound = check_positive("target_bound", target_bound)
-    p = (n_features + (1 if fit_intercept else 0)) * n_outputs
-    R_eff = math.sqrt(R * R + 1.0) if fit_intercept else R
-    C = _gradient_clip(family, R_eff, target_bound)
-    mu = gdp_mu(eps, dlt)
-    if not mu > 0:
-        raise ParameterError("epsilon", epsilon, f"is too small to spend anything at delta={dlt:g}")
-    base = glm_certificate(family, feature_norm=R, l2=1.0, clip=C, intercept=fit_intercept)
-    beta = float(base.data_smoothness)  # type: ignore[arg-type]
-
-    def lr_for(lam: float, fast: bool) -> float:
-        # 1/M, or 2/(M + m) (contraction (M - m)/(M + m), the fastest) when the step budget binds
-        return 2.0 / (beta + 2.0 * lam) if fast else 1.0 / (beta + lam)
-
-    def steps_for(lam: float, fast: bool) -> float:
-        return _CONVERGENCE_LOG / (lr_for(lam, fast) * lam)
-
-    lam = LAMBDA_SCALE * math.sqrt(p) / (n * mu)
-    lam = min(max(lam, 1e-12), LAMBDA_MAX)
-    fast = steps_for(lam, False) > max_steps
-    if fast and steps_for(lam, True) > max_steps:  # raise lambda until T <= max_steps
-        lo, hi = lam, LAMBDA_MAX
-        for _ in range(60):
-            mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if steps_for(mid, True) > max_steps else (lo, mid)
-        lam = hi
-    lr = lr_for(lam, fast)
-    T = max(1, min(max_steps, math.ceil(_CONVERGENCE_LOG / (lr * lam))))
-    rule = (
-        f"lambda = {LAMBDA_SCALE:g} sqrt(p)/(n mu) clamped to "
-        f"[ln(100)/(lr max_steps), {LAMBDA_MAX:g}]; lr = 1/M (2/(M+m) when max_steps binds); "
-        "T = ceil(ln(100)/(lr lambda)); "
-        "algorithm: full batch within the work budget, else the "
-        "cyclic or uniform batch with the smallest calibrated noise in the iterate"
-    )
-
-    candidates: list[tuple[Any, Any, int | None]] = []
-    if adjacency == "add-remove":
-        candidates.append(("sgd", "poisson", min(n, max(MIN_BATCH, n // 10))))
-    elif n * T * p <= WORK_BUDGET:
-        candidates.append(("gd", None, None))
-    else:  # the largest batch that fits the work budget, cyclic or uniformly sampled
-        b_fit = min(n, max(MIN_BATCH, int(WORK_BUDGET // (T * p))))
-        candidates += [("cgd", None, b_fit), ("sgd", "uniform", b_fit)]
-
-    scored: list[tuple[float, dict[str, Any], Any, Any]] = []
-    loose = (
-        len(candidates) > 1
-    )  # compare candidates at 2% precision, then calibrate the winner tightly
-    for alg, sampling, bsz in candidates:
-        cert = glm_certificate(
-            family,
-            feature_norm=R,
-            l2=lam,
-            clip=C,
-            lr=lr,
-            intercept=fit_intercept,
-            sampling=sampling,
-            n=n,
-            batch_size=bsz,
-        )
-        run = Run(
-            algorithm=alg,
-            sampling=sampling,
-            n=n,
-            batch_size=bsz,
-            steps=T,
-            lr=lr,
-            noise_std=1.0,
-            clip=C,
-            adjacency=adjacency,  # type: ignore[arg-type]  # checked above
-            **cert.run_geometry(),
-        )
-        cal = calibrate_noise(run, epsilon=eps, delta=dlt, rtol=2e-2 if loose else 2e-4)
-        proxy = _noise_in_iterate(cal.noise_std, lr, lam)
-        best = cal.report.best
-        info: dict[str, Any] = {
-            "algorithm": alg,
-            "sampling": sampling,
-            "batch_size": bsz,
-            "noise_std": cal.noise_std,
-            "bound": None if best is None else best.bound,
-            "noise_in_iterate": proxy,
-            "certified": cert.certified,
-        }
-        scored.append((proxy, info, cert, run))
-    proxy, info, cert, run = min(scored, key=lambda s: s[0])
-    if loose:
-        tight = calibrate_noise(run.replace(noise_std=info["noise_std"]), epsilon=eps, delta=dlt)
-        info = {**info, "noise_std": tight.noise_std}
-    return Configuration(
-        family=family,
-        algorithm=info["algorithm"],
-        sampling=info["sampling"],
-        batch_size=info["batch_size"],
-        lr=lr,
-        steps=T,
-        l2=lam,
-        clip=C,
-        noise_std=info["noise_std"],
-        feature_norm=R,
-        intercept=bool(fit_intercept),
-        adjacency=adjacency,
-        n=n,
-        n_parameters=p,
-        certified=cert.certified,
-        certificate_reason=cert.reason,
-        rule=rule,
-        candidates=tuple(s[1] for s in scored),
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_configuration(*args: Any) -> Configuration:
-    family, n, d, k, eps, delta, R, intercept, adjacency, target_bound, max_steps = args
-    return choose_configuration(
-        family,
-        n=n,
-        n_features=d,
-        n_outputs=k,
-        epsilon=eps,
-        delta=delta,
-        data_norm=R,
-        fit_intercept=intercept,
-        adjacency=adjacency,
-        target_bound=target_bound,
-        max_steps=max_steps,
-    )
-
-
 def _seed(random_state: Any) -> int | None:
     """None: fresh secret OS entropy (the trainer's default).  An int, a ``RandomState`` or a
     ``Generator``: a reproducible seed (the trainer warns: the guarantee then needs it secret)."""
@@ -716,6 +412,7 @@ class _DPGeneralisedLinearModel(BaseEstimator):
             raise ParameterError("max_steps", self.max_steps, "must be an integer in [1, 1e6]")
         if not isinstance(self.random_state, (np.random.RandomState, np.random.Generator)):
             _seed(self.random_state)  # validates None / int >= 0
+        check_strategy(self.strategy, self.adjacency)
 
     def _validated(self, X: Any, y: Any = None, reset: bool = True, fitting: bool = False) -> Any:
         try:
@@ -748,7 +445,7 @@ class _DPGeneralisedLinearModel(BaseEstimator):
         from lastiterate.train import GLM, NoisyCGD, NoisyGD, NoisySGD
 
         n, d = X.shape
-        config = _cached_configuration(
+        config = cached_configuration(
             family,
             int(n),
             int(d),
@@ -760,16 +457,18 @@ class _DPGeneralisedLinearModel(BaseEstimator):
             str(self.adjacency),
             target_bound,
             int(self.max_steps),
+            str(self.strategy),
         )
-        model = GLM(
-            d, n_outputs, family=family, intercept=bool(self.fit_intercept), dtype=torch.float64
-        )
+        a = config.intercept_feature
+        if a > 0:  # the intercept is the weight of a constant feature of value a
+            X = np.hstack([X, np.full((n, 1), a)])
+        model = GLM(X.shape[1], n_outputs, family=family, intercept=False, dtype=torch.float64)
         common = {
             "lr": config.lr,
             "clip": config.clip,
             "noise_std": config.noise_std,
             "l2": config.l2,
-            "feature_norm": config.feature_norm,
+            "feature_norm": config.effective_feature_norm,
             "seed": _seed(self.random_state),
             "adjacency": config.adjacency,
         }
@@ -789,7 +488,10 @@ class _DPGeneralisedLinearModel(BaseEstimator):
                 f"{None if best is None else best.epsilon} > target {self.epsilon}"
             )
         W = model.weight.detach().numpy().copy()
-        b = model.bias.detach().numpy().copy() if model.bias is not None else np.zeros(W.shape[0])
+        if a > 0:
+            W, b = W[:, :-1].copy(), a * W[:, -1]
+        else:
+            b = np.zeros(W.shape[0])
         self._W, self._b = W, b
         notes = [
             (
@@ -797,6 +499,7 @@ class _DPGeneralisedLinearModel(BaseEstimator):
                 "training and prediction (a per-row map, covered by the guarantee)"
             ),
             PUBLIC_QUANTITIES,
+            STRATEGY_NOTES[config.strategy],
             (
                 "only the fitted coefficients are covered: training loss, intermediate iterates "
                 "and the number of clipped rows are not released"
@@ -825,17 +528,18 @@ class _DPGeneralisedLinearModel(BaseEstimator):
 
 
 _RULE_DOC = """
-    How ``fit`` chooses (see :func:`choose_configuration` and docs/sklearn.md): only n, d, the
-    label set, ``data_norm``, ``epsilon``, ``delta`` and ``adjacency`` are used -- n, d and the
-    label set are treated as PUBLIC and are not protected.  Rows are clipped to ``||x|| <=
-    data_norm`` (also in ``predict``).  The GLM certificate (strong convexity lambda from the L2
-    term, smoothness M, ``lr = 1/M < 2/M``) makes the last-iterate theorems apply; lambda
-    follows ``sqrt(p)/(n mu)``, the run lasts until the contraction has converged, and the
-    algorithm (full batch, cyclic or sampled) with the smallest calibrated noise in the iterate
-    is trained.  The noise is calibrated by :func:`lastiterate.calibrate_noise` over every bound
-    of the accountant, composition included, and the executed run is accounted again:
-    ``privacy_report_.best`` is the accountant's guarantee for releasing the fitted
-    coefficients.
+    How ``fit`` chooses (see :func:`lastiterate.configuration.choose_configuration` and
+    docs/sklearn.md): only n, d, the label set, ``data_norm``, ``epsilon``, ``delta`` and
+    ``adjacency`` are used -- n, d and the label set are treated as PUBLIC and are not protected.
+    Rows are clipped to ``||x|| <= data_norm`` (also in ``predict``); the intercept is the weight
+    of a constant feature of value 0.3.  Two strategies are calibrated and compared by a public
+    noise-to-horizon proxy: **early stopping** (clipped full-batch noisy GD without L2, stopped
+    at a planned horizon, usually accounted by composition) and, under replace-one adjacency,
+    **last iterate** (L2-regularised noisy GD run to convergence, accounted by the last-iterate
+    theorems).  ``strategy`` forces one.  The noise is calibrated by
+    :func:`lastiterate.calibrate_noise` over every bound of the accountant, composition included,
+    and the executed run is accounted again: ``privacy_report_.best`` is the accountant's
+    guarantee for releasing the fitted coefficients.
 
     Tuning spends privacy too: choosing ``epsilon``, ``data_norm`` or any setting by comparing
     fits (cross-validation, grid search) on the private data is itself a use of the data that
@@ -855,6 +559,7 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         random_state: Any = None,
         max_steps: int = 3000,
         classes: Any = None,
+        strategy: str = "auto",
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -864,6 +569,7 @@ class DPLogisticRegression(ClassifierMixin, _DPGeneralisedLinearModel):
         self.random_state = random_state
         self.max_steps = max_steps
         self.classes = classes
+        self.strategy = strategy
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -994,7 +700,8 @@ DPLogisticRegression.__doc__ = (
 
     Only the fitted model (``coef_``, ``intercept_``) is covered by the guarantee, which is
     ``(epsilon, delta)``-DP under ``adjacency`` (``"replace"``: datasets of the same size differing
-    in one row; ``"add-remove"``: one row more or less, trained with Poisson-sampled NoisySGD).
+    in one row; ``"add-remove"``: one row more or less, trained with Poisson sampling at rate 1,
+    the clipped sum divided by the fixed b = n).
 """
     + _RULE_DOC
     + """
@@ -1008,7 +715,9 @@ DPLogisticRegression.__doc__ = (
     random_state : None (default: fresh secret OS entropy) or an int / numpy generator
         (reproducible;
         a seeded fit warns: the guarantee then holds only while the seed stays secret).
-    max_steps : int, default 3000. Upper limit on the noisy steps (the rule raises lambda to fit).
+    max_steps : int, default 3000. Upper limit on the noisy steps.
+    strategy : {"auto", "early-stopping", "last-iterate"}, default "auto". "auto" compares both
+        (docs/sklearn.md); "last-iterate" needs adjacency="replace".
     classes : None or array-like, default None. The public label set; None takes the labels
         present in y (then the label set is treated as public and not protected).
 
@@ -1042,6 +751,7 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         fit_intercept: bool = True,
         random_state: Any = None,
         max_steps: int = 3000,
+        strategy: str = "auto",
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -1051,6 +761,7 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
         self.fit_intercept = fit_intercept
         self.random_state = random_state
         self.max_steps = max_steps
+        self.strategy = strategy
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -1114,7 +825,7 @@ DPRidge.__doc__ = (
     + """
     Parameters
     ----------
-    epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps :
+    epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps, strategy :
         as for :class:`DPLogisticRegression`.
     target_bound : float, default 1.0. Public bound on |y|; targets are clipped to it.
 

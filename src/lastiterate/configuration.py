@@ -1,0 +1,584 @@
+"""Choosing a private training configuration for a generalised linear model from public quantities.
+
+:func:`choose_configuration` is the rule behind :class:`lastiterate.sklearn.DPLogisticRegression`
+and :class:`lastiterate.sklearn.DPRidge`.  It builds candidate runs, calibrates the noise of each
+with :func:`lastiterate.calibrate_noise` over EVERY bound the accountant has (composition
+included), and keeps the candidate with the smallest noise-to-horizon ratio (below).  Only public
+quantities enter: the GLM family, n, d, the number of outputs, the row norm R, whether there is an
+intercept, epsilon, delta, the adjacency and, for least squares, the target bound.
+
+Two strategies (docs/sklearn.md derives them and ``benchmarks/rule_tuning.py`` measures them on
+data that are not the utility benchmark's):
+
+* ``"early-stopping"``: clipped full-batch noisy GD with no L2 term, stopped after a horizon
+  ``H = lr T``.  This is exactly what DP-SGD at full batch trains; it is accounted by the best
+  bound for it, which for such short runs is Gaussian composition (Dong, Roth & Su 2022, Cor. 3.3;
+  docs/theorems.md 4.1).  Under add/remove adjacency the full batch is Poisson sampling at rate 1
+  (every row kept, the clipped sum divided by the fixed b = n), the only full-batch mechanism whose
+  add/remove sensitivity is C/b.
+* ``"last-iterate"``: L2-regularised noisy GD (cyclic or sampled batches when the full batch does
+  not fit the work budget) run until the contraction has converged, where the last-iterate bounds
+  (shifted interpolation, hidden-state RDP; docs/theorems.md 0 and 1) have plateaued.  Replace-one
+  adjacency only: paper 000 analyses replace-one, so under add/remove nothing is gained over
+  composition.
+
+**Why early stopping usually wins.**  For full-batch GD on a GLM the last iterate of the
+regularised run carries a stationary noise of order ``L / (n mu lambda)`` per coordinate -- the
+noise composition charges a run stopped at ``H = 1/lambda``; the last-iterate bounds gain a
+constant factor (about 1.5 on the runs we measured), and the L2 penalty shrinks the signal more
+than early stopping does at the same horizon (``h H / (1 + h H)`` against ``1 - exp(-h H)`` in a
+direction of curvature h).  The multinomial certificate also needs the clip at its largest
+possible value ``sqrt(2) R_eff`` (a clipped softmax gradient is not a convex loss's gradient),
+whereas composition allows any clip.
+
+**The selection proxy.**  Linearise one step as ``x -> (1 - lr lambda) x - lr (g + Z)`` with
+``Z ~ N(0, sigma^2 I)``.  After T steps the noise in each coordinate has std
+``sigma lr sqrt(sum_t a^(2t))`` (``a = 1 - lr lambda``) and a constant gradient has moved the
+iterate ``sum_t lr a^t`` times itself (the horizon: ``lr T`` without L2, about ``1/lambda`` with
+it).  Their ratio, the noise-to-horizon ratio, is the public utility proxy.  A last-iterate
+candidate is eligible only when its regularisation is light (``lr lambda <=
+LIGHT_REGULARISATION``: the L2 bias ``h / (h + lambda)`` is invisible to the proxy), and an
+eligible one wins near-ties (its ratio times ``LAST_ITERATE_PREFERENCE`` is compared): at equal
+noise the regularised run has converged and the early-stopped one has not.  On the tuning data
+this picks early stopping for small epsilon and for every multinomial fit (whose last-iterate
+clip must be ``sqrt(2) R_eff``, four times the noise power) and last iterate for binary fits at
+moderate epsilon, where it scored about a point higher.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lastiterate.accountant import calibrate_noise
+from lastiterate.errors import ParameterError, check_in_range, check_positive, check_positive_int
+from lastiterate.notions.adjacency import ADJACENCIES
+from lastiterate.notions.gdp import gdp_mu
+from lastiterate.run import Run
+from lastiterate.train.geometry import FAMILIES, Certificate, glm_certificate
+
+__all__ = [
+    "STRATEGIES",
+    "Configuration",
+    "check_strategy",
+    "choose_configuration",
+    "horizon",
+    "linearised_noise",
+    "planned_horizon",
+]
+
+#: the strategies a configuration can follow (``"auto"`` compares the candidates of both)
+STRATEGIES = ("auto", "early-stopping", "last-iterate")
+
+ESTIMATOR_ADJACENCIES = ADJACENCIES
+
+#: the value of the constant feature that carries the intercept.  A column of ones would make
+#: ``R_eff = sqrt(R^2 + 1)`` (twice R^2 at R = 1), and the sensitivity, the smoothness and so the
+#: noise grow with it; a column of value a gives ``R_eff = sqrt(R^2 + a^2)`` and the fitted
+#: intercept is ``a w_a`` (its effective L2 weight is ``lambda / a^2``).  0.3 was the best of
+#: {0.1, 0.3, 1} on the tuning data (benchmarks/rule_tuning.py).
+INTERCEPT_FEATURE = 0.3
+
+#: the planned horizon ``H = n mu max(1, HORIZON_GROWTH mu) / (HORIZON_SCALE sqrt(p))``
+#: (:func:`planned_horizon`): early stopping runs ``lr T = H``, last iterate regularises with
+#: ``lambda = 1/H``.  At ``H = n mu / sqrt(p)`` the noise left in the final iterate has norm
+#: about ``2C`` whatever n, mu and p; beyond mu = 1/HORIZON_GROWTH the noise is cheap and a longer
+#: horizon paid on every tuning set (benchmarks/rule_tuning.py, horizon table)
+HORIZON_SCALE = 1.0
+HORIZON_GROWTH = 8.0
+
+#: early stopping, logistic losses: the clip ``C = EARLY_STOPPING_CLIP * R_eff`` (half the largest
+#: binary gradient norm; composition needs no geometry, so any clip is valid)
+EARLY_STOPPING_CLIP = 0.5
+
+#: last iterate is eligible only when its regularisation is light: ``lr * lambda <=
+#: LIGHT_REGULARISATION`` (lambda at most about a quarter of the smoothness M).  A heavier L2
+#: penalty shrinks every direction of curvature h by ``h / (h + lambda)``, a bias that the noise
+#: proxy does not see; on the tuning data every heavier last-iterate run lost to early stopping
+#: (benchmarks/rule_tuning.py)
+LIGHT_REGULARISATION = 0.2
+
+#: an eligible last-iterate candidate wins unless early stopping's noise-to-horizon ratio is
+#: smaller by more than this factor: at equal noise the regularised run has converged, the
+#: early-stopped one has not (5%, above the 2% precision at which candidates are calibrated)
+LAST_ITERATE_PREFERENCE = 0.95
+
+#: natural log of the factor by which the distance to the regularised optimum must shrink
+#: (T = ceil(ln(100) / (lr * lambda)) steps: (1 - lr lambda)^T <= 1/100)
+_CONVERGENCE_LOG = math.log(100.0)
+
+#: the largest regularisation the rule picks (rows have norm <= R, so lambda ~ M is already heavy)
+LAMBDA_MAX = 1.0
+
+#: floating-point work budget of one fit: steps * batch * parameters <= WORK_BUDGET
+WORK_BUDGET = 1e10
+
+#: never fewer than this many examples in a cyclic / sampled batch
+MIN_BATCH = 32
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """The training configuration chosen by :func:`choose_configuration` (all public).
+
+    Attributes:
+        family: the GLM family (``"binary-logistic"``, ``"multinomial-logistic"``,
+            ``"least-squares"``).
+        algorithm: ``"gd"``, ``"cgd"`` or ``"sgd"``.
+        sampling: the batch sampling of sgd (None otherwise).
+        batch_size: the batch size b (None for gd).
+        lr: the learning rate.
+        steps: the number of noisy steps T.
+        l2: the L2 strength lambda.
+        clip: the per-example gradient clip norm C.
+        noise_std: the calibrated noise std sigma on the averaged gradient.
+        feature_norm: R, the norm rows are clipped to.
+        intercept: whether the model has an intercept.
+        adjacency: the neighbouring relation.
+        n: the number of rows.
+        n_parameters: the number of trained parameters.
+        certified: whether the GLM geometry certificate holds.
+        certificate_reason: the certificate's derivation or refusal.
+        rule: which step of the rule chose the algorithm.
+        candidates: the calibrated alternatives that were compared.
+        strategy: ``"early-stopping"`` or ``"last-iterate"`` (see the module docstring).
+        intercept_feature: a, the value of the constant feature that carries the intercept
+            (0 without an intercept); the trained rows are ``(x, a)``.
+        effective_feature_norm: ``R_eff = sqrt(R^2 + a^2)``, the norm of the trained rows.
+    """
+
+    family: str
+    algorithm: str
+    sampling: str | None
+    batch_size: int | None
+    lr: float
+    steps: int
+    l2: float
+    clip: float
+    noise_std: float
+    feature_norm: float
+    intercept: bool
+    adjacency: str
+    n: int
+    n_parameters: int
+    certified: bool
+    certificate_reason: str
+    rule: str
+    candidates: tuple[dict[str, Any], ...] = ()
+    strategy: str = "last-iterate"
+    intercept_feature: float = 0.0
+    effective_feature_norm: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The configuration as a JSON object.
+
+        Returns:
+            A dict of every field (``candidates`` as a list of dicts).
+        """
+        out = asdict(self)
+        out["candidates"] = [dict(c) for c in self.candidates]
+        return out
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One candidate run, before its noise is calibrated."""
+
+    strategy: str
+    algorithm: str
+    sampling: str | None
+    batch_size: int | None
+    lr: float
+    steps: int
+    l2: float
+    clip: float
+    certificate: Certificate
+
+
+def check_strategy(strategy: Any, adjacency: str) -> str:
+    """Validate ``strategy`` (one of :data:`STRATEGIES`) for ``adjacency``; return it.
+
+    Args:
+        strategy: the strategy to check.
+        adjacency: the (validated) adjacency.
+
+    Returns:
+        The strategy.
+
+    Raises:
+        ParameterError: an unknown strategy, or ``"last-iterate"`` under add/remove adjacency
+            (the last-iterate theorems analyse replace-one adjacency).
+    """
+    if strategy not in STRATEGIES:
+        raise ParameterError("strategy", strategy, "must be one of " + ", ".join(STRATEGIES))
+    if strategy == "last-iterate" and adjacency != "replace":
+        raise ParameterError(
+            "strategy",
+            strategy,
+            "needs adjacency='replace' (the last-iterate theorems analyse replace-one adjacency)",
+        )
+    return str(strategy)
+
+
+def linearised_noise(sigma: float, lr: float, l2: float, steps: int) -> float:
+    """Std of the noise in each coordinate of the T-th iterate of the linearised noisy step.
+
+    ``x -> a x - lr Z`` with ``a = 1 - lr l2`` and ``Z ~ N(0, sigma^2)``, from x_0 = 0:
+    ``sigma lr sqrt(sum_{t<T} a^(2t))`` (``sigma lr sqrt(T)`` without L2).
+
+    Args:
+        sigma: the noise std on the averaged gradient.
+        lr: the learning rate.
+        l2: the L2 strength lambda >= 0 (``lr l2 < 1``).
+        steps: T >= 1.
+
+    Returns:
+        The std.
+    """
+    a2 = (1.0 - lr * l2) ** 2
+    total = float(steps) if a2 >= 1.0 else -math.expm1(steps * math.log(a2)) / (1.0 - a2)
+    return sigma * lr * math.sqrt(total)
+
+
+def horizon(lr: float, l2: float, steps: int) -> float:
+    """How far T linearised steps move the iterate along a constant gradient: ``sum_t lr a^t``.
+
+    ``lr T`` without L2; ``(1 - a^T) / l2`` (about ``1 / l2`` at convergence) with it.
+
+    Args:
+        lr: the learning rate.
+        l2: the L2 strength lambda >= 0 (``lr l2 < 1``).
+        steps: T >= 1.
+
+    Returns:
+        The horizon.
+    """
+    a = 1.0 - lr * l2
+    if a >= 1.0:
+        return lr * steps
+    return -lr * math.expm1(steps * math.log(a)) / (1.0 - a)
+
+
+def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> float:
+    """The horizon the rule plans for: ``n m max(1, HORIZON_GROWTH m) / (HORIZON_SCALE sqrt(p))``.
+
+    ``m`` is the budget in units of the replace-one sensitivity: ``m = mu`` under replace-one,
+    ``2 mu`` under add/remove (sensitivity C/n instead of 2C/n: the same noise buys twice the
+    GDP budget).  Early stopping linearised: T steps of size lr leave noise of std
+    ``sigma lr sqrt(T)`` per coordinate, and composition calibrates ``sigma = 2C sqrt(T) / (n m)``,
+    so the noise norm in the final iterate is ``2C sqrt(p) H / (n m)`` for ``H = lr T``: the plain
+    horizon ``n m / sqrt(p)`` keeps it at ``2C``; the growth factor lets it grow with m, where the
+    tuning data showed that the horizon, not the noise, limited accuracy.
+
+    Args:
+        n: the number of rows.
+        p: the number of parameters.
+        mu: the GDP budget ``gdp_mu(epsilon, delta)``.
+        adjacency: ``"replace"`` or ``"add-remove"``.
+
+    Returns:
+        The horizon H > 0.
+    """
+    m = mu * (2.0 if adjacency == "add-remove" else 1.0)
+    return n * m * max(1.0, HORIZON_GROWTH * m) / (HORIZON_SCALE * math.sqrt(p))
+
+
+def _clip(family: str, strategy: str, R_eff: float, target_bound: float | None) -> float:
+    """The per-example clip norm C of a strategy.
+
+    Least squares: the residual is clamped at the target bound (a Huber loss, certified for any
+    C).  Early stopping: ``EARLY_STOPPING_CLIP * R_eff``.  Last iterate: binary ``R_eff / 2``
+    (half the largest gradient norm; the clip is a scalar clamp of l'(u), a Huber-type convex
+    loss with the same M), multinomial ``sqrt(2) R_eff`` (never active, so the certificate
+    holds).
+    """
+    if family == "least-squares":
+        return float(target_bound) * R_eff  # type: ignore[arg-type]
+    if strategy == "early-stopping" or family == "binary-logistic":
+        return EARLY_STOPPING_CLIP * R_eff
+    return math.sqrt(2.0) * R_eff
+
+
+def _early_stopping_candidate(
+    family: str,
+    *,
+    n: int,
+    p: int,
+    mu: float,
+    R_eff: float,
+    adjacency: str,
+    target_bound: float | None,
+    max_steps: int,
+) -> _Candidate:
+    C = _clip(family, "early-stopping", R_eff, target_bound)
+    beta = float(glm_certificate(family, feature_norm=R_eff, l2=0.0, clip=C).data_smoothness)  # type: ignore[arg-type]
+    lr = 1.0 / beta
+    H = planned_horizon(n, p, mu, adjacency)
+    T = max(1, min(max_steps, math.ceil(H / lr)))
+    if adjacency == "add-remove":
+        alg, sampling, b = "sgd", "poisson", n  # rate 1: every row, the sum divided by b = n
+    else:
+        alg, sampling, b = "gd", None, None
+    cert = glm_certificate(
+        family, feature_norm=R_eff, l2=0.0, clip=C, lr=lr, sampling=sampling, n=n, batch_size=b
+    )
+    return _Candidate("early-stopping", alg, sampling, b, lr, T, 0.0, C, cert)
+
+
+def _last_iterate_candidates(
+    family: str,
+    *,
+    n: int,
+    p: int,
+    mu: float,
+    R_eff: float,
+    target_bound: float | None,
+    max_steps: int,
+) -> list[_Candidate]:
+    C = _clip(family, "last-iterate", R_eff, target_bound)
+    beta = float(glm_certificate(family, feature_norm=R_eff, l2=1.0, clip=C).data_smoothness)  # type: ignore[arg-type]
+
+    def lr_for(lam: float, fast: bool) -> float:
+        # 1/M, or 2/(M + m) (contraction (M - m)/(M + m), the fastest) when the step budget binds
+        return 2.0 / (beta + 2.0 * lam) if fast else 1.0 / (beta + lam)
+
+    def steps_for(lam: float, fast: bool) -> float:
+        return _CONVERGENCE_LOG / (lr_for(lam, fast) * lam)
+
+    lam = min(max(1.0 / planned_horizon(n, p, mu), 1e-12), LAMBDA_MAX)
+    fast = steps_for(lam, False) > max_steps
+    if fast and steps_for(lam, True) > max_steps:  # raise lambda until T <= max_steps
+        lo, hi = lam, LAMBDA_MAX
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if steps_for(mid, True) > max_steps else (lo, mid)
+        lam = hi
+    lr = lr_for(lam, fast)
+    T = max(1, min(max_steps, math.ceil(_CONVERGENCE_LOG / (lr * lam))))
+    shapes: list[tuple[str, str | None, int | None]]
+    if n * T * p <= WORK_BUDGET:
+        shapes = [("gd", None, None)]
+    else:  # the largest batch that fits the work budget, cyclic or uniformly sampled
+        b_fit = min(n, max(MIN_BATCH, int(WORK_BUDGET // (T * p))))
+        shapes = [("cgd", None, b_fit), ("sgd", "uniform", b_fit)]
+    out = []
+    for alg, sampling, b in shapes:
+        cert = glm_certificate(
+            family, feature_norm=R_eff, l2=lam, clip=C, lr=lr, sampling=sampling, n=n, batch_size=b
+        )
+        out.append(_Candidate("last-iterate", alg, sampling, b, lr, T, lam, C, cert))
+    return out
+
+
+RULE = (
+    "candidates: early stopping (clipped full-batch GD, no L2, lr = 1/M, horizon lr T = H = "
+    "n m max(1, 8 m)/sqrt(p), m = mu, 2 mu under add/remove) and, under replace-one, last "
+    "iterate (lambda = 1/H, lr = 1/M, "
+    "T = ceil(ln(100)/(lr lambda)), full batch within the work budget, else cyclic or uniform "
+    "batches, eligible when lr lambda <= 0.2); every noise calibrated over all bounds; the "
+    "smallest noise-to-horizon ratio wins (last iterate's discounted by 5%)"
+)
+
+
+def choose_configuration(
+    family: str,
+    *,
+    n: int,
+    n_features: int,
+    n_outputs: int,
+    epsilon: float,
+    delta: float,
+    data_norm: float,
+    fit_intercept: bool = True,
+    adjacency: str = "replace",
+    target_bound: float | None = None,
+    max_steps: int = 3000,
+    strategy: str = "auto",
+) -> Configuration:
+    """Choose algorithm, batch, step size, steps, L2 strength, clip and noise for a GLM fit.
+
+    Only PUBLIC quantities enter; the data themselves are never looked at.  The rule (the module
+    docstring derives it):
+
+    1. **Geometry.**  Rows are clipped to ``||x|| <= R``; the intercept is carried by a constant
+       feature of value ``a = INTERCEPT_FEATURE``, so the trained rows have norm
+       ``R_eff = sqrt(R^2 + a^2)``.  The data loss is ``beta = curvature * R_eff^2``-smooth
+       (:func:`lastiterate.train.geometry.glm_certificate`); ``p`` is the number of parameters
+       and ``mu = gdp_mu(epsilon, delta)``.
+    2. **Early stopping** (every adjacency): no L2, ``C = EARLY_STOPPING_CLIP * R_eff`` (least
+       squares: ``target_bound * R_eff``), ``lr = 1/beta``, ``T = ceil(H / lr)`` with the horizon
+       ``H = planned_horizon(n, p, mu)``, at most ``max_steps``.  Full batch (replace-one) or
+       Poisson sampling at rate 1 with b = n (add/remove).
+    3. **Last iterate** (replace-one only): ``lambda = 1 / planned_horizon(n, p, mu)`` clamped to
+       ``[ln(100) / (lr max_steps), LAMBDA_MAX]``, ``lr = 1/M`` (``2/(M + m)`` when max_steps
+       binds), ``T = ceil(ln(100) / (lr lambda))``; full batch when ``n T p <= WORK_BUDGET``,
+       else cyclic and uniformly sampled batches of the largest size that fits.
+    4. Every candidate's noise is calibrated by :func:`lastiterate.calibrate_noise` over every
+       bound; the candidate with the smallest noise-to-horizon ratio
+       ``linearised_noise / horizon`` is trained, a last-iterate one only when
+       ``lr lambda <= LIGHT_REGULARISATION`` and with its ratio discounted by
+       ``LAST_ITERATE_PREFERENCE`` (near-ties go to the converged run).
+
+    Args:
+        family: the GLM family, one of :data:`lastiterate.train.geometry.FAMILIES`.
+        n: the number of training rows.
+        n_features: the number of features d.
+        n_outputs: the number of outputs (1, or the number of classes for multinomial).
+        epsilon: the target epsilon > 0.
+        delta: the target delta in (0, 1).
+        data_norm: R, the norm every row is clipped to.
+        fit_intercept: whether the model has an intercept.
+        adjacency: ``"replace"`` or ``"add-remove"``.
+        target_bound: least squares only: targets are clipped to ``[-B, B]``.
+        max_steps: the largest number of noisy steps.
+        strategy: ``"auto"`` (compare), ``"early-stopping"`` or ``"last-iterate"`` (only that
+            strategy's candidates; last iterate needs replace-one adjacency).
+
+    Returns:
+        The chosen :class:`Configuration`, with its calibrated noise.
+
+    Raises:
+        ParameterError: a value out of range, an unknown family, adjacency or strategy, the
+            last-iterate strategy under add/remove, or an epsilon too small to spend anything at
+            ``delta``.
+    """
+    eps = check_positive("epsilon", epsilon)
+    dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    R = check_positive("data_norm", data_norm)
+    if adjacency not in ESTIMATOR_ADJACENCIES:
+        raise ParameterError(
+            "adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
+        )
+    if family not in FAMILIES:
+        raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
+    check_strategy(strategy, adjacency)
+    n = check_positive_int("n", n)
+    n_features = check_positive_int("n_features", n_features)
+    n_outputs = check_positive_int("n_outputs", n_outputs)
+    max_steps = check_positive_int("max_steps", max_steps)
+    if family == "least-squares":
+        target_bound = check_positive("target_bound", target_bound)
+    p = (n_features + (1 if fit_intercept else 0)) * n_outputs
+    a = INTERCEPT_FEATURE if fit_intercept else 0.0
+    R_eff = math.hypot(R, a)
+    mu = gdp_mu(eps, dlt)
+    if not mu > 0:
+        raise ParameterError("epsilon", epsilon, f"is too small to spend anything at delta={dlt:g}")
+    shared: dict[str, Any] = {
+        "n": n,
+        "p": p,
+        "mu": mu,
+        "R_eff": R_eff,
+        "target_bound": target_bound,
+    }
+    candidates: list[_Candidate] = []
+    if strategy in ("auto", "early-stopping"):
+        candidates.append(
+            _early_stopping_candidate(family, adjacency=adjacency, max_steps=max_steps, **shared)
+        )
+    if strategy in ("auto", "last-iterate") and adjacency == "replace":
+        candidates += _last_iterate_candidates(family, max_steps=max_steps, **shared)
+
+    loose = len(candidates) > 1  # compare at 2% precision, then calibrate the winner tightly
+    scored = []
+    for cand in candidates:
+        run = _run_of(cand, n=n, adjacency=adjacency, noise_std=1.0)
+        cal = calibrate_noise(run, epsilon=eps, delta=dlt, rtol=2e-2 if loose else 2e-4)
+        ratio = linearised_noise(cal.noise_std, cand.lr, cand.l2, cand.steps) / horizon(
+            cand.lr, cand.l2, cand.steps
+        )
+        best = cal.report.best
+        info: dict[str, Any] = {
+            "strategy": cand.strategy,
+            "algorithm": cand.algorithm,
+            "sampling": cand.sampling,
+            "batch_size": cand.batch_size,
+            "lr": cand.lr,
+            "steps": cand.steps,
+            "l2": cand.l2,
+            "clip": cand.clip,
+            "noise_std": cal.noise_std,
+            "bound": None if best is None else best.bound,
+            "noise_to_horizon": ratio,
+            "certified": cand.certificate.certified,
+            "geometry": cand.certificate.run_geometry(),
+            "eligible": _eligible(cand, strategy),
+        }
+        score = ratio * (LAST_ITERATE_PREFERENCE if cand.strategy == "last-iterate" else 1.0)
+        scored.append((score if info["eligible"] else math.inf, info, cand))
+    _, info, cand = min(scored, key=lambda s: s[0])  # stable: early stopping first
+    noise_std = info["noise_std"]
+    if loose:
+        run = _run_of(cand, n=n, adjacency=adjacency, noise_std=noise_std)
+        noise_std = calibrate_noise(run, epsilon=eps, delta=dlt).noise_std
+    return Configuration(
+        family=family,
+        algorithm=cand.algorithm,
+        sampling=cand.sampling,
+        batch_size=cand.batch_size,
+        lr=cand.lr,
+        steps=cand.steps,
+        l2=cand.l2,
+        clip=cand.clip,
+        noise_std=noise_std,
+        feature_norm=R,
+        intercept=bool(fit_intercept),
+        adjacency=adjacency,
+        n=n,
+        n_parameters=p,
+        certified=cand.certificate.certified,
+        certificate_reason=cand.certificate.reason,
+        rule=RULE,
+        candidates=tuple(s[1] for s in scored),
+        strategy=cand.strategy,
+        intercept_feature=a,
+        effective_feature_norm=R_eff,
+    )
+
+
+def _eligible(cand: _Candidate, strategy: str) -> bool:
+    """Whether the rule may pick ``cand``: always when its strategy was asked for explicitly;
+    under ``"auto"`` a last-iterate candidate only with light regularisation."""
+    if strategy != "auto" or cand.strategy == "early-stopping":
+        return True
+    return cand.lr * cand.l2 <= LIGHT_REGULARISATION
+
+
+def _run_of(cand: _Candidate, *, n: int, adjacency: str, noise_std: float) -> Run:
+    """The :class:`~lastiterate.run.Run` a candidate executes (geometry from its certificate)."""
+    return Run(
+        algorithm=cand.algorithm,  # type: ignore[arg-type]  # built from the literals above
+        sampling=cand.sampling,  # type: ignore[arg-type]
+        n=n,
+        batch_size=cand.batch_size,
+        steps=cand.steps,
+        lr=cand.lr,
+        noise_std=noise_std,
+        clip=cand.clip,
+        adjacency=adjacency,  # type: ignore[arg-type]  # checked by choose_configuration
+        **cand.certificate.run_geometry(),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def cached_configuration(*args: Any) -> Configuration:
+    """:func:`choose_configuration` memoised on its (hashable) arguments, in signature order:
+    family, n, d, outputs, epsilon, delta, R, intercept, adjacency, target bound, max steps,
+    strategy."""
+    family, n, d, k, eps, delta, R, intercept, adjacency, target_bound, max_steps, strategy = args
+    return choose_configuration(
+        family,
+        n=n,
+        n_features=d,
+        n_outputs=k,
+        epsilon=eps,
+        delta=delta,
+        data_norm=R,
+        fit_intercept=intercept,
+        adjacency=adjacency,
+        target_bound=target_bound,
+        max_steps=max_steps,
+        strategy=strategy,
+    )
