@@ -40,10 +40,22 @@ Canaries (:class:`OneRunCanaries`):
   mislabelled version lowers its loss).  Works for any model with ``per_example_losses`` (GLMs and
   MLPs).
 
+The f-DP refinement (Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run",
+arXiv 2410.22235, 2024; :func:`one_run_fdp_bound`) reads the same guesses (r, v) against a
+candidate tradeoff curve f instead of (eps, delta): if the trainer is f-DP in S, their recursion
+on the guessing game with abstention (:func:`fdp_one_run_statistic`) bounds P[V >= v]; when it
+shows P[V >= v] < alpha the observation rejects f.  Over the nested GDP family G_mu this gives the
+largest rejected mu (``fdp_mu_lb``: valid for any mechanism, compared with the accountant's GDP
+claims, i.e. its claimed tradeoff curve where it has one) and epsilon(delta) of that Gaussian curve
+(``fdp_eps_lb``, the paper's empirical epsilon: an (eps, delta) lower bound only for
+Gaussian-shaped curves); over the (eps, delta) curves it gives a non-parametric epsilon bound
+(``eps_lb_eps_delta``, close to Steinke et al.'s).  The same guess sizes and Bonferroni split are
+used, so each bound holds at confidence 1 - alpha.
+
 The bound is loose by design (one run, m canaries): it certifies leakage, it cannot certify
-privacy, so the verdict is VIOLATION (eps_lb above the claim) or consistent/inconclusive, never a
-proof of the claim.  The f-DP refinement of Mahloujifar, Melis, Chaudhuri (2024) is not
-implemented here.
+privacy, so the verdict is VIOLATION (eps_lb above an epsilon claim, or fdp_mu_lb above a GDP
+claim: two tests, each at level alpha, so a sound trainer is flagged with probability at most
+2 alpha) or consistent/inconclusive, never a proof of the claim.
 """
 
 from __future__ import annotations
@@ -241,9 +253,20 @@ def fdp_one_run_statistic(
     but not the full r_0 + h_0) or h at a fixed point (h_i = h_{i+1} keeps every later step
     unchanged).
     """
+    m = check_positive_int("m", m)
     r_arr = np.atleast_1d(np.asarray(r, dtype=float))
     v_arr = np.atleast_1d(np.asarray(v, dtype=np.int64))
-    shape = (r_arr.size, int(candidates))
+    if r_arr.ndim != 1 or r_arr.shape != v_arr.shape or r_arr.size == 0:
+        raise ParameterError("r", r, "r and v must be integers or equal-length 1-D arrays")
+    if np.any(~(r_arr <= m)) or np.any(r_arr != np.round(r_arr)):
+        raise ParameterError("r", r, f"must be integer numbers of guesses in [0, m={m}]")
+    if np.any(v_arr < 0) or np.any(v_arr > r_arr):
+        raise ParameterError("v", v, "must be integer numbers of correct guesses in [0, r]")
+    a = np.asarray(alpha, dtype=float)
+    if a.size not in (1, r_arr.size) or not np.all((a > 0) & (a < 1)):
+        raise ParameterError("alpha", alpha, "must be in (0, 1): a scalar or one per row")
+    candidates = check_positive_int("candidates", candidates)
+    shape = (r_arr.size, candidates)
     tau = np.broadcast_to(np.asarray(alpha, dtype=float).reshape(-1), r_arr.shape)
     rr = np.broadcast_to((tau * v_arr / m)[:, None], shape).copy()
     hh = np.broadcast_to((tau * (r_arr - v_arr) / m)[:, None], shape).copy()
