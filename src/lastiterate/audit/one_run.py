@@ -963,6 +963,8 @@ class OneRunAuditResult:
                 (
                     f"    mu >= {f(self.fdp_mu_lb)}{claim_mu}: {h.v} of {h.r} guesses correct "
                     "reject every mu-GDP curve below it"
+                    if self.fdp_mu_lb > 0
+                    else f"    mu >= 0{claim_mu}: no GDP curve rejected"
                 ),
                 (
                     f"    eps >= {f(self.fdp_eps_lb)} at delta {self.delta:g} if the curve is "
