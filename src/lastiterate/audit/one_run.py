@@ -1044,9 +1044,11 @@ def audit_one_run(
         if res.kind != "bound":
             continue
         # Steinke et al.'s eps_lb against the claimed epsilon; the f-DP mu_lb against the claimed
-        # GDP curve G_mu (the accountant's claimed tradeoff curve, where it has one)
+        # GDP curve G_mu (the accountant's claimed tradeoff curve, where it has one).  Flipping one
+        # sign replaces one row: a GDP claim under another adjacency is not the curve tested here
+        claim_mu = res.mu if res.adjacency == "replace" else None
         v, why = verdict_for(
-            mu_lb=fdp_mu, eps_lb=best.eps_lb, claim_mu=res.mu, claim_eps=res.epsilon
+            mu_lb=fdp_mu, eps_lb=best.eps_lb, claim_mu=claim_mu, claim_eps=res.epsilon
         )
         checks.append((res.bound, v, why))
     claim = rep.best
@@ -1060,7 +1062,7 @@ def audit_one_run(
     else:
         verdict = "ok"
         reason = f"eps_lb/claim = {best.eps_lb / claim.epsilon:.3f}" if claim.epsilon > 0 else ""
-        if claim.mu is not None and claim.mu > 0:
+        if claim.mu is not None and claim.mu > 0 and claim.adjacency == "replace":
             reason += f", f-DP mu_lb/claim = {fdp_mu / claim.mu:.3f}"
         reason = f"{reason.lstrip(', ')} (consistent, not a proof)"
     return OneRunAuditResult(
@@ -1092,5 +1094,5 @@ def audit_one_run(
         fdp_eps_lb_eps_delta=max(g.eps_lb_eps_delta for g in fdp_all),
         fdp_best=fdp_best,
         fdp_guesses=fdp_all,
-        claim_mu=None if claim is None else claim.mu,
+        claim_mu=None if claim is None or claim.adjacency != "replace" else claim.mu,
     )
