@@ -61,6 +61,7 @@ __all__ = [
     "clopper_pearson_upper",
     "dkw_epsilon",
     "eps_lb_two_sided",
+    "epsilon_of_gdp",
     "fdp_violation",
     "mu_lb_gdp",
     "point_mu_gaussian",
@@ -521,3 +522,13 @@ def point_mu_gaussian(x: Any, y: Any) -> float:
         if sd > 0
         else (0.0 if y.mean() == x.mean() else math.inf)
     )
+
+
+def epsilon_of_gdp(mu: float, delta: float) -> float:
+    """epsilon(delta) of the mu-GDP curve (0 for mu <= 0), the independent copy of the GDP duality
+    above: the smallest eps >= 0 with Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) <= delta."""
+    if not (0 < delta < 1):
+        raise ValueError(f"delta={delta!r} must be in (0, 1)")
+    if not math.isfinite(mu):
+        raise ValueError(f"mu={mu!r} must be finite")
+    return _gdp_epsilon(delta, mu) if mu > 0 else 0.0

@@ -9,8 +9,9 @@
 Trains R models per world (with / without the canary) with the project's own trainer, scores the
 final models and prints the accountant's claim for the trained run beside the certified lower
 bounds (:mod:`lastiterate.audit.canary`).  ``--one-run`` trains ONE model with M canaries,
-each inserted by a fair coin, and prints the Steinke-Nasr-Jagielski lower bound at confidence
-1 - alpha (default 0.95) beside the claim (:mod:`lastiterate.audit.one_run`).  Exit status: 0
+each inserted by a fair coin, and prints the Steinke-Nasr-Jagielski lower bound and its f-DP
+refinement (Mahloujifar-Melis-Chaudhuri: GDP mu and epsilon) at confidence 1 - alpha (default
+0.95) beside the claim (:mod:`lastiterate.audit.one_run`).  Exit status: 0
 (ok / inconclusive), 1 (VIOLATION), 2 (invalid input, one line).  Registered as a scenario of
 ``lastiterate audit`` (:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
 """
@@ -117,7 +118,8 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="canary: ONE training run with --canaries M canaries, each inserted by a fair coin "
-        "(Steinke-Nasr-Jagielski 2023); confidence 1 - alpha (default 0.95 here)",
+        "(Steinke-Nasr-Jagielski 2023, and its f-DP refinement, Mahloujifar-Melis-Chaudhuri "
+        "2024); confidence 1 - alpha (default 0.95 here)",
     )
     c.add_argument(
         "--canaries",
@@ -263,7 +265,8 @@ def _cmd_one_run(
     kind: str,
     opts: AuditOptions,
 ) -> int:
-    """``audit canary --one-run``: ONE training run with M canaries (Steinke-Nasr-Jagielski)."""
+    """``audit canary --one-run``: ONE training run with M canaries (Steinke-Nasr-Jagielski and
+    the f-DP refinement of Mahloujifar-Melis-Chaudhuri, both reported)."""
     # lazy: the audit package imports numpy and scipy, not on the CLI's start-up path
     from lastiterate.audit.one_run import (
         MAX_CANARIES,
