@@ -12,7 +12,8 @@
   final models: canaries (:func:`audit_canary`) and membership inference (:func:`audit_mia`).
 * :mod:`~lastiterate.audit.one_run` - the one-run audit (Steinke, Nasr, Jagielski 2023): m
   canaries inserted by fair coins into ONE training run, epsilon lower bound from the tail of
-  the number of correct guesses.
+  the number of correct guesses; and its f-DP refinement (Mahloujifar, Melis, Chaudhuri 2024):
+  the largest GDP mu (and tradeoff curve) the same guesses reject.
 * :mod:`~lastiterate.audit.report` - :class:`AuditResult` and :func:`audit_run`, which audits
   every bound the accountant reports for a :class:`~lastiterate.run.Run`.
 
@@ -47,6 +48,12 @@ _EXPORTS = {
     "one_run_gradient_canaries": "one_run",
     "one_run_input_canaries": "one_run",
     "one_run_p_value": "one_run",
+    "OneRunFdpGuess": "one_run",
+    "one_run_fdp_bound": "one_run",
+    "fdp_one_run_mu_lb": "one_run",
+    "fdp_one_run_epsilon_lb": "one_run",
+    "fdp_one_run_rejects": "one_run",
+    "fdp_one_run_statistic": "one_run",
     "AuditResult": "report",
     "ClaimCheck": "report",
     "audit_run": "report",
@@ -89,6 +96,7 @@ __all__ = [
     "MIAResult",
     "ModelSpec",
     "OneRunAuditResult",
+    "OneRunFdpGuess",
     "Split",
     "TrainerSpec",
     "audit_canary",
@@ -103,6 +111,10 @@ __all__ = [
     "coupled_trace",
     "dkw_epsilon",
     "eps_lb_two_sided",
+    "fdp_one_run_epsilon_lb",
+    "fdp_one_run_mu_lb",
+    "fdp_one_run_rejects",
+    "fdp_one_run_statistic",
     "fdp_violation",
     "gaussian_propagation_mu",
     "gaussian_quadratic_mu",
@@ -113,6 +125,7 @@ __all__ = [
     "linear_unconstrained_mu",
     "mu_lb_gdp",
     "one_run_epsilon_lb",
+    "one_run_fdp_bound",
     "one_run_gradient_canaries",
     "one_run_input_canaries",
     "one_run_p_value",
