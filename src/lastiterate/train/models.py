@@ -123,18 +123,20 @@ def glm_residual(family: str, z: Tensor, y: Tensor) -> Tensor:
     return z - y.to(z.dtype).unsqueeze(-1)
 
 
-def glm_grad_norms(r: Tensor, X: Tensor, intercept: bool) -> Tensor:
+def glm_grad_norms(r: Tensor, X: Tensor, intercept: bool, x_sq: Tensor | None = None) -> Tensor:
     """``||g_i|| = ||r_i|| sqrt(||x_i||^2 + [intercept])`` (leading "runs" dimensions allowed).
 
     Args:
         r: the residuals ``[..., B, K]``.
         X: the features ``[..., B, d]``.
         intercept: whether the model has a bias (its gradient r_i adds ``||r_i||^2``).
+        x_sq: ``||x_i||^2`` ``[..., B]`` when already known (R runs: computed once per row of
+            the data set, then gathered), else computed from X.
 
     Returns:
         The norms ``[..., B]``.
     """
-    xn2 = (X * X).sum(-1) + (1.0 if intercept else 0.0)
+    xn2 = ((X * X).sum(-1) if x_sq is None else x_sq) + (1.0 if intercept else 0.0)
     return torch.sqrt((r * r).sum(-1) * xn2)
 
 
@@ -146,6 +148,7 @@ def glm_clipped_grad_sum(
     y: Tensor,
     clip: float,
     mask: Tensor | None = None,
+    x_sq: Tensor | None = None,
 ) -> tuple[list[Tensor], Tensor]:
     """``sum_i clip_C(g_i)`` of a GLM's per-example gradients, in closed form (one matrix product).
 
@@ -163,13 +166,15 @@ def glm_clipped_grad_sum(
         clip: the clip norm C.
         mask: ``[..., B]`` 1 for the examples of the batch, 0 for padding (R runs whose batches
             differ in size are padded to one length); None: every row counts.
+        x_sq: the rows' squared norms ``||x_i||^2`` ``[..., B]`` if known
+            (:func:`glm_grad_norms`).
 
     Returns:
         The clipped sum per parameter tensor (``[..., K, d]``, ``[..., K]``) and the number of
         examples with ``||g_i|| > C`` (``[...]``).
     """
     r = glm_residual(family, glm_outputs(weight, bias, X), y)
-    norms = glm_grad_norms(r, X, bias is not None)
+    norms = glm_grad_norms(r, X, bias is not None, x_sq)
     s = _clip_factors(norms, clip)
     clipped = norms > clip
     if mask is not None:
@@ -463,7 +468,12 @@ class GLMStack:
         return [self.weight] if self.bias is None else [self.weight, self.bias]
 
     def clipped_grad_sum(
-        self, X: Tensor, y: Tensor, clip: float, mask: Tensor | None = None
+        self,
+        X: Tensor,
+        y: Tensor,
+        clip: float,
+        mask: Tensor | None = None,
+        x_sq: Tensor | None = None,
     ) -> tuple[list[Tensor], Tensor]:
         """Every run's ``sum_i clip_C(g_i)`` over its own batch (:func:`glm_clipped_grad_sum`).
 
@@ -472,12 +482,13 @@ class GLMStack:
             y: their labels or targets ``[R, B]`` (or ``[B]``).
             clip: the clip norm C.
             mask: ``[R, B]``: 1 for the rows of run r's batch, 0 for padding; None: all rows.
+            x_sq: the rows' squared norms ``[R, B]`` (or ``[B]``), if known.
 
         Returns:
             The clipped sums ``[R, K, d]`` (and ``[R, K]``) and the numbers clipped ``[R]``.
         """
         with torch.no_grad():
-            return glm_clipped_grad_sum(self.family, self.weight, self.bias, X, y, clip, mask)
+            return glm_clipped_grad_sum(self.family, self.weight, self.bias, X, y, clip, mask, x_sq)
 
     def write_back(self, models: Sequence[Any]) -> None:
         """Copy run r's parameters into ``models[r]`` (the GLMs the stack was built from).
