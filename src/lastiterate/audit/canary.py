@@ -82,6 +82,7 @@ __all__ = [
     "gradient_canary",
     "input_canary",
     "model_seed",
+    "runs_per_chunk",
     "train_scores",
 ]
 
@@ -95,6 +96,11 @@ GRADIENT_TARGET = 1e6
 INPUT_TARGET_SHIFT = 4.0
 #: at most this many models per world (each is a full training run)
 MAX_RUNS = 100_000
+#: vectorised training: at most this many models advanced together (one chunk) ...
+MAX_CHUNK = 256
+#: ... and at most this many batch elements (rows x (features + 2 outputs)) per chunk and step:
+#: the gathered batches of a chunk stay near 32 MB of float64
+CHUNK_ELEMENTS = 4_000_000
 
 
 # ---------------------------------------------------------------------- what is trained
@@ -388,6 +394,20 @@ def _scaled_noise(method: Any, scale: float) -> None:
     method._noise = noise
 
 
+def runs_per_chunk(pair: CanaryPair, spec: TrainerSpec) -> int:
+    """How many models the vectorised path advances together: at most :data:`MAX_CHUNK`, and
+    at most :data:`CHUNK_ELEMENTS` batch elements per step (rows x (features + 2 outputs))."""
+    rows = pair.n if spec.algorithm == "gd" else min(pair.n, 2 * int(spec.batch_size or 1))
+    per_model = rows * (pair.n_features + 2 * pair.n_outputs)
+    return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // per_model))
+
+
+def _same_run(run0: Any, run: Any) -> Any:
+    if run0 is not None and run.setting() != run0.setting():  # pragma: no cover - deterministic
+        raise RuntimeError("the trainer executed different runs in the two worlds")
+    return run
+
+
 def train_scores(
     pair: CanaryPair,
     spec: TrainerSpec,
@@ -397,56 +417,133 @@ def train_scores(
     noise_scale: float = 1.0,
     progress: bool = False,
     on_model: Callable[[int, int], None] | None = None,
+    vectorised: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """Train ``runs`` models per world and score each final model.
 
-    Returns (scores without the canary, scores with it, the Run the trainer executed).  Models are
-    trained one after the other (interleaving the worlds), each by a fresh trainer with its own
-    seed; ``progress`` shows a tqdm bar with the time left on stderr.
+    Every model is trained by a fresh trainer (``spec.method``) on a fresh GLM with its own seed
+    (:func:`model_seed`).  ``vectorised`` (default): the models of a world are advanced together
+    in chunks of :func:`runs_per_chunk` by :class:`~lastiterate.train.trainer.NoisyRuns` -- the
+    trainer's own step over a runs dimension, run r's batches and noise from ITS trainer, so model
+    r ends where ``spec.method(model, seed_r).fit`` ends (to float rounding; tested) and a patched
+    noise routine or clipping reaches it.  ``vectorised=False``: one model after the other with
+    :meth:`~lastiterate.train.trainer.NoisyMethod.fit` (interleaving the worlds).  ``progress``
+    shows a tqdm bar (models) with the time left on stderr; ``on_model(done, total)`` is called
+    as models finish.
+
+    Returns:
+        (scores without the canary, scores with it, the Run the trainer executed).
     """
     runs = check_positive_int("runs", runs)
     if runs > MAX_RUNS:
         raise ParameterError("runs", runs, f"must be at most {MAX_RUNS} models per world")
-    scores = np.empty((2, runs))
-    run0 = None
     bar = None
     if progress:
-        bar = tqdm(total=2 * runs, unit="model", desc="canary audit", file=sys.stderr, leave=False)
-    worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
+        bar = tqdm(
+            total=2 * runs,
+            unit="model",
+            desc="canary audit",
+            file=sys.stderr,
+            leave=False,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} models "
+            "[{elapsed}<{remaining}, {rate_fmt}]",
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter(
                 "ignore", SeededRunWarning
             )  # an experiment: every model is seeded on purpose
-            for r in range(runs):
-                for w, (X, y) in enumerate(worlds):
-                    model = pair.new_model(spec.intercept)
-                    method = spec.method(model, model_seed(seed, w, r))
-                    if noise_scale != 1.0:
-                        _scaled_noise(method, noise_scale)
-                    res = method.fit(
-                        X,
-                        y,
-                        epochs=spec.epochs,
-                        steps=spec.steps,
-                        account=False,
-                        progress=False,
-                        threads=1,
-                    )
-                    if run0 is None:
-                        run0 = res.run
-                    elif (
-                        res.run.setting() != run0.setting()
-                    ):  # pragma: no cover - the trainer is deterministic in its Run
-                        raise RuntimeError("the trainer executed different runs in the two worlds")
-                    scores[w, r] = pair.score(model, spec.feature_norm)
-                    if bar is not None:
-                        bar.update(1)
-                    if on_model is not None:
-                        on_model(2 * r + w + 1, 2 * runs)
+            if vectorised:
+                return _train_vectorised(pair, spec, runs, seed, noise_scale, bar, on_model)
+            return _train_sequential(pair, spec, runs, seed, noise_scale, bar, on_model)
     finally:
         if bar is not None:
             bar.close()
+
+
+def _train_vectorised(
+    pair: CanaryPair,
+    spec: TrainerSpec,
+    runs: int,
+    seed: int,
+    noise_scale: float,
+    bar: Any,
+    on_model: Callable[[int, int], None] | None,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """:func:`train_scores` with R models per chunk advanced together (``NoisyRuns``); the
+    worlds alternate chunk by chunk."""
+    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
+    from lastiterate.train.trainer import NoisyRuns
+
+    scores = np.empty((2, runs))
+    worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
+    chunk = runs_per_chunk(pair, spec)
+    run0 = None
+    done = 0
+    for start in range(0, runs, chunk):
+        stop = min(runs, start + chunk)
+        for w, (X, y) in enumerate(worlds):
+            methods = [
+                spec.method(pair.new_model(spec.intercept), model_seed(seed, w, r))
+                for r in range(start, stop)
+            ]
+            if noise_scale != 1.0:
+                for m in methods:
+                    _scaled_noise(m, noise_scale)
+            shown = 0.0
+
+            def advance(t: int, T: int, size: int = stop - start) -> None:
+                nonlocal shown
+                if bar is not None:  # fractions of models: the time left from the first epochs
+                    bar.update(size * t / T - shown)
+                    shown = size * t / T
+
+            res = NoisyRuns(methods).fit(
+                X, y, epochs=spec.epochs, steps=spec.steps, threads=1, on_epoch=advance
+            )
+            run0 = _same_run(run0, res.run)
+            for r, model in zip(range(start, stop), res.models):
+                scores[w, r] = pair.score(model, spec.feature_norm)
+            done += stop - start
+            if on_model is not None:
+                on_model(done, 2 * runs)
+    return scores[0], scores[1], run0
+
+
+def _train_sequential(
+    pair: CanaryPair,
+    spec: TrainerSpec,
+    runs: int,
+    seed: int,
+    noise_scale: float,
+    bar: Any,
+    on_model: Callable[[int, int], None] | None,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """:func:`train_scores` one model after the other (``NoisyMethod.fit``), worlds interleaved."""
+    scores = np.empty((2, runs))
+    run0 = None
+    worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
+    for r in range(runs):
+        for w, (X, y) in enumerate(worlds):
+            model = pair.new_model(spec.intercept)
+            method = spec.method(model, model_seed(seed, w, r))
+            if noise_scale != 1.0:
+                _scaled_noise(method, noise_scale)
+            res = method.fit(
+                X,
+                y,
+                epochs=spec.epochs,
+                steps=spec.steps,
+                account=False,
+                progress=False,
+                threads=1,
+            )
+            run0 = _same_run(run0, res.run)
+            scores[w, r] = pair.score(model, spec.feature_norm)
+            if bar is not None:
+                bar.update(1)
+            if on_model is not None:
+                on_model(2 * r + w + 1, 2 * runs)
     return scores[0], scores[1], run0
 
 
@@ -571,20 +668,29 @@ def audit_canary(
     bounds: Sequence[str] | None = None,
     noise_scale: float = 1.0,
     progress: bool = False,
+    vectorised: bool = True,
 ) -> CanaryAuditResult:
     """Train ``runs`` models per world with the project's trainer, score the final models, and
     compare the certified lower bounds (mu_lb, eps_lb at ``delta``; jointly at confidence
     ``1 - alpha``, threshold chosen on half of the runs) with every bound the accountant reports
     for the executed Run.  ``noise_scale`` != 1 is a mutation test (the trainer draws noise
-    ``noise_scale * sigma`` while the claim is for sigma)."""
+    ``noise_scale * sigma`` while the claim is for sigma).  ``vectorised``: train the models of
+    a world together (default) or one after the other (:func:`train_scores`)."""
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     noise_scale = check_positive("noise_scale", noise_scale)
     runs = check_positive_int("runs", runs, minimum=10)
     t0 = time.perf_counter()
     out_s, in_s, run = train_scores(
-        pair, spec, runs, seed=seed, noise_scale=noise_scale, progress=progress
+        pair,
+        spec,
+        runs,
+        seed=seed,
+        noise_scale=noise_scale,
+        progress=progress,
+        vectorised=vectorised,
     )
+    train_seconds = time.perf_counter() - t0
     if not (np.all(np.isfinite(out_s)) and np.all(np.isfinite(in_s))):
         raise ParameterError(
             "lr",
@@ -640,6 +746,12 @@ def audit_canary(
         seconds=time.perf_counter() - t0,
         noise_scale=noise_scale,
         details={
+            "training": (
+                f"vectorised: up to {runs_per_chunk(pair, spec)} models advanced together"
+                if vectorised
+                else "sequential: one model after the other"
+            ),
+            "train_seconds": train_seconds,
             "scores_mean_out": float(np.mean(out_s)),
             "scores_mean_in": float(np.mean(in_s)),
             "scores_sd_out": float(np.std(out_s)),
