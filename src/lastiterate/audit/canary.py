@@ -34,6 +34,14 @@ Canaries (hidden-state threat model: the adversary chooses the canary and sees t
   shifted by 4 standard deviations); its counterpart is the same point with its true label.  Score:
   the canary's loss under the final model.
 
+Many models at once: the models of a world are advanced together, in chunks
+(:func:`runs_per_chunk`), by :class:`~lastiterate.train.trainer.NoisyRuns`, which runs the
+trainer's own step (clipped gradient sum, normalisation, batches, noise, L2, projection) over a
+leading "runs" dimension; model r draws its batches and noise from ITS trainer, so it ends where
+the sequential ``fit`` with its seed ends (to float rounding; tested for gd, cgd and sgd), and the
+mutation tests (half the noise, no clipping) reach it.  ``vectorised=False`` trains one model
+after the other.
+
 Seeded runs: every model is trained with its own seed (derived from the audit's ``seed``, the
 model's world and index) so the audit is reproducible; the trainer's
 :class:`~lastiterate.train.randomness.SeededRunWarning` is silenced inside the audit, which is an
@@ -608,6 +616,11 @@ class CanaryAuditResult:
             f"sigma={f(r.get('noise_std'))}, C={f(r.get('clip'))}"
             + (f", noise x{self.noise_scale:g} (MUTATION TEST)" if self.noise_scale != 1.0 else "")
         )
+        training = self.details.get("training")
+        if training:
+            secs = float(self.details.get("train_seconds") or 0.0)
+            rate = f", {2 * self.runs / secs:.3g} models/s" if secs > 0 else ""
+            lines.append(f"  training: {training} ({2 * self.runs} models in {secs:.1f} s{rate})")
         if self.claim_bound is None:
             lines.append("  claim: none (the accountant gives no bound for this run)")
         else:
