@@ -189,6 +189,20 @@ def test_vectorised_input_canary_equals_the_sequential_trainer() -> None:
         np.testing.assert_allclose(v, u, rtol=1e-9, atol=1e-12)
 
 
+def test_worker_processes_give_the_same_scores(pair, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(canary, "MAX_CHUNK", 7)  # 20 models per world: 3 chunks per world
+    one = train_scores(pair, SPEC, 20, seed=3, noise_scale=0.5)
+    two = train_scores(pair, SPEC, 20, seed=3, noise_scale=0.5, jobs=2, progress=True)
+    assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+    assert one[2].setting() == two[2].setting()
+    full = train_scores(pair, SPEC, 20, seed=3)  # noise_scale reached the workers
+    assert not np.array_equal(full[1], two[1])
+    with pytest.raises(ParameterError, match="jobs"):
+        train_scores(pair, SPEC, 20, jobs=0)
+    with pytest.raises(ParameterError, match="jobs"):
+        train_scores(pair, SPEC, 20, jobs=2, vectorised=False)
+
+
 def test_gradient_canary_is_sound_and_nearly_tight(pair) -> None:  # type: ignore[no-untyped-def]
     res = audit_canary(pair, SPEC, TIGHT_RUNS, seed=2, alpha=0.05)
     assert res.verdict == "ok", res.format()
@@ -351,6 +365,8 @@ def test_cli_canary_json_and_violation_exit(
         ["--samples", "100"],
         ["--scaling", "private"],
         ["--noise-scale", "0"],
+        ["--jobs", "0"],
+        ["--jobs", "2", "--one-run"],
     ],
 )
 def test_cli_canary_bad_input_exits_2(
@@ -364,6 +380,40 @@ def test_cli_canary_bad_input_exits_2(
     cap = capsys.readouterr()
     assert rc == 2 and cap.out == ""
     assert len(cap.err.strip().splitlines()) == 1 and cap.err.startswith("lastiterate: error:")
+
+
+def test_cli_canary_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outs = []
+    for jobs in ("1", "2"):
+        assert main(_argv(tmp_path, "--runs", "30", "--json", "--jobs", jobs)) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["mu_lb"] == outs[1]["mu_lb"] and outs[0]["test"] == outs[1]["test"]
+    assert "2 worker processes" in outs[1]["details"]["training"]
+    # mia trains its own models: --jobs is refused there, not ignored
+    rc = main(
+        [
+            "audit",
+            "mia",
+            "--dataset",
+            "breast-cancer",
+            "--model",
+            "logreg",
+            "--algorithm",
+            "gd",
+            "--steps",
+            "10",
+            "--lr",
+            "1",
+            "--noise-std",
+            "0.1",
+            "--clip",
+            "1",
+            "--jobs",
+            "2",
+        ]
+    )
+    cap = capsys.readouterr()
+    assert rc == 2 and "--jobs" in cap.err and len(cap.err.strip().splitlines()) == 1
 
 
 def test_cli_other_scenarios_refuse_canary_flags(capsys: pytest.CaptureFixture[str]) -> None:

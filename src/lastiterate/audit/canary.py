@@ -56,10 +56,12 @@ auditing-notes sections 1 and 3.4 of the design notes.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,6 +93,7 @@ __all__ = [
     "input_canary",
     "model_seed",
     "runs_per_chunk",
+    "train_chunk",
     "train_scores",
 ]
 
@@ -109,6 +112,8 @@ MAX_CHUNK = 256
 #: ... and at most this many batch elements (rows x (features + 2 outputs)) per chunk and step:
 #: the gathered batches of a chunk stay near 32 MB of float64
 CHUNK_ELEMENTS = 4_000_000
+#: at most this many worker processes (``jobs``)
+MAX_JOBS = 256
 
 
 # ---------------------------------------------------------------------- what is trained
@@ -426,6 +431,7 @@ def train_scores(
     progress: bool = False,
     on_model: Callable[[int, int], None] | None = None,
     vectorised: bool = True,
+    jobs: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """Train ``runs`` models per world and score each final model.
 
@@ -437,7 +443,9 @@ def train_scores(
     noise routine or clipping reaches it.  ``vectorised=False``: one model after the other with
     :meth:`~lastiterate.train.trainer.NoisyMethod.fit` (interleaving the worlds).  ``progress``
     shows a tqdm bar (models) with the time left on stderr; ``on_model(done, total)`` is called
-    as models finish.
+    as models finish.  ``jobs`` > 1 (vectorised only): the chunks are trained in that many worker
+    processes (:mod:`concurrent.futures`, the platform's start method), with the same chunks and
+    seeds, so the same scores.
 
     Returns:
         (scores without the canary, scores with it, the Run the trainer executed).
@@ -445,6 +453,11 @@ def train_scores(
     runs = check_positive_int("runs", runs)
     if runs > MAX_RUNS:
         raise ParameterError("runs", runs, f"must be at most {MAX_RUNS} models per world")
+    jobs = check_positive_int("jobs", jobs)
+    if jobs > MAX_JOBS:
+        raise ParameterError("jobs", jobs, f"must be an integer in [1, {MAX_JOBS}]")
+    if jobs > 1 and not vectorised:
+        raise ParameterError("jobs", jobs, "worker processes train vectorised chunks only")
     bar = None
     if progress:
         bar = tqdm(
@@ -462,11 +475,45 @@ def train_scores(
                 "ignore", SeededRunWarning
             )  # an experiment: every model is seeded on purpose
             if vectorised:
-                return _train_vectorised(pair, spec, runs, seed, noise_scale, bar, on_model)
+                return _train_vectorised(pair, spec, runs, seed, noise_scale, bar, on_model, jobs)
             return _train_sequential(pair, spec, runs, seed, noise_scale, bar, on_model)
     finally:
         if bar is not None:
             bar.close()
+
+
+def train_chunk(
+    pair: CanaryPair,
+    spec: TrainerSpec,
+    world: int,
+    start: int,
+    stop: int,
+    *,
+    seed: int = 0,
+    noise_scale: float = 1.0,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, Any]:
+    """Models ``start .. stop-1`` of ``world`` (0: neighbour, 1: canary), advanced together by
+    :class:`~lastiterate.train.trainer.NoisyRuns`, each with its own trainer and seed
+    (:func:`model_seed`); their scores and the Run they executed.  A module-level function: the
+    unit of work of ``jobs`` worker processes."""
+    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
+    from lastiterate.train.trainer import NoisyRuns
+
+    X, y = (pair.X_in, pair.y_in) if world == 1 else (pair.X_out, pair.y_out)
+    methods = [
+        spec.method(pair.new_model(spec.intercept), model_seed(seed, world, r))
+        for r in range(start, stop)
+    ]
+    if noise_scale != 1.0:
+        for m in methods:
+            _scaled_noise(m, noise_scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededRunWarning)  # an experiment, seeded on purpose
+        res = NoisyRuns(methods).fit(
+            X, y, epochs=spec.epochs, steps=spec.steps, threads=1, on_epoch=on_epoch
+        )
+    return np.asarray([pair.score(m, spec.feature_norm) for m in res.models]), res.run
 
 
 def _train_vectorised(
@@ -477,44 +524,63 @@ def _train_vectorised(
     noise_scale: float,
     bar: Any,
     on_model: Callable[[int, int], None] | None,
+    jobs: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, Any]:
-    """:func:`train_scores` with R models per chunk advanced together (``NoisyRuns``); the
-    worlds alternate chunk by chunk."""
-    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
-    from lastiterate.train.trainer import NoisyRuns
-
+    """:func:`train_scores` with the models of a world advanced together in chunks
+    (:func:`train_chunk`); the worlds alternate chunk by chunk; ``jobs`` > 1 trains the chunks in
+    that many worker processes (the same chunks, so the same scores)."""
     scores = np.empty((2, runs))
-    worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
     chunk = runs_per_chunk(pair, spec)
+    tasks = [
+        (w, start, min(runs, start + chunk)) for start in range(0, runs, chunk) for w in (0, 1)
+    ]
     run0 = None
     done = 0
-    for start in range(0, runs, chunk):
-        stop = min(runs, start + chunk)
-        for w, (X, y) in enumerate(worlds):
-            methods = [
-                spec.method(pair.new_model(spec.intercept), model_seed(seed, w, r))
-                for r in range(start, stop)
-            ]
-            if noise_scale != 1.0:
-                for m in methods:
-                    _scaled_noise(m, noise_scale)
-            shown = 0.0
 
-            def advance(t: int, T: int, size: int = stop - start) -> None:
-                nonlocal shown
-                if bar is not None:  # fractions of models: the time left from the first epochs
-                    bar.update(size * t / T - shown)
-                    shown = size * t / T
+    def finished(w: int, start: int, stop: int, s: np.ndarray, run: Any) -> None:
+        nonlocal run0, done
+        run0 = _same_run(run0, run)
+        scores[w, start:stop] = s
+        done += stop - start
+        if on_model is not None:
+            on_model(done, 2 * runs)
 
-            res = NoisyRuns(methods).fit(
-                X, y, epochs=spec.epochs, steps=spec.steps, threads=1, on_epoch=advance
-            )
-            run0 = _same_run(run0, res.run)
-            for r, model in zip(range(start, stop), res.models):
-                scores[w, r] = pair.score(model, spec.feature_norm)
-            done += stop - start
-            if on_model is not None:
-                on_model(done, 2 * runs)
+    if jobs > 1 and len(tasks) > 1:
+        # the platform's start method: fork on Linux (no __main__ guard needed; the workers
+        # inherit this process's modules), spawn on macOS / Windows (a script calling this
+        # needs the usual ``if __name__ == "__main__":`` guard)
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context()
+        ) as pool:
+            futures = {
+                pool.submit(train_chunk, pair, spec, w, a, b, seed=seed, noise_scale=noise_scale): (
+                    w,
+                    a,
+                    b,
+                )
+                for w, a, b in tasks
+            }
+            for fut in as_completed(futures):
+                w, a, b = futures[fut]
+                s, run = fut.result()
+                finished(w, a, b, s, run)
+                if bar is not None:
+                    bar.update(b - a)
+        return scores[0], scores[1], run0
+
+    for w, start, stop in tasks:
+        shown = 0.0
+
+        def advance(t: int, T: int, size: int = stop - start) -> None:
+            nonlocal shown
+            if bar is not None:  # fractions of models: the time left from the first epochs
+                bar.update(size * t / T - shown)
+                shown = size * t / T
+
+        s, run = train_chunk(
+            pair, spec, w, start, stop, seed=seed, noise_scale=noise_scale, on_epoch=advance
+        )
+        finished(w, start, stop, s, run)
     return scores[0], scores[1], run0
 
 
@@ -682,13 +748,15 @@ def audit_canary(
     noise_scale: float = 1.0,
     progress: bool = False,
     vectorised: bool = True,
+    jobs: int = 1,
 ) -> CanaryAuditResult:
     """Train ``runs`` models per world with the project's trainer, score the final models, and
     compare the certified lower bounds (mu_lb, eps_lb at ``delta``; jointly at confidence
     ``1 - alpha``, threshold chosen on half of the runs) with every bound the accountant reports
     for the executed Run.  ``noise_scale`` != 1 is a mutation test (the trainer draws noise
     ``noise_scale * sigma`` while the claim is for sigma).  ``vectorised``: train the models of
-    a world together (default) or one after the other (:func:`train_scores`)."""
+    a world together (default) or one after the other; ``jobs``: worker processes for the
+    vectorised chunks (:func:`train_scores`)."""
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     noise_scale = check_positive("noise_scale", noise_scale)
@@ -702,6 +770,7 @@ def audit_canary(
         noise_scale=noise_scale,
         progress=progress,
         vectorised=vectorised,
+        jobs=jobs,
     )
     train_seconds = time.perf_counter() - t0
     if not (np.all(np.isfinite(out_s)) and np.all(np.isfinite(in_s))):
@@ -761,6 +830,7 @@ def audit_canary(
         details={
             "training": (
                 f"vectorised: up to {runs_per_chunk(pair, spec)} models advanced together"
+                + (f", {jobs} worker processes" if jobs > 1 else "")
                 if vectorised
                 else "sequential: one model after the other"
             ),
