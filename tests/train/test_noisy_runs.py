@@ -247,6 +247,20 @@ def test_refusals() -> None:
                 NoisyGD(GLM(D + 1, 1, "least-squares"), lr=0.1, clip=1.0, noise_std=1.0),
             ]
         )
+    schedule = np.linspace(0.2, 0.1, 5)  # a numpy schedule: compared element by element
+    NoisyRuns(
+        [
+            NoisyGD(GLM(D, 1, "least-squares"), lr=schedule.copy(), clip=1.0, noise_std=1.0)
+            for _ in range(2)
+        ]
+    )
+    with pytest.raises(ParameterError, match="lr"):
+        NoisyRuns(
+            [
+                NoisyGD(GLM(D, 1, "least-squares"), lr=lr, clip=1.0, noise_std=1.0)
+                for lr in (schedule, schedule[::-1].copy())
+            ]
+        )
     runs = NoisyRuns([NoisyGD(glm, lr=0.1, clip=1.0, noise_std=1.0)])
     with pytest.raises(ParameterError, match="X"):
         runs.fit(np.full((3, D), np.nan), np.zeros(3), steps=2)

@@ -1124,6 +1124,16 @@ _SHARED_CONFIG = (
 )
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two trainer arguments are equal (a schedule may be a numpy array)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays: elementwise ==
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
 def stack_batches(
     data: Sequence[Tensor], batches: Sequence[np.ndarray]
 ) -> tuple[list[Tensor], Tensor | None]:
@@ -1231,7 +1241,7 @@ class NoisyRuns:
                     "methods", type(m).__name__, f"must all be {type(first).__name__}"
                 )
             for name in _SHARED_CONFIG:
-                if getattr(m, name) != getattr(first, name):
+                if not _same_value(getattr(m, name), getattr(first, name)):
                     raise ParameterError(
                         name, getattr(m, name), f"differs between the runs ({getattr(first, name)})"
                     )
@@ -1247,7 +1257,11 @@ class NoisyRuns:
         # lazy: models imports the geometry module; only stacks of GLMs are trained here
         from lastiterate.train.models import GLMStack
 
-        GLMStack([m.model for m in methods])  # checks: GLMs of one family, shape and dtype
+        stack = GLMStack([m.model for m in methods])  # checks: GLMs of one family and shape
+        if stack.weight.device.type != "cpu":
+            raise ParameterError(
+                "device", str(stack.weight.device), "NoisyRuns trains on the CPU (use fit)"
+            )
         self.methods = methods
 
     @property
