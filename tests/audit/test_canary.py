@@ -6,19 +6,23 @@ Gaussian: mean +-T eta C / n, sd eta sigma sqrt(T) (computed here by hand), i.e.
 (n sigma) = the GDP composition claim (paper 000 Thm 4.1).  The statistical lower bounds come from
 ``audit.stats`` (tested against scipy's binomial in test_audit_stats.py).
 
-Cost: about 4000 small models (n = 10, T = 4 steps, ~5 ms each) -- 20-40 s on a loaded 2-core
-machine.
+Cost: about 6000 small models (n = 10, T = 4 steps), most of them on the vectorised path
+(``NoisyRuns``: R models advanced together); the sequential path is compared with it model by
+model -- about 10 s on a loaded 2-core machine.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from lastiterate.audit import canary
 from lastiterate.audit.canary import (
     GRADIENT_TARGET,
     TrainerSpec,
@@ -30,6 +34,7 @@ from lastiterate.audit.canary import (
 )
 from lastiterate.cli import main
 from lastiterate.errors import NotApplicable, ParameterError
+from lastiterate.train import models
 from lastiterate.train.trainer import NoisyMethod
 
 N_BASE, D = 9, 3
@@ -108,6 +113,94 @@ def test_mutated_trainer_half_noise_is_a_violation(pair, monkeypatch: pytest.Mon
     assert res.verdict == "VIOLATION"
     assert res.mu_lb > res.claim_mu
     assert any(c.verdict == "VIOLATION" and c.bound == "gdp-composition" for c in res.checks)
+
+
+@pytest.mark.parametrize("vectorised", [True, False], ids=["vectorised", "sequential"])
+def test_mutated_trainer_clip_not_applied_is_a_violation(  # type: ignore[no-untyped-def]
+    pair, monkeypatch: pytest.MonkeyPatch, vectorised: bool
+) -> None:
+    """The clip factor is the trainer's, on both paths: without it the canary's gradient (residual
+    ~1e6) is not bounded by C, and the audit must say so."""
+    monkeypatch.setattr(models, "_clip_factors", lambda norms, clip: torch.ones_like(norms))
+    res = audit_canary(pair, SPEC, 300, seed=11, alpha=0.05, vectorised=vectorised)
+    assert res.claim_mu == pytest.approx(CLAIM_MU)  # the claim still believes C
+    assert res.verdict == "VIOLATION"
+    assert res.mu_lb > res.claim_mu
+
+
+def test_half_noise_reaches_the_sequential_path_too(pair, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    orig = NoisyMethod._noise
+
+    def half_noise(self, t, sigma, params):  # type: ignore[no-untyped-def]
+        return orig(self, t, 0.5 * sigma, params)
+
+    monkeypatch.setattr(NoisyMethod, "_noise", half_noise)
+    res = audit_canary(pair, SPEC, 300, seed=11, alpha=0.05, vectorised=False)
+    assert res.verdict == "VIOLATION" and res.mu_lb > res.claim_mu
+
+
+SPECS = {
+    "gd": SPEC,
+    "gd-projected": replace(SPEC, diameter=0.5, l2=0.1),
+    "cgd": replace(SPEC, algorithm="cgd", batch_size=3, steps=None, epochs=2),
+    "sgd-poisson": replace(SPEC, algorithm="sgd", sampling="poisson", batch_size=4, steps=6),
+    "sgd-uniform": replace(SPEC, algorithm="sgd", sampling="uniform", batch_size=4, steps=6),
+}
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_vectorised_scores_equal_the_sequential_trainer(  # type: ignore[no-untyped-def]
+    pair, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model r of a world gets the same seed, batches and noise on both paths: same scores (to
+    float rounding), whatever the chunking."""
+    spec = SPECS[name]
+    seq_out, seq_in, run_s = train_scores(pair, spec, 12, seed=4, vectorised=False)
+    monkeypatch.setattr(canary, "MAX_CHUNK", 5)  # 12 models per world: chunks of 5, 5, 2
+    assert canary.runs_per_chunk(pair, spec) == 5
+    vec_out, vec_in, run_v = train_scores(pair, spec, 12, seed=4, progress=True)
+    assert run_v.setting() == run_s.setting()
+    np.testing.assert_allclose(vec_out, seq_out, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(vec_in, seq_in, rtol=1e-9, atol=1e-12)
+    assert len(set(vec_out.tolist())) == 12
+
+
+def test_vectorised_input_canary_equals_the_sequential_trainer() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 4))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    y = rng.integers(0, 3, 30)
+    p = input_canary(X, y, X[0], 1, family="multinomial-logistic", n_outputs=3)
+    spec = TrainerSpec(
+        algorithm="sgd",
+        sampling="shuffle",
+        batch_size=8,
+        lr=1.0,
+        clip=0.5,
+        noise_std=0.05,
+        feature_norm=0.8,
+        l2=0.01,
+        epochs=2,
+        intercept=True,
+    )
+    a = train_scores(p, spec, 6, seed=9, vectorised=False)
+    b = train_scores(p, spec, 6, seed=9)
+    for u, v in zip(a[:2], b[:2]):
+        np.testing.assert_allclose(v, u, rtol=1e-9, atol=1e-12)
+
+
+def test_worker_processes_give_the_same_scores(pair, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(canary, "MAX_CHUNK", 7)  # 20 models per world: 3 chunks per world
+    one = train_scores(pair, SPEC, 20, seed=3, noise_scale=0.5)
+    two = train_scores(pair, SPEC, 20, seed=3, noise_scale=0.5, jobs=2, progress=True)
+    assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+    assert one[2].setting() == two[2].setting()
+    full = train_scores(pair, SPEC, 20, seed=3)  # noise_scale reached the workers
+    assert not np.array_equal(full[1], two[1])
+    with pytest.raises(ParameterError, match="jobs"):
+        train_scores(pair, SPEC, 20, jobs=0)
+    with pytest.raises(ParameterError, match="jobs"):
+        train_scores(pair, SPEC, 20, jobs=2, vectorised=False)
 
 
 def test_gradient_canary_is_sound_and_nearly_tight(pair) -> None:  # type: ignore[no-untyped-def]
@@ -272,6 +365,8 @@ def test_cli_canary_json_and_violation_exit(
         ["--samples", "100"],
         ["--scaling", "private"],
         ["--noise-scale", "0"],
+        ["--jobs", "0"],
+        ["--jobs", "2", "--one-run"],
     ],
 )
 def test_cli_canary_bad_input_exits_2(
@@ -285,6 +380,40 @@ def test_cli_canary_bad_input_exits_2(
     cap = capsys.readouterr()
     assert rc == 2 and cap.out == ""
     assert len(cap.err.strip().splitlines()) == 1 and cap.err.startswith("lastiterate: error:")
+
+
+def test_cli_canary_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outs = []
+    for jobs in ("1", "2"):
+        assert main(_argv(tmp_path, "--runs", "30", "--json", "--jobs", jobs)) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["mu_lb"] == outs[1]["mu_lb"] and outs[0]["test"] == outs[1]["test"]
+    assert "2 worker processes" in outs[1]["details"]["training"]
+    # mia trains its own models: --jobs is refused there, not ignored
+    rc = main(
+        [
+            "audit",
+            "mia",
+            "--dataset",
+            "breast-cancer",
+            "--model",
+            "logreg",
+            "--algorithm",
+            "gd",
+            "--steps",
+            "10",
+            "--lr",
+            "1",
+            "--noise-std",
+            "0.1",
+            "--clip",
+            "1",
+            "--jobs",
+            "2",
+        ]
+    )
+    cap = capsys.readouterr()
+    assert rc == 2 and "--jobs" in cap.err and len(cap.err.strip().splitlines()) == 1
 
 
 def test_cli_other_scenarios_refuse_canary_flags(capsys: pytest.CaptureFixture[str]) -> None:

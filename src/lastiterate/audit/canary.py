@@ -34,6 +34,14 @@ Canaries (hidden-state threat model: the adversary chooses the canary and sees t
   shifted by 4 standard deviations); its counterpart is the same point with its true label.  Score:
   the canary's loss under the final model.
 
+Many models at once: the models of a world are advanced together, in chunks
+(:func:`runs_per_chunk`), by :class:`~lastiterate.train.trainer.NoisyRuns`, which runs the
+trainer's own step (clipped gradient sum, normalisation, batches, noise, L2, projection) over a
+leading "runs" dimension; model r draws its batches and noise from ITS trainer, so it ends where
+the sequential ``fit`` with its seed ends (to float rounding; tested for gd, cgd and sgd), and the
+mutation tests (half the noise, no clipping) reach it.  ``vectorised=False`` trains one model
+after the other.
+
 Seeded runs: every model is trained with its own seed (derived from the audit's ``seed``, the
 model's world and index) so the audit is reproducible; the trainer's
 :class:`~lastiterate.train.randomness.SeededRunWarning` is silenced inside the audit, which is an
@@ -48,10 +56,12 @@ auditing-notes sections 1 and 3.4 of the design notes.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -82,6 +92,8 @@ __all__ = [
     "gradient_canary",
     "input_canary",
     "model_seed",
+    "runs_per_chunk",
+    "train_chunk",
     "train_scores",
 ]
 
@@ -95,6 +107,13 @@ GRADIENT_TARGET = 1e6
 INPUT_TARGET_SHIFT = 4.0
 #: at most this many models per world (each is a full training run)
 MAX_RUNS = 100_000
+#: vectorised training: at most this many models advanced together (one chunk) ...
+MAX_CHUNK = 256
+#: ... and at most this many batch elements (rows x (features + 2 outputs)) per chunk and step:
+#: the gathered batches of a chunk stay near 32 MB of float64
+CHUNK_ELEMENTS = 4_000_000
+#: at most this many worker processes (``jobs``)
+MAX_JOBS = 256
 
 
 # ---------------------------------------------------------------------- what is trained
@@ -388,6 +407,20 @@ def _scaled_noise(method: Any, scale: float) -> None:
     method._noise = noise
 
 
+def runs_per_chunk(pair: CanaryPair, spec: TrainerSpec) -> int:
+    """How many models the vectorised path advances together: at most :data:`MAX_CHUNK`, and
+    at most :data:`CHUNK_ELEMENTS` batch elements per step (rows x (features + 2 outputs))."""
+    rows = pair.n if spec.algorithm == "gd" else min(pair.n, 2 * int(spec.batch_size or 1))
+    per_model = rows * (pair.n_features + 2 * pair.n_outputs)
+    return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // per_model))
+
+
+def _same_run(run0: Any, run: Any) -> Any:
+    if run0 is not None and run.setting() != run0.setting():  # pragma: no cover - deterministic
+        raise RuntimeError("the trainer executed different runs in the two worlds")
+    return run
+
+
 def train_scores(
     pair: CanaryPair,
     spec: TrainerSpec,
@@ -397,56 +430,194 @@ def train_scores(
     noise_scale: float = 1.0,
     progress: bool = False,
     on_model: Callable[[int, int], None] | None = None,
+    vectorised: bool = True,
+    jobs: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """Train ``runs`` models per world and score each final model.
 
-    Returns (scores without the canary, scores with it, the Run the trainer executed).  Models are
-    trained one after the other (interleaving the worlds), each by a fresh trainer with its own
-    seed; ``progress`` shows a tqdm bar with the time left on stderr.
+    Every model is trained by a fresh trainer (``spec.method``) on a fresh GLM with its own seed
+    (:func:`model_seed`).  ``vectorised`` (default): the models of a world are advanced together
+    in chunks of :func:`runs_per_chunk` by :class:`~lastiterate.train.trainer.NoisyRuns` -- the
+    trainer's own step over a runs dimension, run r's batches and noise from ITS trainer, so model
+    r ends where ``spec.method(model, seed_r).fit`` ends (to float rounding; tested) and a patched
+    noise routine or clipping reaches it.  ``vectorised=False``: one model after the other with
+    :meth:`~lastiterate.train.trainer.NoisyMethod.fit` (interleaving the worlds).  ``progress``
+    shows a tqdm bar (models) with the time left on stderr; ``on_model(done, total)`` is called
+    as models finish.  ``jobs`` > 1 (vectorised only): the chunks are trained in that many worker
+    processes (:mod:`concurrent.futures`, the platform's start method), with the same chunks and
+    seeds, so the same scores.
+
+    Returns:
+        (scores without the canary, scores with it, the Run the trainer executed).
     """
     runs = check_positive_int("runs", runs)
     if runs > MAX_RUNS:
         raise ParameterError("runs", runs, f"must be at most {MAX_RUNS} models per world")
-    scores = np.empty((2, runs))
-    run0 = None
+    jobs = check_positive_int("jobs", jobs)
+    if jobs > MAX_JOBS:
+        raise ParameterError("jobs", jobs, f"must be an integer in [1, {MAX_JOBS}]")
+    if jobs > 1 and not vectorised:
+        raise ParameterError("jobs", jobs, "worker processes train vectorised chunks only")
     bar = None
     if progress:
-        bar = tqdm(total=2 * runs, unit="model", desc="canary audit", file=sys.stderr, leave=False)
-    worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
+        bar = tqdm(
+            total=2 * runs,
+            unit="model",
+            desc="canary audit",
+            file=sys.stderr,
+            leave=False,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} models "
+            "[{elapsed}<{remaining}, {rate_fmt}]",
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter(
                 "ignore", SeededRunWarning
             )  # an experiment: every model is seeded on purpose
-            for r in range(runs):
-                for w, (X, y) in enumerate(worlds):
-                    model = pair.new_model(spec.intercept)
-                    method = spec.method(model, model_seed(seed, w, r))
-                    if noise_scale != 1.0:
-                        _scaled_noise(method, noise_scale)
-                    res = method.fit(
-                        X,
-                        y,
-                        epochs=spec.epochs,
-                        steps=spec.steps,
-                        account=False,
-                        progress=False,
-                        threads=1,
-                    )
-                    if run0 is None:
-                        run0 = res.run
-                    elif (
-                        res.run.setting() != run0.setting()
-                    ):  # pragma: no cover - the trainer is deterministic in its Run
-                        raise RuntimeError("the trainer executed different runs in the two worlds")
-                    scores[w, r] = pair.score(model, spec.feature_norm)
-                    if bar is not None:
-                        bar.update(1)
-                    if on_model is not None:
-                        on_model(2 * r + w + 1, 2 * runs)
+            if vectorised:
+                return _train_vectorised(pair, spec, runs, seed, noise_scale, bar, on_model, jobs)
+            return _train_sequential(pair, spec, runs, seed, noise_scale, bar, on_model)
     finally:
         if bar is not None:
             bar.close()
+
+
+def train_chunk(
+    pair: CanaryPair,
+    spec: TrainerSpec,
+    world: int,
+    start: int,
+    stop: int,
+    *,
+    seed: int = 0,
+    noise_scale: float = 1.0,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, Any]:
+    """Models ``start .. stop-1`` of ``world`` (0: neighbour, 1: canary), advanced together by
+    :class:`~lastiterate.train.trainer.NoisyRuns`, each with its own trainer and seed
+    (:func:`model_seed`); their scores and the Run they executed.  A module-level function: the
+    unit of work of ``jobs`` worker processes."""
+    # lazy: torch (~1.5 s) and the trainer only when models are trained or scored
+    from lastiterate.train.trainer import NoisyRuns
+
+    X, y = (pair.X_in, pair.y_in) if world == 1 else (pair.X_out, pair.y_out)
+    methods = [
+        spec.method(pair.new_model(spec.intercept), model_seed(seed, world, r))
+        for r in range(start, stop)
+    ]
+    if noise_scale != 1.0:
+        for m in methods:
+            _scaled_noise(m, noise_scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededRunWarning)  # an experiment, seeded on purpose
+        res = NoisyRuns(methods).fit(
+            X, y, epochs=spec.epochs, steps=spec.steps, threads=1, on_epoch=on_epoch
+        )
+    return np.asarray([pair.score(m, spec.feature_norm) for m in res.models]), res.run
+
+
+def _train_vectorised(
+    pair: CanaryPair,
+    spec: TrainerSpec,
+    runs: int,
+    seed: int,
+    noise_scale: float,
+    bar: Any,
+    on_model: Callable[[int, int], None] | None,
+    jobs: int = 1,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """:func:`train_scores` with the models of a world advanced together in chunks
+    (:func:`train_chunk`); the worlds alternate chunk by chunk; ``jobs`` > 1 trains the chunks in
+    that many worker processes (the same chunks, so the same scores)."""
+    scores = np.empty((2, runs))
+    chunk = runs_per_chunk(pair, spec)
+    tasks = [
+        (w, start, min(runs, start + chunk)) for start in range(0, runs, chunk) for w in (0, 1)
+    ]
+    run0 = None
+    done = 0
+
+    def finished(w: int, start: int, stop: int, s: np.ndarray, run: Any) -> None:
+        nonlocal run0, done
+        run0 = _same_run(run0, run)
+        scores[w, start:stop] = s
+        done += stop - start
+        if on_model is not None:
+            on_model(done, 2 * runs)
+
+    if jobs > 1 and len(tasks) > 1:
+        # the platform's start method: fork on Linux (no __main__ guard needed; the workers
+        # inherit this process's modules), spawn on macOS / Windows (a script calling this
+        # needs the usual ``if __name__ == "__main__":`` guard)
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context()
+        ) as pool:
+            futures = {
+                pool.submit(train_chunk, pair, spec, w, a, b, seed=seed, noise_scale=noise_scale): (
+                    w,
+                    a,
+                    b,
+                )
+                for w, a, b in tasks
+            }
+            for fut in as_completed(futures):
+                w, a, b = futures[fut]
+                s, run = fut.result()
+                finished(w, a, b, s, run)
+                if bar is not None:
+                    bar.update(b - a)
+        return scores[0], scores[1], run0
+
+    for w, start, stop in tasks:
+        shown = 0.0
+
+        def advance(t: int, T: int, size: int = stop - start) -> None:
+            nonlocal shown
+            if bar is not None:  # fractions of models: the time left from the first epochs
+                bar.update(size * t / T - shown)
+                shown = size * t / T
+
+        s, run = train_chunk(
+            pair, spec, w, start, stop, seed=seed, noise_scale=noise_scale, on_epoch=advance
+        )
+        finished(w, start, stop, s, run)
+    return scores[0], scores[1], run0
+
+
+def _train_sequential(
+    pair: CanaryPair,
+    spec: TrainerSpec,
+    runs: int,
+    seed: int,
+    noise_scale: float,
+    bar: Any,
+    on_model: Callable[[int, int], None] | None,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """:func:`train_scores` one model after the other (``NoisyMethod.fit``), worlds interleaved."""
+    scores = np.empty((2, runs))
+    run0 = None
+    worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
+    for r in range(runs):
+        for w, (X, y) in enumerate(worlds):
+            model = pair.new_model(spec.intercept)
+            method = spec.method(model, model_seed(seed, w, r))
+            if noise_scale != 1.0:
+                _scaled_noise(method, noise_scale)
+            res = method.fit(
+                X,
+                y,
+                epochs=spec.epochs,
+                steps=spec.steps,
+                account=False,
+                progress=False,
+                threads=1,
+            )
+            run0 = _same_run(run0, res.run)
+            scores[w, r] = pair.score(model, spec.feature_norm)
+            if bar is not None:
+                bar.update(1)
+            if on_model is not None:
+                on_model(2 * r + w + 1, 2 * runs)
     return scores[0], scores[1], run0
 
 
@@ -511,6 +682,11 @@ class CanaryAuditResult:
             f"sigma={f(r.get('noise_std'))}, C={f(r.get('clip'))}"
             + (f", noise x{self.noise_scale:g} (MUTATION TEST)" if self.noise_scale != 1.0 else "")
         )
+        training = self.details.get("training")
+        if training:
+            secs = float(self.details.get("train_seconds") or 0.0)
+            rate = f", {2 * self.runs / secs:.3g} models/s" if secs > 0 else ""
+            lines.append(f"  training: {training} ({2 * self.runs} models in {secs:.1f} s{rate})")
         if self.claim_bound is None:
             lines.append("  claim: none (the accountant gives no bound for this run)")
         else:
@@ -571,20 +747,32 @@ def audit_canary(
     bounds: Sequence[str] | None = None,
     noise_scale: float = 1.0,
     progress: bool = False,
+    vectorised: bool = True,
+    jobs: int = 1,
 ) -> CanaryAuditResult:
     """Train ``runs`` models per world with the project's trainer, score the final models, and
     compare the certified lower bounds (mu_lb, eps_lb at ``delta``; jointly at confidence
     ``1 - alpha``, threshold chosen on half of the runs) with every bound the accountant reports
     for the executed Run.  ``noise_scale`` != 1 is a mutation test (the trainer draws noise
-    ``noise_scale * sigma`` while the claim is for sigma)."""
+    ``noise_scale * sigma`` while the claim is for sigma).  ``vectorised``: train the models of
+    a world together (default) or one after the other; ``jobs``: worker processes for the
+    vectorised chunks (:func:`train_scores`)."""
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     delta = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     noise_scale = check_positive("noise_scale", noise_scale)
     runs = check_positive_int("runs", runs, minimum=10)
     t0 = time.perf_counter()
     out_s, in_s, run = train_scores(
-        pair, spec, runs, seed=seed, noise_scale=noise_scale, progress=progress
+        pair,
+        spec,
+        runs,
+        seed=seed,
+        noise_scale=noise_scale,
+        progress=progress,
+        vectorised=vectorised,
+        jobs=jobs,
     )
+    train_seconds = time.perf_counter() - t0
     if not (np.all(np.isfinite(out_s)) and np.all(np.isfinite(in_s))):
         raise ParameterError(
             "lr",
@@ -640,6 +828,13 @@ def audit_canary(
         seconds=time.perf_counter() - t0,
         noise_scale=noise_scale,
         details={
+            "training": (
+                f"vectorised: up to {runs_per_chunk(pair, spec)} models advanced together"
+                + (f", {jobs} worker processes" if jobs > 1 else "")
+                if vectorised
+                else "sequential: one model after the other"
+            ),
+            "train_seconds": train_seconds,
             "scores_mean_out": float(np.mean(out_s)),
             "scores_mean_in": float(np.mean(in_s)),
             "scores_sd_out": float(np.std(out_s)),

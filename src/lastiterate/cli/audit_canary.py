@@ -3,7 +3,7 @@
     lastiterate audit canary --dataset digits --model logreg --algorithm cgd --epochs 100 \\
         --batch-size 256 --lr 1.0 --noise-std 0.05 --clip 1 --feature-norm 0.7 --l2 0.005 \\
         [--canary {gradient,input}] [--runs R] [--seed S] [--alpha A] [--delta DELTA]
-        [--plot FILE.png] [--json]
+        [--jobs K] [--plot FILE.png] [--json]
     lastiterate audit canary --one-run [--canaries M] [--guesses K] <the same flags, no --runs>
 
 Trains R models per world (with / without the canary) with the project's own trainer, scores the
@@ -14,6 +14,9 @@ refinement (Mahloujifar-Melis-Chaudhuri: GDP mu and epsilon) at confidence 1 - a
 0.95) beside the claim (:mod:`lastiterate.audit.one_run`).  Exit status: 0
 (ok / inconclusive), 1 (VIOLATION), 2 (invalid input, one line).  Registered as a scenario of
 ``lastiterate audit`` (:mod:`lastiterate.cli.audit` adds the flags below and dispatches here).
+
+The models of a world are advanced together in chunks (vectorised over the models, each with its
+own seed); ``--jobs K`` trains the chunks in K worker processes.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ CANARY_FLAGS = (
     "one_run",
     "canaries",
     "guesses",
+    "jobs",
 )
 
 
@@ -88,6 +92,12 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--runs", type=int, help=f"canary: models trained per world (default {DEFAULT_RUNS})"
+    )
+    c.add_argument(
+        "--jobs",
+        type=int,
+        help="canary: worker processes training the chunks of models in parallel (default 1: "
+        "this process; every chunk is vectorised over its models either way)",
     )
     c.add_argument("--l2", type=finite_float, help="canary: L2 regularisation lambda (default 0)")
     c.add_argument(
@@ -166,11 +176,18 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     """Run the canary audit the flags describe; print the claim, lower bounds and verdict."""
     _check_flags(args)
     # lazy: the audit package imports numpy and scipy, not on the CLI's start-up path
-    from lastiterate.audit.canary import MAX_RUNS, audit_canary, gradient_canary, input_canary
+    from lastiterate.audit.canary import (
+        MAX_JOBS,
+        MAX_RUNS,
+        audit_canary,
+        gradient_canary,
+        input_canary,
+    )
 
     runs = (
         DEFAULT_RUNS if args.runs is None else check_int_in_range("runs", args.runs, 10, MAX_RUNS)
     )
+    jobs = 1 if args.jobs is None else check_int_in_range("jobs", args.jobs, 1, MAX_JOBS)
     opts = audit_options(args, alpha_default=1e-3)
     kind = args.canary or "gradient"
     plot = plot_path(args)
@@ -178,6 +195,8 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
     if args.one_run:
         if plot is not None:
             raise UsageError("--plot does not apply with --one-run (one model: no tradeoff points)")
+        if args.jobs is not None:
+            raise UsageError("--jobs does not apply with --one-run (one model)")
         return _cmd_one_run(args, data, family, n_out, kind, opts)
     for dest in ("canaries", "guesses"):
         if getattr(args, dest) is not None:
@@ -222,6 +241,7 @@ def cmd_audit_canary(args: argparse.Namespace) -> int:
         runs,
         **opts.audit_kwargs(),
         progress=progress,
+        jobs=jobs,
     )
     return report_audit(
         res,

@@ -34,7 +34,7 @@ MAX_TOTAL_STEPS = 2e6
 #: flags of the mia scenario only (dest names); refused by the other scenarios
 MIA_FLAGS = ("shadows", "members", "hidden", "activation")
 #: flags of the canary scenario that do not apply here
-NOT_MIA_FLAGS = ("canary", "runs", "target_range", "one_run", "canaries", "guesses")
+NOT_MIA_FLAGS = ("canary", "runs", "target_range", "one_run", "canaries", "guesses", "jobs")
 
 
 def add_mia_flags(p: argparse.ArgumentParser) -> None:

@@ -81,6 +81,112 @@ _GLM_LOSS = {
 }
 
 
+def glm_outputs(weight: Tensor, bias: Tensor | None, X: Tensor) -> Tensor:
+    """The linear outputs ``z = W x (+ b)`` of one GLM or of R stacked GLMs.
+
+    Works on any leading "runs" dimensions: ``weight [..., K, d]``, ``bias [..., K]``, ``X [..., B,
+    d]`` (broadcast: R runs may share one batch ``X [B, d]``).  One GLM (no leading dimension) runs
+    exactly the operations of :meth:`GLM.forward`.
+
+    Args:
+        weight: W, ``[..., K, d]``.
+        bias: b, ``[..., K]``, or None (no intercept).
+        X: features ``[..., B, d]``.
+
+    Returns:
+        z, ``[..., B, K]``.
+    """
+    z = X @ weight.transpose(-1, -2)
+    return z if bias is None else z + bias.unsqueeze(-2)
+
+
+def glm_residual(family: str, z: Tensor, y: Tensor) -> Tensor:
+    """The residual ``r = dl/dz`` of every example (leading "runs" dimensions allowed).
+
+    ``softmax(z) - e_y`` (multinomial logistic), ``sigmoid(z) - y`` (binary logistic), ``z - y``
+    (least squares, loss (z - y)^2 / 2): the closed-form per-example gradient is ``g_i = r_i
+    x_i^T`` (and ``r_i`` for the bias).
+
+    Args:
+        family: one of :data:`GLM_FAMILIES`.
+        z: the outputs ``[..., B, K]``.
+        y: labels or targets ``[..., B]`` (broadcast against z's leading dimensions).
+
+    Returns:
+        The residuals ``[..., B, K]``.
+    """
+    if family == "multinomial-logistic":
+        onehot = torch.nn.functional.one_hot(y.long(), z.shape[-1]).to(z.dtype)
+        return torch.softmax(z, dim=-1) - onehot
+    if family == "binary-logistic":
+        return torch.sigmoid(z) - y.to(z.dtype).unsqueeze(-1)
+    return z - y.to(z.dtype).unsqueeze(-1)
+
+
+def glm_grad_norms(r: Tensor, X: Tensor, intercept: bool, x_sq: Tensor | None = None) -> Tensor:
+    """``||g_i|| = ||r_i|| sqrt(||x_i||^2 + [intercept])`` (leading "runs" dimensions allowed).
+
+    Args:
+        r: the residuals ``[..., B, K]``.
+        X: the features ``[..., B, d]``.
+        intercept: whether the model has a bias (its gradient r_i adds ``||r_i||^2``).
+        x_sq: ``||x_i||^2`` ``[..., B]`` when already known (R runs: computed once per row of
+            the data set, then gathered), else computed from X.
+
+    Returns:
+        The norms ``[..., B]``.
+    """
+    xn2 = ((X * X).sum(-1) if x_sq is None else x_sq) + (1.0 if intercept else 0.0)
+    return torch.sqrt((r * r).sum(-1) * xn2)
+
+
+def glm_clipped_grad_sum(
+    family: str,
+    weight: Tensor,
+    bias: Tensor | None,
+    X: Tensor,
+    y: Tensor,
+    clip: float,
+    mask: Tensor | None = None,
+    x_sq: Tensor | None = None,
+) -> tuple[list[Tensor], Tensor]:
+    """``sum_i clip_C(g_i)`` of a GLM's per-example gradients, in closed form (one matrix product).
+
+    The single computation behind :meth:`GLM.clipped_grad_sum` (one model) and
+    :meth:`GLMStack.clipped_grad_sum` (R models advanced together by
+    :class:`~lastiterate.train.trainer.NoisyRuns`): ``s_i = min(1, C / ||g_i||)`` and the sum is
+    ``(s * r)^T X`` (``sum_i s_i r_i`` for the bias).  Per-example gradients are never materialised.
+
+    Args:
+        family: one of :data:`GLM_FAMILIES`.
+        weight: W, ``[..., K, d]``.
+        bias: b, ``[..., K]``, or None.
+        X: the batch's features ``[..., B, d]``.
+        y: its labels or targets ``[..., B]``.
+        clip: the clip norm C.
+        mask: ``[..., B]`` 1 for the examples of the batch, 0 for padding (R runs whose batches
+            differ in size are padded to one length); None: every row counts.
+        x_sq: the rows' squared norms ``||x_i||^2`` ``[..., B]`` if known
+            (:func:`glm_grad_norms`).
+
+    Returns:
+        The clipped sum per parameter tensor (``[..., K, d]``, ``[..., K]``) and the number of
+        examples with ``||g_i|| > C`` (``[...]``).
+    """
+    r = glm_residual(family, glm_outputs(weight, bias, X), y)
+    norms = glm_grad_norms(r, X, bias is not None, x_sq)
+    s = _clip_factors(norms, clip)
+    clipped = norms > clip
+    if mask is not None:
+        s = s * mask
+        clipped = clipped & (mask > 0)
+    rs = r * s.unsqueeze(-1)
+    out = [rs.transpose(-1, -2) @ X]
+    if bias is not None:
+        out.append(rs.sum(-2))
+    return out, clipped.sum(-1)
+
+
 class GLM(nn.Module):
     """Generalised linear model ``z = W x (+ b)`` with closed-form per-example gradients.
 
@@ -146,8 +252,7 @@ class GLM(nn.Module):
         Returns:
             z, shape ``[B, K]``.
         """
-        z = X @ self.weight.T
-        return z if self.bias is None else z + self.bias
+        return glm_outputs(self.weight, self.bias, X)
 
     def residual(self, X: Tensor, y: Tensor) -> Tensor:
         """dl/dz per example, shape [B, K].
@@ -159,14 +264,7 @@ class GLM(nn.Module):
         Returns:
             The residuals (softmax - onehot, sigmoid - y, or z - y).
         """
-        z = self.forward(X)
-        if self.family == "multinomial-logistic":
-            r = torch.softmax(z, dim=1)
-            r[torch.arange(len(y), device=r.device), y.long()] -= 1.0
-            return r
-        if self.family == "binary-logistic":
-            return torch.sigmoid(z) - y.to(z.dtype).reshape(-1, 1)
-        return z - y.to(z.dtype).reshape(-1, 1)
+        return glm_residual(self.family, self.forward(X), y)
 
     def per_example_losses(self, X: Tensor, y: Tensor) -> Tensor:
         """The family's loss of every example (cross-entropy, logistic or squared error / 2).
@@ -244,8 +342,7 @@ class GLM(nn.Module):
             return self._norms(r, X)
 
     def _norms(self, r: Tensor, X: Tensor) -> Tensor:
-        xn2 = (X * X).sum(1) + (1.0 if self.bias is not None else 0.0)
-        return torch.sqrt((r * r).sum(1) * xn2)
+        return glm_grad_norms(r, X, self.bias is not None)
 
     def clipped_grad_sum(self, X: Tensor, y: Tensor, clip: float) -> tuple[list[Tensor], int]:
         """``sum_i clip_C(g_i)`` in closed form (one matrix product) and the number clipped.
@@ -261,14 +358,8 @@ class GLM(nn.Module):
         with torch.no_grad():
             if len(y) == 0:
                 return [torch.zeros_like(p) for p in self.params()], 0
-            r = self.residual(X, y)
-            norms = self._norms(r, X)
-            s = _clip_factors(norms, clip)
-            rs = r * s[:, None]
-            out = [rs.T @ X]
-            if self.bias is not None:
-                out.append(rs.sum(0))
-            return out, int((norms > clip).sum())
+            out, clipped = glm_clipped_grad_sum(self.family, self.weight, self.bias, X, y, clip)
+            return out, int(clipped)
 
     def certificate(
         self,
@@ -312,6 +403,108 @@ class GLM(nn.Module):
             batch_size=batch_size,
             lr_min=lr_min,
         )
+
+
+class GLMStack:
+    """R GLMs of one shape, their parameters stacked on a leading "runs" dimension.
+
+    What :class:`~lastiterate.train.trainer.NoisyRuns` trains: ``weight [R, K, d]`` and ``bias [R,
+    K]``, the per-example gradients of run r from :func:`glm_clipped_grad_sum` -- the function
+    :meth:`GLM.clipped_grad_sum` runs for one model -- on run r's own batch.
+
+    Args:
+        models: the R GLMs (same family, shape, intercept and dtype); their parameters are the
+            starting points, copied (:meth:`write_back` copies the trained ones back).
+
+    Raises:
+        ParameterError: no models, a model that is not a :class:`GLM`, or models that differ in
+            family, shape, intercept or dtype.
+    """
+
+    def __init__(self, models: Sequence[Any]) -> None:
+        models = list(models)
+        if not models:
+            raise ParameterError("models", 0, "give at least one GLM")
+        first = models[0]
+        for m in models:
+            if not isinstance(m, GLM):
+                raise ParameterError(
+                    "model",
+                    type(m).__name__,
+                    "only GLMs (binary / multinomial logistic, least squares) are trained as a "
+                    "stack: their per-example gradients have a closed form over a runs dimension",
+                )
+            if (
+                m.family != first.family
+                or m.intercept != first.intercept
+                or m.weight.shape != first.weight.shape
+                or m.weight.dtype != first.weight.dtype
+                or m.weight.device != first.weight.device
+            ):
+                raise ParameterError(
+                    "models", len(models), "must share family, shape, intercept, dtype and device"
+                )
+        self.family: str = first.family
+        self.intercept: bool = first.intercept
+        with torch.no_grad():
+            self.weight = torch.stack([m.weight.detach() for m in models]).clone()
+            self.bias = (
+                torch.stack([m.bias.detach() for m in models]).clone()  # type: ignore[union-attr]
+                if first.intercept
+                else None
+            )
+
+    @property
+    def runs(self) -> int:
+        """R, the number of stacked models."""
+        return int(self.weight.shape[0])
+
+    def params(self) -> list[Tensor]:
+        """The stacked parameters ``[R, K, d]`` (and ``[R, K]``), in :meth:`GLM.params` order.
+
+        Returns:
+            The parameter tensors, runs first.
+        """
+        return [self.weight] if self.bias is None else [self.weight, self.bias]
+
+    def clipped_grad_sum(
+        self,
+        X: Tensor,
+        y: Tensor,
+        clip: float,
+        mask: Tensor | None = None,
+        x_sq: Tensor | None = None,
+    ) -> tuple[list[Tensor], Tensor]:
+        """Every run's ``sum_i clip_C(g_i)`` over its own batch (:func:`glm_clipped_grad_sum`).
+
+        Args:
+            X: the batches' features ``[R, B, d]`` (or ``[B, d]``: one batch shared by all runs).
+            y: their labels or targets ``[R, B]`` (or ``[B]``).
+            clip: the clip norm C.
+            mask: ``[R, B]``: 1 for the rows of run r's batch, 0 for padding; None: all rows.
+            x_sq: the rows' squared norms ``[R, B]`` (or ``[B]``), if known.
+
+        Returns:
+            The clipped sums ``[R, K, d]`` (and ``[R, K]``) and the numbers clipped ``[R]``.
+        """
+        with torch.no_grad():
+            return glm_clipped_grad_sum(self.family, self.weight, self.bias, X, y, clip, mask, x_sq)
+
+    def write_back(self, models: Sequence[Any]) -> None:
+        """Copy run r's parameters into ``models[r]`` (the GLMs the stack was built from).
+
+        Args:
+            models: R GLMs of the stack's shape.
+
+        Raises:
+            ParameterError: not R models.
+        """
+        if len(models) != self.runs:
+            raise ParameterError("models", len(models), f"must be the stack's {self.runs} GLMs")
+        with torch.no_grad():
+            for r, m in enumerate(models):
+                for p, q in zip(m.params(), self.params()):
+                    p.copy_(q[r])
 
 
 # ---------------------------------------------------------------------- generic modules
@@ -671,4 +864,16 @@ def model_state(model: Any) -> dict[str, Any]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-__all__ = ["GLM", "ModuleModel", "flat_parameters", "mlp", "n_parameters", "parameters_digest"]
+__all__ = [
+    "GLM",
+    "GLMStack",
+    "ModuleModel",
+    "flat_parameters",
+    "glm_clipped_grad_sum",
+    "glm_grad_norms",
+    "glm_outputs",
+    "glm_residual",
+    "mlp",
+    "n_parameters",
+    "parameters_digest",
+]

@@ -105,11 +105,106 @@ def l2_ball(diameter: float) -> Callable[[Tensor], Tensor]:
     radius = check_positive("diameter", diameter) / 2.0
 
     def project(flat: Tensor) -> Tensor:
+        if flat.ndim > 1:  # R runs (NoisyRuns): one flat parameter vector per row
+            norms = torch.linalg.vector_norm(flat, dim=-1, keepdim=True)
+            return flat * torch.where(norms > radius, radius / norms, torch.ones_like(norms))
         norm = float(torch.linalg.vector_norm(flat))
         return flat * (radius / norm) if norm > radius else flat
 
     project.__name__ = f"l2_ball(D={diameter:g})"
+    project.runs_dimension = True  # type: ignore[attr-defined]  # rows are runs (above)
     return project
+
+
+def averaged_noisy_gradient(
+    gsum: Sequence[Tensor],
+    params: Sequence[Tensor],
+    noise: Sequence[Tensor],
+    normaliser: float | Tensor,
+    l2: float,
+) -> list[Tensor]:
+    """The noisy gradient of the canonical update: ``(1/b_t) sum_i clip_C(g_i) + lambda x_t + Z_t``.
+
+    The one formula of every noisy step: :meth:`NoisyMethod.noisy_gradient` (one run) and
+    :class:`NoisyRuns` (R runs on a leading dimension; ``normaliser`` then holds each run's b_t).
+
+    Args:
+        gsum: the clipped gradient sums, one per parameter tensor (runs first for R runs).
+        params: the parameters x_t (the L2 term's gradient lambda x_t, unclipped).
+        noise: Z_t, one tensor per parameter.
+        normaliser: b_t (one run), or a tensor ``[R]`` of every run's b_t.
+        l2: lambda.
+
+    Returns:
+        The noisy averaged gradient per parameter tensor.
+    """
+    with torch.no_grad():
+        out = []
+        for g, p, z in zip(gsum, params, noise):
+            b = normaliser
+            if isinstance(b, Tensor) and b.ndim:  # [R] -> [R, 1, ...]: each run its own b_t
+                b = b.reshape(b.shape + (1,) * (g.ndim - b.ndim))
+            out.append(g / b + l2 * p.detach() + z)
+        return out
+
+
+def descend(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    eta: float,
+    projection: Callable[[Tensor], Tensor] | None,
+    runs: bool = False,
+) -> None:
+    """The step of the canonical update, in place: ``x_{t+1} = Proj_K(x_t - eta_t * grad)``.
+
+    Shared by :class:`NoisyGD` / :class:`NoisyCGD` / :class:`NoisySGD` (one run) and
+    :class:`NoisyRuns` (``runs``: R runs stacked on the first dimension).
+
+    Args:
+        params: the parameters x_t (updated in place).
+        grads: the noisy averaged gradient (:func:`averaged_noisy_gradient`).
+        eta: the step size eta_t.
+        projection: Proj_K of a flat parameter vector, or None.
+        runs: whether the first dimension of every tensor is the run.
+    """
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p.sub_(eta * g)
+    project_parameters(params, projection, runs)
+
+
+def project_parameters(
+    params: Sequence[Tensor], projection: Callable[[Tensor], Tensor] | None, runs: bool = False
+) -> None:
+    """``Proj_K`` applied in place to the parameters (flattened, as the projection sees them).
+
+    Args:
+        params: the parameter tensors (one run), or R runs stacked on the first dimension.
+        projection: the projection of a flat parameter vector (None: no projection).  With
+            ``runs``, one that handles rows as runs (``runs_dimension``, e.g. :func:`l2_ball`)
+            gets all R at once; any other is called on every run's vector in turn.
+        runs: whether the first dimension of every tensor is the run.
+    """
+    if projection is None:
+        return
+    with torch.no_grad():
+        if not runs:
+            flat = torch.cat([p.detach().reshape(-1) for p in params])
+            new = projection(flat)
+        else:
+            R = params[0].shape[0]
+            flat = torch.cat([p.detach().reshape(R, -1) for p in params], dim=1)
+            if getattr(projection, "runs_dimension", False):
+                new = projection(flat)
+            else:
+                new = torch.stack([projection(row) for row in flat])
+        if new is flat:
+            return
+        k = 0
+        for p in params:
+            m = p[0].numel() if runs else p.numel()
+            p.copy_(new[..., k : k + m].reshape(p.shape))
+            k += m
 
 
 def default_threads(model: Any, batch_size: int) -> int | None:
@@ -439,27 +534,14 @@ class NoisyMethod:
         denom = sampler.normaliser(idx)
         params = self.model.params()
         noise = self._noise(t, sigma, params)
-        with torch.no_grad():
-            grads = [g / denom + self.l2 * p.detach() + z for g, p, z in zip(gsum, params, noise)]
+        grads = averaged_noisy_gradient(gsum, params, noise, denom, self.l2)
         return grads, n_clipped, len(idx)
 
     def _apply(self, t: int, grads: list[Tensor], eta: float) -> None:
-        params = self.model.params()
-        with torch.no_grad():
-            for p, g in zip(params, grads):
-                p.sub_(eta * g)
-            self._project(params)
+        descend(self.model.params(), grads, eta, self.projection)
 
     def _project(self, params: list[Tensor]) -> None:
-        if self.projection is None:
-            return
-        flat = torch.cat([p.detach().reshape(-1) for p in params])
-        new = self.projection(flat)
-        if new is not flat:
-            k = 0
-            for p in params:
-                p.copy_(new[k : k + p.numel()].view_as(p))
-                k += p.numel()
+        project_parameters(params, self.projection)
 
     def step(
         self, t: int, X: Tensor, y: Tensor, sampler: Sampler, sigma: float, eta: float
@@ -611,26 +693,10 @@ class NoisyMethod:
             self._dp = DataParallel()
             torch.set_num_threads(old_threads)
 
-    def _fit(
-        self,
-        X: Any,
-        y: Any,
-        *,
-        epochs: float | None,
-        steps: int | None,
-        target_epsilon: float | None,
-        delta: float,
-        ledger: Any,
-        checkpoint: Any,
-        resume: bool,
-        progress: bool,
-        account: bool,
-        bounds: Sequence[str] | None,
-        on_epoch: Callable[[int, int], None] | None,
-    ) -> TrainResult:
-        t_start = time.perf_counter()
-        params = self.model.params()
-        dtype = params[0].dtype
+    def _training_data(self, X: Any, y: Any) -> tuple[Tensor, Tensor]:
+        """The training set as tensors of the model's dtype: checked (2-D, one row per label,
+        finite), labels as integers for classification, rows clipped to ``feature_norm``."""
+        dtype = self.model.params()[0].dtype
         X = torch.as_tensor(np.asarray(X), dtype=dtype)
         y = torch.as_tensor(np.asarray(y))
         if X.ndim != 2 or len(X) != len(y):
@@ -653,6 +719,27 @@ class NoisyMethod:
             y = y.long()
         if self.feature_norm is not None:
             X = clip_rows(X, self.feature_norm)
+        return X, y
+
+    def _fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        epochs: float | None,
+        steps: int | None,
+        target_epsilon: float | None,
+        delta: float,
+        ledger: Any,
+        checkpoint: Any,
+        resume: bool,
+        progress: bool,
+        account: bool,
+        bounds: Sequence[str] | None,
+        on_epoch: Callable[[int, int], None] | None,
+    ) -> TrainResult:
+        t_start = time.perf_counter()
+        X, y = self._training_data(X, y)
         if resume and checkpoint is None:
             raise ParameterError(
                 "resume", True, "needs a checkpoint file (checkpoint=... / --checkpoint FILE)"
@@ -1019,6 +1106,286 @@ class NoisyAdam(NoisyMethod):
         self._adam_state = {k: [x.clone().to(device) for x in v] for k, v in state.items()}
 
 
+#: the trainer arguments the R methods of a :class:`NoisyRuns` must share (all but the seed)
+_SHARED_CONFIG = (
+    "lr",
+    "clip",
+    "noise_std",
+    "noise_multiplier",
+    "batch_size",
+    "sampling",
+    "l2",
+    "diameter",
+    "feature_norm",
+    "secure",
+    "adjacency",
+    "permute",
+    "algorithm",
+)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two trainer arguments are equal (a schedule may be a numpy array)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays: elementwise ==
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def stack_batches(
+    data: Sequence[Tensor], batches: Sequence[np.ndarray]
+) -> tuple[list[Tensor], Tensor | None]:
+    """The rows of R runs' batches, runs first, padded to one length.
+
+    Args:
+        data: tensors with one row per example (features ``[n, d]``, labels ``[n]``, ...).
+        batches: run r's batch indices (:meth:`Sampler.batch`), one array per run.
+
+    Returns:
+        ``(rows, mask)``: each tensor's rows ``[B, ...]`` and None when every run has the same
+        batch (full batch gd, an unpermuted cyclic partition: shared, not copied per run); else
+        ``[R, B_max, ...]`` and a mask ``[R, B_max]`` (1: a row of run r's batch, 0: padding) --
+        None when every batch has the same size.
+    """
+    device = data[0].device
+    first = batches[0]
+    if all(len(b) == len(first) and np.array_equal(b, first) for b in batches[1:]):
+        idx = torch.from_numpy(np.ascontiguousarray(first)).to(device)
+        return [torch.index_select(v, 0, idx) for v in data], None
+    sizes = [len(b) for b in batches]
+    width = max(sizes)
+    mask = None
+    if min(sizes) == width:
+        rows = np.stack(batches)
+    else:  # Poisson batches: padded with row 0, masked out of every sum
+        rows = np.zeros((len(batches), width), dtype=np.int64)
+        keep = np.zeros((len(batches), width))
+        for r, b in enumerate(batches):
+            rows[r, : len(b)] = b
+            keep[r, : len(b)] = 1.0
+        mask = torch.from_numpy(keep).to(dtype=data[0].dtype, device=device)
+    idx = torch.from_numpy(rows.reshape(-1)).to(device)  # index_select: ~5x faster than v[idx]
+    return [torch.index_select(v, 0, idx).reshape(*rows.shape, *v.shape[1:]) for v in data], mask
+
+
+@dataclass
+class RunsResult:
+    """What :meth:`NoisyRuns.fit` did.
+
+    Attributes:
+        models: the R trained models (run r's final parameters in ``models[r]``).
+        run: the :class:`~lastiterate.run.Run` every one of them executed (not accounted here:
+            :func:`lastiterate.accountant.account` it).
+        steps: the number of steps executed.
+        seconds: fit() wall time.
+        train_seconds: the noisy steps only.
+        clipped_fraction: per run, the fraction of per-example gradients that were clipped.
+        notes: what the trainer did, in words.
+    """
+
+    models: list[Any]
+    run: Run
+    steps: int
+    seconds: float
+    train_seconds: float
+    clipped_fraction: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+
+class NoisyRuns:
+    """R runs of one :class:`NoisyGD` / :class:`NoisyCGD` / :class:`NoisySGD` configuration on
+    GLMs, advanced together (vectorised over a leading "runs" dimension).
+
+    Built from R trainers made alike (the same class and arguments; each its own
+    :class:`~lastiterate.train.models.GLM` and its own seed or secret randomness).  Every step does
+    what :meth:`NoisyMethod.step` does, with the same code: run r's batch from ITS sampler
+    (:meth:`NoisyMethod.sampler`), the clipped gradient sum of
+    :func:`~lastiterate.train.models.glm_clipped_grad_sum` over that batch (the function
+    :meth:`GLM.clipped_grad_sum <lastiterate.train.models.GLM.clipped_grad_sum>` runs), its
+    normaliser b_t, ITS noise (run r's :meth:`NoisyMethod._noise`, so a seed gives the noise the
+    sequential trainer draws and a patched noise routine reaches this path),
+    :func:`averaged_noisy_gradient` and :func:`descend` (step and projection).  Run r therefore
+    ends with the parameters ``methods[r].fit`` would give (to float rounding: the sums are
+    batched).  For canary audits (:mod:`lastiterate.audit.canary`): many models at the cost of
+    a few.
+
+    Not here (use :meth:`NoisyMethod.fit`): NoisyAdam, non-GLM models, accounting, ledgers,
+    checkpoints, budgets, devices and processes.
+
+    Args:
+        methods: the R trainers (:class:`NoisyGD`, :class:`NoisyCGD` or :class:`NoisySGD`, one
+            class), identical but for their seeds, each on a GLM of one shape.
+
+    Raises:
+        ParameterError: no methods, Adam, different classes or arguments, or models that are not
+            GLMs of one shape.
+    """
+
+    def __init__(self, methods: Sequence[NoisyMethod]) -> None:
+        methods = list(methods)
+        if not methods:
+            raise ParameterError("methods", 0, "give at least one trainer")
+        first = methods[0]
+        for m in methods:
+            if not isinstance(m, NoisyMethod) or m.uses_adam:
+                raise ParameterError(
+                    "methods",
+                    type(m).__name__,
+                    "NoisyRuns advances NoisyGD, NoisyCGD or NoisySGD runs (Adam keeps a state per "
+                    "run: train it with fit)",
+                )
+            if type(m) is not type(first):
+                raise ParameterError(
+                    "methods", type(m).__name__, f"must all be {type(first).__name__}"
+                )
+            for name in _SHARED_CONFIG:
+                if not _same_value(getattr(m, name), getattr(first, name)):
+                    raise ParameterError(
+                        name, getattr(m, name), f"differs between the runs ({getattr(first, name)})"
+                    )
+            same_ball = getattr(m.projection, "runs_dimension", False) and getattr(
+                m.projection, "__name__", None
+            ) == getattr(first.projection, "__name__", None)  # l2_ball(D): one per trainer
+            if m.projection is not first.projection and not same_ball:
+                raise ParameterError(
+                    "projection",
+                    getattr(m.projection, "__name__", m.projection),
+                    "differs between the runs (give every trainer the same projection)",
+                )
+        # lazy: models imports the geometry module; only stacks of GLMs are trained here
+        from lastiterate.train.models import GLMStack
+
+        stack = GLMStack([m.model for m in methods])  # checks: GLMs of one family and shape
+        if stack.weight.device.type != "cpu":
+            raise ParameterError(
+                "device", str(stack.weight.device), "NoisyRuns trains on the CPU (use fit)"
+            )
+        self.methods = methods
+
+    @property
+    def runs(self) -> int:
+        """R, the number of runs."""
+        return len(self.methods)
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        epochs: float | None = None,
+        steps: int | None = None,
+        threads: int | None = None,
+        on_epoch: Callable[[int, int], None] | None = None,
+    ) -> RunsResult:
+        """Train the R runs on (X, y) for ``epochs`` (or ``steps``), together.
+
+        Run r's randomness is ``methods[r]``'s: its seed (a :class:`SeededRunWarning` is issued
+        once), else fresh secret OS entropy, as :meth:`NoisyMethod.fit` draws it.
+
+        Args:
+            X: training features, one row per example (clipped to ``feature_norm`` if set).
+            y: labels or targets.
+            epochs: the number of epochs; or
+            steps: the number of steps T (give exactly one).
+            threads: torch intra-op threads while training (default: 1 when R x parameters x
+                batch size < 5e7, torch's setting otherwise).
+            on_epoch: called with (step, total steps) after every epoch.
+
+        Returns:
+            The :class:`RunsResult`; ``methods[r].model`` holds run r's final parameters.
+
+        Raises:
+            ParameterError: invalid data or arguments (as :meth:`NoisyMethod.fit`).
+        """
+        # lazy: models imports the geometry module; only stacks of GLMs are trained here
+        from lastiterate.train.models import GLMStack
+
+        t_start = time.perf_counter()
+        first = self.methods[0]
+        X, y = first._training_data(X, y)
+        n = len(X)
+        seeded = False
+        for m in self.methods:
+            if m.randomness.seeded:
+                seeded = True
+            else:
+                m.randomness = Randomness.fresh(m.secure)  # fresh secret per run
+        if seeded:
+            warnings.warn(first.randomness.describe()["warning"], SeededRunWarning, stacklevel=2)
+        plans = [m.plan(n, epochs=epochs, steps=steps) for m in self.methods]
+        planned = plans[0][0]
+        for run, _, _ in plans[1:]:
+            if run.setting() != planned.setting():  # pragma: no cover - same arguments, same Run
+                raise ParameterError("methods", self.runs, "plan different runs")
+        samplers = [s for _, _, s in plans]
+        sigma, schedule, T = planned.sigma, planned.lr_schedule, planned.T
+        stack = GLMStack([m.model for m in self.methods])
+        n_par = sum(int(p[0].numel()) for p in stack.params())
+        if threads is None:
+            threads = 1 if self.runs * n_par * samplers[0].batch_size < 5e7 else None
+        old_threads = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(check_positive_int("threads", threads))
+        x_sq = (X * X).sum(-1)  # ||x_i||^2 of every row, gathered per batch
+        n_clipped = torch.zeros(self.runs, dtype=torch.int64)
+        n_seen = np.zeros(self.runs)
+        t0 = time.perf_counter()
+        try:
+            t = 0
+            for end in samplers[0].epoch_ends(T):
+                while t < end:
+                    c, k = self._step(t, X, y, x_sq, samplers, stack, sigma, schedule[t])
+                    n_clipped += c
+                    n_seen += k
+                    t += 1
+                if on_epoch is not None:
+                    on_epoch(t, T)
+        finally:
+            torch.set_num_threads(old_threads)
+        train_seconds = time.perf_counter() - t0
+        stack.write_back([m.model for m in self.methods])
+        return RunsResult(
+            models=[m.model for m in self.methods],
+            run=planned,
+            steps=T,
+            seconds=time.perf_counter() - t_start,
+            train_seconds=train_seconds,
+            clipped_fraction=n_clipped.numpy() / np.maximum(n_seen, 1),
+            notes=[f"{self.runs} runs advanced together (vectorised over runs)"],
+        )
+
+    def _step(
+        self,
+        t: int,
+        X: Tensor,
+        y: Tensor,
+        x_sq: Tensor,
+        samplers: Sequence[Sampler],
+        stack: Any,
+        sigma: float,
+        eta: float,
+    ) -> tuple[Tensor, np.ndarray]:
+        """Step t of every run (:meth:`NoisyMethod.step` over a runs dimension): the number
+        clipped and the batch size of each run."""
+        first = self.methods[0]
+        batches = [s.batch(t) for s in samplers]
+        (Xb, yb, xb_sq), mask = stack_batches((X, y, x_sq), batches)
+        gsum, n_clipped = stack.clipped_grad_sum(Xb, yb, first.clip, mask, xb_sq)
+        denom = torch.tensor(
+            [s.normaliser(b) for s, b in zip(samplers, batches)], dtype=X.dtype, device=X.device
+        )
+        noise = [
+            torch.stack(z)
+            for z in zip(*(m._noise(t, sigma, m.model.params()) for m in self.methods))
+        ]
+        params = stack.params()
+        grads = averaged_noisy_gradient(gsum, params, noise, denom, first.l2)
+        descend(params, grads, eta, first.projection, runs=True)
+        return n_clipped, np.asarray([len(b) for b in batches], dtype=np.float64)
+
+
 def evaluate(
     model: Any, X: Any, y: Any, feature_norm: float | None = None
 ) -> dict[str, float | None]:
@@ -1059,12 +1426,18 @@ __all__ = [
     "NoisyCGD",
     "NoisyGD",
     "NoisyMethod",
+    "NoisyRuns",
     "NoisySGD",
+    "RunsResult",
     "TrainResult",
+    "averaged_noisy_gradient",
     "clip_rows",
     "composition_summary",
     "default_threads",
+    "descend",
     "evaluate",
     "guarantee_summary",
     "l2_ball",
+    "project_parameters",
+    "stack_batches",
 ]
