@@ -1,0 +1,152 @@
+"""benchmarks/utility.py, "ours via Opacus": the estimator's configuration through the Opacus path.
+
+The benchmark module is loaded from its file (it has no import-time side effects); these tests
+check the settings derivation against the rule and the path, and run one tiny fit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from lastiterate.accountant import account
+from lastiterate.configuration import choose_configuration
+from lastiterate.errors import NotApplicable
+from lastiterate.opacus import make_private_last_iterate
+from lastiterate.train.randomness import SeededRunWarning
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook")
+
+UTILITY = Path(__file__).resolve().parents[2] / "benchmarks" / "utility.py"
+
+
+@pytest.fixture(scope="module")
+def utility():
+    spec = importlib.util.spec_from_file_location("_utility_benchmark", UTILITY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def _config(family: str, n: int, d: int, k: int, eps: float, adjacency: str = "replace"):
+    return choose_configuration(
+        family,
+        n=n,
+        n_features=d,
+        n_outputs=k,
+        epsilon=eps,
+        delta=1e-5,
+        data_norm=1.0,
+        adjacency=adjacency,
+    )
+
+
+def _wire(s, cfg, eps: float, d: int, k_classes: int, n: int, clip: float | None = None):
+    """make_private_last_iterate with the settings (no training), on rows of norm <= 1."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    A = np.hstack([X, np.full((n, 1), s.intercept_feature)])
+    y = rng.integers(0, k_classes, n)
+    yt = torch.tensor(y, dtype=torch.float64)[:, None] if s.n_outputs == 1 else torch.tensor(y)
+    model = torch.nn.Linear(d + 1, s.n_outputs, bias=False, dtype=torch.float64)
+    opt = torch.optim.SGD(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    loader = DataLoader(TensorDataset(torch.tensor(A), yt), batch_size=s.batch_size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededRunWarning)
+        return make_private_last_iterate(
+            model,
+            opt,
+            loader,
+            target_epsilon=eps,
+            target_delta=1e-5,
+            epochs=s.epochs,
+            max_grad_norm=s.max_grad_norm if clip is None else clip,
+            sampling=s.sampling,
+            adjacency=s.adjacency,
+            loss=s.loss,
+            data_norm=s.data_norm,
+            seed=0,
+        )
+
+
+def test_binary_full_batch_settings_are_the_rule_and_the_path_runs_its_run(utility) -> None:
+    n, d, eps = 426, 30, 1.0
+    cfg = _config("binary-logistic", n, d, 1, eps)
+    assert cfg.algorithm == "gd" and cfg.l2 > 0  # the rule's last-iterate full batch here
+    s = utility.opacus_path_settings(cfg, 2)
+    assert (s.loss, s.n_outputs, s.sampling, s.batch_size) == ("bce-with-logits", 1, "cyclic", n)
+    assert (s.lr, s.weight_decay, s.max_grad_norm, s.steps) == (
+        cfg.lr,
+        cfg.l2,
+        cfg.clip,
+        cfg.steps,
+    )
+    assert s.data_norm == pytest.approx(math.hypot(1.0, cfg.intercept_feature))
+    assert s.intercept_feature == cfg.intercept_feature > 0
+    assert s.differs == ()
+
+    *_, accountant = _wire(s, cfg, eps, d, 2, n)
+    planned = accountant.planned_run
+    assert (planned.steps, planned.lr, planned.clip, planned.n) == (cfg.steps, cfg.lr, cfg.clip, n)
+    assert planned.b_min == n  # every row in every step, normalised by n
+    assert planned.strong_convexity == pytest.approx(cfg.l2)
+    best = account(planned, delta=1e-5).best
+    assert best is not None and best.epsilon <= eps
+    # the same mechanism calibrated twice (the rule's gd Run, the path's cyclic b = n Run): the
+    # path must not need much more noise than the rule, nor get away with less than it needs
+    assert 0.95 <= planned.sigma / cfg.noise_std <= 1.05
+
+
+def test_multinomial_clip_is_raised_to_what_the_path_certifies_and_said(utility) -> None:
+    n, d, K, eps = 300, 8, 4, 1.0
+    cfg = _config("multinomial-logistic", n, d, K, eps)
+    assert cfg.strategy == "early-stopping" and cfg.algorithm == "gd"
+    s = utility.opacus_path_settings(cfg, K)
+    R_eff = cfg.effective_feature_norm
+    assert s.loss == "cross-entropy" and s.n_outputs == K
+    assert s.max_grad_norm >= math.sqrt(2.0) * R_eff > cfg.clip
+    assert len(s.differs) == 1 and "clip raised" in s.differs[0]
+    with pytest.raises(NotApplicable):  # the rule's own clip: the path refuses it
+        _wire(s, cfg, eps, d, K, n, clip=cfg.clip)
+    *_, accountant = _wire(s, cfg, eps, d, K, n)
+    assert accountant.planned_run.steps == cfg.steps
+    assert account(accountant.planned_run, delta=1e-5).best.epsilon <= eps
+
+
+def test_add_remove_is_reported_not_applicable_with_the_paths_reason(utility) -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 4))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X[:, 0] > 0).astype(np.int64)
+    cfg = _config("binary-logistic", 120, 4, 1, 1.0, adjacency="add-remove")
+    assert cfg.sampling == "poisson" and cfg.batch_size == 120
+    s = utility.opacus_path_settings(cfg, 2)
+    assert (s.sampling, s.batch_size, s.adjacency) == ("cyclic", 120, "add-remove")
+    assert any("Poisson" in d for d in s.differs)
+    cell = utility.run_ours_via_opacus(X, y, X, y, 1.0, "add-remove", [0])
+    assert cell.accs == [] and cell.na.startswith("n/a: ") and "add-remove" in cell.na
+
+
+def test_a_tiny_fit_through_the_path_learns_and_stays_within_budget(utility) -> None:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X[:, 0] + 0.3 * X[:, 1] > 0).astype(np.int64)
+    cell = utility.run_ours_via_opacus(X[:300], y[:300], X[300:], y[300:], 1.0, "replace", [0])
+    assert cell.na is None and len(cell.accs) == 1
+    assert cell.accs[0] >= 0.8  # chance is about 0.5
+    assert 0 < cell.eps_spent <= 1.0
+    assert "weight_decay" in cell.info and "ε=" in cell.info
