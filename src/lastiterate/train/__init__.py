@@ -43,6 +43,8 @@ _EXPORTS = {
     "NoisyGD": "trainer",
     "NoisyCGD": "trainer",
     "NoisySGD": "trainer",
+    "NoisyRuns": "trainer",
+    "RunsResult": "trainer",
     "NoisyAdam": "trainer",
     "NoisyMethod": "trainer",
     "TrainResult": "trainer",
