@@ -757,6 +757,8 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
             head = fh.read(8)
     except OSError as exc:
         raise ParameterError("dataset", name, f"cannot be read ({exc.strerror or exc})") from None
+    if head.startswith(b"\x80"):
+        raise ParameterError("dataset", name, "is a Python pickle (never unpickled): use FILE.npz")
     if not (head.startswith(_ZIP_MAGIC) or head.startswith(_NPY_MAGIC)):
         raise ParameterError(
             "dataset",
