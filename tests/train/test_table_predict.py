@@ -131,9 +131,21 @@ def test_card_records_the_encoding_as_data(csv_model):
     assert enc["format"] == "lastiterate-table-encoding/1"
     assert enc["columns"] == [
         {"name": "x1", "kind": "numeric"},
-        {"name": "job", "kind": "categorical", "categories": JOBS, "source": "data", "values": "text"},
+        {
+            "name": "job",
+            "kind": "categorical",
+            "categories": JOBS,
+            "source": "data",
+            "values": "text",
+        },
         {"name": "count", "kind": "numeric"},
-        {"name": "zip", "kind": "categorical", "categories": ZIPS, "source": "data", "values": "text"},
+        {
+            "name": "zip",
+            "kind": "categorical",
+            "categories": ZIPS,
+            "source": "data",
+            "values": "text",
+        },
         {
             "name": "member",
             "kind": "categorical",
@@ -232,9 +244,7 @@ def test_trainer_model_and_released_model_agree_on_a_frame(tmp_path):
 
     df = _frame(n=120, seed=1)
     cats = {"job": [*JOBS, "sailor"], "zip": ZIPS, "member": [False, True]}
-    data = load_frame(
-        df, "y", test_frame=df, categories=cats, feature_norm=1.0, standardize=False
-    )
+    data = load_frame(df, "y", test_frame=df, categories=cats, feature_norm=1.0, standardize=False)
     assert data.encoding is not None and data.encoding["covered_by_guarantee"]
     model = lt.GLM(data.n_features, 3, "multinomial-logistic", dtype=torch.float64)
     res = lt.NoisyGD(model, lr=2.0, noise_std=0.01, clip=1.0, feature_norm=1.0).fit(

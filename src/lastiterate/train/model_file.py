@@ -557,13 +557,15 @@ class ReleasedModel:
         return list(self.encoding.target.class_names)
 
     def encode(self, frame: Any, *, name: str = "DataFrame") -> tuple[np.ndarray, Any]:
-        """Replay the card's table encoding on ``frame``: ``(X, y)`` with X the encoded (not yet
-        scaled) features and y the labels / targets of the target column, or None when
-        ``frame`` has no target column.
+        """Replay the card's table encoding on ``frame``.
 
         Args:
             frame: a pandas DataFrame with the training table's input columns (by name).
             name: what error messages call the table.
+
+        Returns:
+            ``(X, y)``: the encoded (not yet scaled) features, and the labels / targets of the
+            target column (None when ``frame`` has no target column).
 
         Raises:
             ParameterError: the card records no encoding, or ``frame`` lacks a column, has
@@ -577,8 +579,18 @@ class ReleasedModel:
         return X, y
 
     def table_encoding(self, name: str = "DataFrame") -> TableEncoding:
-        """The card's table encoding; raises :class:`ParameterError` (naming the table ``name``)
-        when the card has none."""
+        """The card's table encoding (:class:`~lastiterate.train.tabular.TableEncoding`).
+
+        Args:
+            name: what the error message calls the table to be encoded.
+
+        Returns:
+            The encoding.
+
+        Raises:
+            ParameterError: the card records no table encoding (a model trained on arrays, or a
+                card written before encodings were recorded).
+        """
         if self.encoding is None:
             raise ParameterError(
                 "dataset",
@@ -661,9 +673,7 @@ class ReleasedModel:
         if names is not None and pred.dtype.kind in "UOS":
             ys = [str(v) for v in (y.tolist() if hasattr(y, "tolist") else list(y))]
             if len(ys) != len(pred):
-                raise ParameterError(
-                    "y", f"<{len(ys)} labels>", f"must be {len(pred)} class names"
-                )
+                raise ParameterError("y", f"<{len(ys)} labels>", f"must be {len(pred)} class names")
             unknown = sorted(set(ys) - set(names))
             if unknown:
                 raise ParameterError(
@@ -702,8 +712,14 @@ class ReleasedModel:
         return self.label_names(pred)
 
     def label_names(self, labels: np.ndarray) -> np.ndarray:
-        """``labels`` (from :meth:`predict_labels`) as class names when the card has them
-        (unchanged otherwise)."""
+        """Label indices as class names.
+
+        Args:
+            labels: predictions of :meth:`predict_labels`.
+
+        Returns:
+            The class names (str) when the card has them, ``labels`` unchanged otherwise.
+        """
         names = self.class_names
         if names is None or self.card.get("task") == "regression":
             return labels
@@ -759,7 +775,7 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
         raise ParameterError("dataset", name, f"cannot be read ({exc.strerror or exc})") from None
     if head.startswith(b"\x80"):
         raise ParameterError("dataset", name, "is a Python pickle (never unpickled): use FILE.npz")
-    if not (head.startswith(_ZIP_MAGIC) or head.startswith(_NPY_MAGIC)):
+    if not head.startswith((_ZIP_MAGIC, _NPY_MAGIC)):
         raise ParameterError(
             "dataset",
             name,
@@ -802,7 +818,7 @@ def read_table_inputs(
     encode`): categorical columns read verbatim as text, the columns found by name (extra
     columns ignored), y None when the file has no target column."""
     enc = released.table_encoding(str(path))
-    frame = read_table(path, text_columns=enc.text_columns)
+    frame = read_table(Path(path), text_columns=enc.text_columns)
     return released.encode(frame, name=str(path))
 
 

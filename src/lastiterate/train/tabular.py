@@ -28,6 +28,7 @@ References: the per-row-map argument is the one of :mod:`lastiterate.train.prepr
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +142,9 @@ class TableColumn:
     @property
     def feature_names(self) -> list[str]:
         """The names of its features (``name`` or ``name=category``)."""
-        return [self.name] if self.kind == "numeric" else [f"{self.name}={c}" for c in self.categories]
+        return (
+            [self.name] if self.kind == "numeric" else [f"{self.name}={c}" for c in self.categories]
+        )
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,8 @@ class TableEncoding:
                 + (f" (nor {_columns(absent[1:])})" if len(absent) > 1 else "")
                 + f": the model's encoding needs the columns {_columns(need)}",
             )
-        dup = sorted({c for c in need if cols.count(c) > 1})
+        counts = Counter(cols)
+        dup = sorted({c for c in need if counts[c] > 1})
         if dup:
             raise ParameterError("dataset", name, f"has duplicate column names: {_columns(dup)}")
         if len(frame) == 0:
@@ -230,7 +234,9 @@ class TableEncoding:
         _refuse_missing(frame, name)
         return frame
 
-    def encode_features(self, frame: Any, *, name: str = "DataFrame", unknown: str = "error") -> np.ndarray:
+    def encode_features(
+        self, frame: Any, *, name: str = "DataFrame", unknown: str = "error"
+    ) -> np.ndarray:
         """The feature matrix of ``frame`` (float64, one row per row of ``frame``).
 
         ``unknown="error"`` refuses a category outside a column's list (naming the column and
