@@ -9,14 +9,17 @@ What the last-iterate theorems cover is releasing the FINAL model of one run.  `
 
 The card (:func:`model_card`) holds the guarantee (epsilon, delta, mu, bound and theorem, what it
 covers and what it does not), the Run the trainer executed, the adjacency, the certificate, the
-preprocessing (the feature map to replay on new inputs, and whether its statistics are covered),
-the feature names, the architecture and the library version.  It holds NOTHING ELSE computed from
-the training data: no seed (noise and batches must stay secret), no intermediate iterate, and no
-training/test loss, accuracy or clipped fraction -- those are functions of the private data (and of
-intermediate iterates) that the guarantee does not cover; the train report keeps them apart as
-``non_private_diagnostics``.  A data-dependent preprocessing statistic that the guarantee does NOT
-cover (standardisation with the training set's mean and std "treated as public") is needed to
-apply the model and is therefore in the card, marked as not covered -- with a
+preprocessing (the feature map to replay on new inputs, and whether its statistics are covered; for
+a table, first its encoding -- columns, category lists, class names -- as JSON data,
+:class:`~lastiterate.train.tabular.TableEncoding`), the feature names, the architecture and the
+library version.  Category lists read from the training table are released with the card and listed
+in ``not_covered``; the label set is treated as public, as everywhere in the library.  It holds
+NOTHING ELSE computed from the training data: no seed (noise and batches must stay secret), no
+intermediate iterate, and no training/test loss, accuracy or clipped fraction -- those are functions
+of the private data (and of intermediate iterates) that the guarantee does not cover; the train
+report keeps them apart as ``non_private_diagnostics``.  A data-dependent preprocessing statistic
+that the guarantee does NOT cover (standardisation with the training set's mean and std "treated as
+public") is needed to apply the model and is therefore in the card, marked as not covered -- with a
 line in ``not_covered``.
 
 :func:`load_model` reads a model file safely: the header is parsed as JSON and the tensors by

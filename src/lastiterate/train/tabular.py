@@ -4,8 +4,9 @@ A table becomes a numeric feature matrix by a PER-ROW map fixed before training:
 
 * numeric columns (integers, floats) are used as they are;
 * categorical columns (``object``, ``string``, ``category`` and ``bool`` dtypes) are one-hot
-  encoded, one 0/1 column per category (``column=value``); a value outside the categories of the
-  training table (a test row) encodes as all zeros;
+  encoded, one 0/1 column per category (``column=value``); a value outside the categories is
+  refused with the column and the value named (only a test table read while training,
+  :func:`encode_test_frame`, encodes it as all zeros);
 * missing values (NaN, None, empty cells and pandas' other NA markers) are REFUSED with the column
   named: they are never imputed, because an imputation computed from the data is a data-dependent
   step the guarantee would not cover;
@@ -20,6 +21,15 @@ guarantee: a category held by one person reveals that it occurs.  Declare the ca
 data-independent; the dataset's notes say which columns were declared and which were read.
 Likewise n, the column names and the label set are treated as public (as everywhere in the
 library).
+
+**The map is data.**  :class:`TableEncoding` holds it -- the input columns in order, numeric or
+categorical with the category list that fixes the order of the one-hot features, the target
+column and the class names (label i is ``class_names[i]``) -- and :meth:`TableEncoding.to_json`
+writes it into the model card (``preprocessing.encoding``).  Training encodes its table WITH the
+encoding it derived (:func:`encode_frame`), and ``lastiterate predict`` / ``load_model(...)
+.predict(frame)`` replay the same :meth:`TableEncoding.encode_features` on new tables: columns
+found by name (any order, extra columns ignored), categorical columns of a CSV read verbatim as
+text (``007`` stays ``007``).
 
 References: the per-row-map argument is the one of :mod:`lastiterate.train.preprocessing`
 (neighbouring tables map to neighbouring matrices, so the training guarantee carries over).
