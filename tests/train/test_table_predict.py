@@ -374,3 +374,24 @@ def test_invalid_encodings_in_a_card_are_refused(csv_model, tmp_path, capsys, ed
         _run(["predict", "--model", str(bad), "--dataset", str(d / "train.csv")], capsys, rc=2)
     )
     assert "model=" in line and "invalid model card" in line
+
+
+def test_standardised_table_run_replays_encoding_then_scaling(tmp_path, capsys):
+    """--scaling data-public: the card's encoding first, then its standardisation and row clip;
+    predicting on the CSV equals predicting on the hand-encoded matrix (.npz) and the independent
+    formula with the card's statistics."""
+    df = _frame(n=150, seed=2)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    model = tmp_path / "s.safetensors"
+    train = [*TRAIN, "--dataset", str(tmp_path / "t.csv"), "--target", "y", "--out", str(model)]
+    _run([*train, "--scaling", "data-public"], capsys)
+    card = json.loads(card_path(model).read_text())
+    assert [s["op"] for s in card["preprocessing"]["steps"]] == ["standardize", "clip_rows"]
+    std = card["preprocessing"]["steps"][0]
+    Z = (_hand_encoded(df) - np.array(std["mean"])) / np.array(std["scale"])
+    Z = Z * np.minimum(1.0, 1.0 / np.linalg.norm(Z, axis=1, keepdims=True))
+    expected = [CLASSES[i] for i in (Z @ load_file(str(model))["weight"].T).argmax(1)]
+    np.savez(tmp_path / "x.npz", X=_hand_encoded(df))
+    for data in ("t.csv", "x.npz"):
+        cap = _run(["predict", "--model", str(model), "--dataset", str(tmp_path / data)], capsys)
+        assert cap.out.split() == expected
