@@ -100,6 +100,9 @@ class Dataset:
         feature_range: a public per-feature range ``(lo, hi, why)`` known from how the data are
             recorded (never from the values).
         class_names: class names of labels that were strings in the file.
+        encoding: the table encoding of a CSV / Parquet file or DataFrame
+            (:meth:`lastiterate.train.tabular.TableEncoding.to_json`: columns, categories, class
+            names), recorded in a model card and replayed by ``predict``; None for arrays.
     """
 
     name: str
@@ -122,6 +125,8 @@ class Dataset:
     feature_range: tuple[Any, Any, str] | None = None
     #: class names of labels that were strings in the file (label i is class_names[i])
     class_names: list[str] | None = None
+    #: the table encoding (JSON data) of a table dataset, replayed on new tables by ``predict``
+    encoding: dict[str, Any] | None = None
 
     @property
     def n_features(self) -> int:
@@ -338,6 +343,7 @@ def load_dataset(
     feature_names: list[str] | None = None
     feature_range: tuple[Any, Any, str] | None = None
     class_names: list[str] | None = None
+    encoding: dict[str, Any] | None = None
     X_test = y_test = None
     key = name.lower().replace("_", "-")
     if target is not None and not is_table_path(name):
@@ -371,6 +377,7 @@ def load_dataset(
         feature_names, class_names = enc.feature_names, enc.class_names
         feature_range = _onehot_range(enc)
         notes += enc.notes
+        encoding = enc.encoding.to_json() if enc.encoding is not None else None
     else:
         p = Path(name)
         if p.is_dir():
@@ -413,6 +420,7 @@ def load_dataset(
         feature_names=feature_names,
         feature_range=feature_range,
         class_names=class_names,
+        encoding=encoding,
     )
 
 
@@ -490,6 +498,7 @@ def load_frame(
         feature_names=enc.feature_names,
         feature_range=_onehot_range(enc),
         class_names=enc.class_names,
+        encoding=enc.encoding.to_json() if enc.encoding is not None else None,
     )
 
 
@@ -567,6 +576,7 @@ def _assemble(
     feature_names: list[str] | None,
     feature_range: tuple[Any, Any, str] | None,
     class_names: list[str] | None,
+    encoding: dict[str, Any] | None = None,
 ) -> Dataset:
     """Check, split, (optionally) standardise and clip: the common tail of the loaders."""
     target_transform = None
@@ -670,6 +680,7 @@ def _assemble(
         target_transform,
         feature_range,
         class_names,
+        encoding,
     )
 
 

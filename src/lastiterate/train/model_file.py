@@ -9,14 +9,17 @@ What the last-iterate theorems cover is releasing the FINAL model of one run.  `
 
 The card (:func:`model_card`) holds the guarantee (epsilon, delta, mu, bound and theorem, what it
 covers and what it does not), the Run the trainer executed, the adjacency, the certificate, the
-preprocessing (the feature map to replay on new inputs, and whether its statistics are covered),
-the feature names, the architecture and the library version.  It holds NOTHING ELSE computed from
-the training data: no seed (noise and batches must stay secret), no intermediate iterate, and no
-training/test loss, accuracy or clipped fraction -- those are functions of the private data (and of
-intermediate iterates) that the guarantee does not cover; the train report keeps them apart as
-``non_private_diagnostics``.  A data-dependent preprocessing statistic that the guarantee does NOT
-cover (standardisation with the training set's mean and std "treated as public") is needed to
-apply the model and is therefore in the card, marked as not covered -- with a
+preprocessing (the feature map to replay on new inputs, and whether its statistics are covered; for
+a table, first its encoding -- columns, category lists, class names -- as JSON data,
+:class:`~lastiterate.train.tabular.TableEncoding`), the feature names, the architecture and the
+library version.  Category lists read from the training table are released with the card and listed
+in ``not_covered``; the label set is treated as public, as everywhere in the library.  It holds
+NOTHING ELSE computed from the training data: no seed (noise and batches must stay secret), no
+intermediate iterate, and no training/test loss, accuracy or clipped fraction -- those are functions
+of the private data (and of intermediate iterates) that the guarantee does not cover; the train
+report keeps them apart as ``non_private_diagnostics``.  A data-dependent preprocessing statistic
+that the guarantee does NOT cover (standardisation with the training set's mean and std "treated as
+public") is needed to apply the model and is therefore in the card, marked as not covered -- with a
 line in ``not_covered``.
 
 :func:`load_model` reads a model file safely: the header is parsed as JSON and the tensors by
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +48,7 @@ from lastiterate.train.ledger import (
     tensors_digest,
     write_private_file,
 )
+from lastiterate.train.tabular import TableEncoding, read_table
 
 MODEL_FORMAT = "lastiterate-model/1"
 CARD_FORMAT = "lastiterate-model-card/1"
@@ -302,10 +307,17 @@ def _preprocessing_card(dataset: Any, preprocessing: dict[str, Any] | None) -> d
         for s in [*steps, target]
         if isinstance(s, dict) and "NOT covered" in str(s.get("statistics", ""))
     ]
+    encoding = getattr(dataset, "encoding", None)
+    out: dict[str, Any] = {}
+    if encoding is not None:
+        # the table -> feature map, replayed first by predict (then the steps below)
+        out["encoding"] = encoding
     return {
+        **out,
         "steps": steps,
         "target": target,
-        "covered_by_guarantee": not uncovered,
+        "covered_by_guarantee": not uncovered
+        and (encoding is None or bool(encoding.get("covered_by_guarantee"))),
         # the preprocessing's own record and cost, when the trainer has one
         "privacy": preprocessing,
         "notes": [n for n in getattr(dataset, "notes", []) if "split" not in n],
@@ -361,7 +373,17 @@ def model_card(
     best = rep["best"]
     pre = _preprocessing_card(dataset, preprocessing)
     not_covered = list(NOT_COVERED_ALWAYS)
-    if not pre["covered_by_guarantee"]:
+    encoding = pre.get("encoding")
+    if encoding is not None and not encoding.get("covered_by_guarantee"):
+        not_covered.insert(
+            0,
+            "the category lists in 'preprocessing.encoding' marked source 'data' (read from the "
+            "training table, treated as public: which values occur is released with this card)",
+        )
+    if any(
+        isinstance(s, dict) and "NOT covered" in str(s.get("statistics", ""))
+        for s in [*pre["steps"], pre["target"]]
+    ):
         not_covered.insert(
             0,
             "the preprocessing statistics in 'preprocessing' (training-set statistics treated as "
@@ -492,20 +514,95 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
     return p, cp
 
 
+def _is_frame(X: Any) -> bool:
+    """True for a pandas DataFrame (without importing pandas when nobody has)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(X, pd.DataFrame)
+
+
 @dataclass
 class ReleasedModel:
     """A model loaded from a model file: ``predict`` replays the card's preprocessing.
+
+    A model trained on a table (CSV, Parquet, DataFrame) carries its encoding in the card
+    (``preprocessing.encoding``): ``predict`` then takes a pandas DataFrame with the training
+    table's columns (any order, extra columns ignored) and returns class names.
+
+    Example::
+
+        import pandas as pd
+        from lastiterate.train.model_file import load_model
+        released = load_model("model.safetensors")   # written by `lastiterate train --out`
+        frame = pd.read_csv("new.csv")
+        names = released.predict(frame)              # class names, one per row
+        released.score(names, frame["y"])            # {"accuracy": ...}
 
     Attributes:
         model: the trained model (a :class:`~lastiterate.train.models.GLM` or
             :class:`~lastiterate.train.models.ModuleModel`).
         card: the model card (guarantee, run, architecture, preprocessing, task).
         path: the model file it was loaded from.
+        encoding: the card's table encoding (None: the model was trained on arrays, or the
+            card predates encodings).
     """
 
     model: Any
     card: dict[str, Any]
     path: Path
+    encoding: TableEncoding | None = None
+
+    @property
+    def class_names(self) -> list[str] | None:
+        """Class names of a model trained on a table with non-numeric labels (label i is
+        ``class_names[i]``); None otherwise."""
+        if self.encoding is None or self.encoding.target.class_names is None:
+            return None
+        return list(self.encoding.target.class_names)
+
+    def encode(self, frame: Any, *, name: str = "DataFrame") -> tuple[np.ndarray, Any]:
+        """Replay the card's table encoding on ``frame``.
+
+        Args:
+            frame: a pandas DataFrame with the training table's input columns (by name).
+            name: what error messages call the table.
+
+        Returns:
+            ``(X, y)``: the encoded (not yet scaled) features, and the labels / targets of the
+            target column (None when ``frame`` has no target column).
+
+        Raises:
+            ParameterError: the card records no encoding, or ``frame`` lacks a column, has
+                missing values, a non-numeric value in a numeric column or a category (or class)
+                outside the card's lists -- the message names the column and the value.
+        """
+        enc = self.table_encoding(name)
+        X = enc.encode_features(frame, name=name)
+        has_target = enc.target.name in [str(c) for c in frame.columns]
+        y = enc.encode_target(frame, name=name) if has_target else None
+        return X, y
+
+    def table_encoding(self, name: str = "DataFrame") -> TableEncoding:
+        """The card's table encoding (:class:`~lastiterate.train.tabular.TableEncoding`).
+
+        Args:
+            name: what the error message calls the table to be encoded.
+
+        Returns:
+            The encoding.
+
+        Raises:
+            ParameterError: the card records no table encoding (a model trained on arrays, or a
+                card written before encodings were recorded).
+        """
+        if self.encoding is None:
+            raise ParameterError(
+                "dataset",
+                name,
+                "is a table, but this model's card records no table encoding (it was trained on "
+                "arrays, or by an older version): predict on the numeric features "
+                "(FILE.npz / FILE.npy, or an array)",
+            )
+        return self.encoding
 
     @property
     def guarantee(self) -> dict[str, Any]:
@@ -521,7 +618,9 @@ class ReleasedModel:
         """Raw inputs -> the features the model was trained on (the card's preprocessing).
 
         Args:
-            X: raw inputs, a numeric 2-D array with :attr:`n_features` columns.
+            X: raw inputs, a numeric 2-D array with :attr:`n_features` columns, or a pandas
+                DataFrame (encoded first by the card's table encoding, :meth:`encode`, when
+                there is one; otherwise its values are the features).
 
         Returns:
             The transformed features (float64).
@@ -530,6 +629,8 @@ class ReleasedModel:
             ParameterError: X is not a finite numeric 2-D array of the right width, or the card's
                 preprocessing is invalid.
         """
+        if _is_frame(X) and self.encoding is not None:
+            X = self.encode(X)[0]
         try:
             Xa = np.asarray(X)
         except Exception:  # noqa: BLE001 - ragged input
@@ -559,15 +660,29 @@ class ReleasedModel:
         """Accuracy (classification) or mean squared error of ``pred`` against labels ``y``.
 
         Args:
-            pred: the predictions of :meth:`predict`.
-            y: the true labels or targets, one per prediction.
+            pred: the predictions of :meth:`predict` (class names) or :meth:`predict_labels`.
+            y: the true labels or targets, one per prediction (class names when ``pred`` holds
+                class names).
 
         Returns:
             ``{"accuracy": ...}`` or ``{"mse": ...}`` (regression).
 
         Raises:
-            ParameterError: y is not finite numeric values of the predictions' shape.
+            ParameterError: y is not finite numeric values of the predictions' shape, or (class
+                names) holds a name that is not one of the model's classes.
         """
+        pred = np.asarray(pred)
+        names = self.class_names
+        if names is not None and pred.dtype.kind in "UOS":
+            ys = [str(v) for v in (y.tolist() if hasattr(y, "tolist") else list(y))]
+            if len(ys) != len(pred):
+                raise ParameterError("y", f"<{len(ys)} labels>", f"must be {len(pred)} class names")
+            unknown = sorted(set(ys) - set(names))
+            if unknown:
+                raise ParameterError(
+                    "y", unknown[0], f"is not one of the model's classes {names[:8]}"
+                )
+            return {"accuracy": float(np.mean(pred.astype(str) == np.asarray(ys, dtype=str)))}
         ya = np.asarray(y)
         if (
             ya.dtype.kind not in "biuf"
@@ -584,7 +699,37 @@ class ReleasedModel:
         return {"accuracy": float(np.mean(pred == ya))}
 
     def predict(self, X: Any) -> np.ndarray:
-        """Class labels (classification) or targets in their original units (regression).
+        """Class names (a model trained on a table with non-numeric labels), class labels
+        (other classifiers) or targets in their original units (regression).
+
+        Args:
+            X: raw inputs (as :meth:`transform` takes them: an array, or a DataFrame).
+
+        Returns:
+            str class names, int64 labels, or float64 targets.
+
+        Raises:
+            ParameterError: invalid inputs, or an invalid preprocessing or target map in the card.
+        """
+        pred = self.predict_labels(X)
+        return self.label_names(pred)
+
+    def label_names(self, labels: np.ndarray) -> np.ndarray:
+        """Label indices as class names.
+
+        Args:
+            labels: predictions of :meth:`predict_labels`.
+
+        Returns:
+            The class names (str) when the card has them, ``labels`` unchanged otherwise.
+        """
+        names = self.class_names
+        if names is None or self.card.get("task") == "regression":
+            return labels
+        return np.asarray(names, dtype=str)[np.asarray(labels, dtype=np.int64)]
+
+    def predict_labels(self, X: Any) -> np.ndarray:
+        """Class labels 0..K-1 (classification) or targets in their original units (regression).
 
         Args:
             X: raw inputs (as :meth:`transform` takes them).
@@ -612,14 +757,34 @@ class ReleasedModel:
         return pred.astype(np.int64)
 
 
+#: the first bytes of a .npz (a zip archive) and of a .npy file
+_ZIP_MAGIC = b"PK\x03\x04"
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """Raw features ``X`` (and labels ``y`` when present) to predict on: a ``.npz`` with ``X`` (or
     ``X_test`` / ``x_test``) and optionally ``y`` (``y_test``), or a ``.npy`` with ``X``; read
-    without pickle."""
+    without pickle.  Tables (CSV, Parquet) are read by :func:`read_table_inputs`; any other file
+    is refused as such (never with a misleading "pickled" message)."""
     p = Path(path)
     name = str(p)
     if not p.is_file():
         raise ParameterError("dataset", name, "must be an existing FILE.npz or FILE.npy")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise ParameterError("dataset", name, f"cannot be read ({exc.strerror or exc})") from None
+    if head.startswith(b"\x80"):
+        raise ParameterError("dataset", name, "is a Python pickle (never unpickled): use FILE.npz")
+    if not head.startswith((_ZIP_MAGIC, _NPY_MAGIC)):
+        raise ParameterError(
+            "dataset",
+            name,
+            "is neither a .npz nor a .npy file: predict reads FILE.npz / FILE.npy, or a CSV / "
+            "Parquet table (FILE.csv, FILE.parquet) for a model trained on one",
+        )
     try:
         if p.suffix == ".npy":
             return np.load(p, allow_pickle=False), None
@@ -647,6 +812,46 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
     raise ParameterError(
         "dataset", name, "a .npz file to predict on must hold an array X (or X_test / x_test)"
     )
+
+
+def read_table_inputs(
+    path: str | os.PathLike[str], released: ReleasedModel
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(X, y)`` of a CSV / Parquet file encoded by ``released``'s card (:meth:`ReleasedModel.
+    encode`): categorical columns read verbatim as text, the columns found by name (extra
+    columns ignored), y None when the file has no target column."""
+    enc = released.table_encoding(str(path))
+    frame = read_table(Path(path), text_columns=enc.text_columns)
+    return released.encode(frame, name=str(path))
+
+
+def _encoding_from_card(card: dict[str, Any], arch: dict[str, Any]) -> TableEncoding | None:
+    """The card's table encoding (None when it has none), checked against the architecture,
+    the feature names and the number of classes; raises ValueError on an invalid one."""
+    pre = card["preprocessing"]
+    if not isinstance(pre, dict):
+        raise ValueError("preprocessing must be an object")  # noqa: TRY004 - a bad card
+    if pre.get("encoding") is None:
+        return None
+    enc = TableEncoding.from_json(pre["encoding"])
+    if enc.n_features != arch["n_features"]:
+        raise ValueError(
+            f"the encoding makes {enc.n_features} features, the architecture takes "
+            f"{arch['n_features']}"
+        )
+    names = (card.get("features") or {}).get("names")
+    if names is not None and names != enc.feature_names:
+        raise ValueError("the encoding's features differ from features.names")
+    if (enc.target.task == "regression") != (card.get("task") == "regression"):
+        raise ValueError("the encoding's target does not match the task")
+    if enc.target.class_names is not None:
+        k = max(2, int(arch["n_outputs"]))
+        n_classes = card.get("n_classes")
+        if not isinstance(n_classes, int) or not 2 <= n_classes <= len(enc.target.class_names):
+            raise ValueError("n_classes does not match the encoding's class names")
+        if k > len(enc.target.class_names):
+            raise ValueError("the model has more outputs than the encoding has class names")
+    return enc
 
 
 def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
@@ -693,6 +898,7 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
         if not isinstance(steps, list):
             # - reported as ParameterError
             raise ValueError("preprocessing.steps must be a list")  # noqa: TRY004
+        encoding = _encoding_from_card(card, arch)
     except (ValueError, TypeError, KeyError) as exc:
         raise bad(f"has an invalid model card ({exc})") from None
     itemsize = 8 if arch["dtype"] == "float64" else 4
@@ -731,7 +937,7 @@ def load_model(path: str | os.PathLike[str]) -> ReleasedModel:
                 "the model card beside the model file differs from the card "
                 "embedded in it (tampered?)",
             )
-    return ReleasedModel(model, card, p)
+    return ReleasedModel(model, card, p, encoding)
 
 
 __all__ = [
@@ -745,5 +951,7 @@ __all__ = [
     "check_replay",
     "load_model",
     "model_card",
+    "read_inputs",
+    "read_table_inputs",
     "save_model",
 ]
