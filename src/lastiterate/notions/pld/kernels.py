@@ -78,7 +78,7 @@ def _delta_for_epsilon(pmf: _Pmf, d: float, epsilon: float) -> float:
     losses = (pmf.lower + np.arange(start, len(pmf.probs))) * d
     mask = losses > epsilon
     val = pmf.infinity_mass + float(
-        np.dot(-np.expm1(epsilon - losses[mask]), pmf.probs[start:][mask])
+        np.sum(-np.expm1(epsilon - losses[mask]) * pmf.probs[start:][mask])
     )
     return min(1.0, max(0.0, val))
 
@@ -377,9 +377,9 @@ def _chernoff_tails(
         lx = logx[keep]
         base = float(special.logsumexp(lx))
         w = np.exp(lx - base)
-        m = float(np.dot(w, j))
+        m = float(np.sum(w * j))
         mean += k * m
-        var += k * float(np.dot(w, (j - m) ** 2))
+        var += k * float(np.sum(w * (j - m) ** 2))
         log_total += k * base
     var = max(var, 1e-12)
     gaps = np.concatenate([above - mean, mean - below])
@@ -544,7 +544,7 @@ def _tilted_pass(
     weights[0] = 1.0
     if n_fft % 2 == 0:
         weights[-1] = 1.0
-    bound = float(np.dot(weights[live], prop + (rounding + g) * up)) / n_fft
+    bound = float(np.sum(weights[live] * (prop + (rounding + g) * up))) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
     if offset:
@@ -578,9 +578,9 @@ def _tilted_moments(
         lw = logm + lam * c
         w = np.exp(np.maximum(lw - np.max(lw), -700.0))  # no subnormals (placement only)
         w /= w.sum()
-        m = float(np.dot(w, c))
+        m = float(np.sum(w * c))
         mean += k * m
-        var += k * float(np.dot(w, (c - m) ** 2))
+        var += k * float(np.sum(w * (c - m) ** 2))
     return mean, var
 
 
