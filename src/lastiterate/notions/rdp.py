@@ -970,9 +970,10 @@ def literal_taylor_upper(q: float, noise_multiplier: float, orders: ArrayLike) -
     ``D_alpha(N(0,s^2) || (1-q)N(0,s^2) + qN(1,s^2))`` (AT22 Def. 2.10; docs/theorems.md 1.9),
     vectorised over ``orders``; ``inf`` where it overflows or ``q = 1``.
 
-    With ``X = q (r - 1)``, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0, s^2)`` and ``beta = alpha - 1``,
-    the literal direction is ``log E[(1 + X)^(-beta)] / beta``.  Taylor's theorem with the Lagrange
-    remainder for ``f(x) = (1 + x)^(-beta)`` at 0, whose fourth derivative is
+    With ``X = q (r - 1)``, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0, s^2)`` and
+    ``beta = alpha - 1``, the literal direction is ``log E[(1 + X)^(-beta)] / beta``.  Taylor's
+    theorem with the Lagrange remainder for ``f(x) = (1 + x)^(-beta)`` at 0, whose fourth
+    derivative is
     ``beta(beta+1)(beta+2)(beta+3) (1 + xi)^(-beta-4)`` with ``(1 + xi)^(-beta-4) <= 1`` for
     ``x >= 0`` and ``<= (1-q)^(-beta-4)`` for ``-q <= x < 0``, gives, since ``E[X] = 0`` and
     ``|X| <= q`` where ``X < 0``::
