@@ -495,6 +495,8 @@ def test_lemma_2_12_not_applicable() -> None:
         (0.025, 1.2, 5.5),
         (0.3, 0.8, 3.0),
         (0.9, 3.0, 10.5),
+        (0.025, 0.2121, 1.987),  # small noise: the log(1/(1-q)) bound
+        (0.5, 0.3, 3.0),
     ],
 )
 def test_literal_taylor_upper_is_above_high_precision(q: float, s: float, a: float) -> None:
