@@ -389,21 +389,23 @@ def calibrate_noise(
         NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
+    reports: dict[float, Report] = {}  # the final report is one the search already made
 
     def excess(log_sigma: float) -> float:
         sigma = math.exp(log_sigma)
-        eps = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)[0]
+        eps, reports[log_sigma] = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)
         if progress is not None:
             progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g}")
         return _log_excess(eps, target)
 
+    width = math.log1p(rtol)
     bracket = _noise_bracket(excess, math.log(run.sigma), epsilon)
     bracket = shrink_bracket(
-        excess, bracket, done=lambda bad, good: abs(good - bad) <= math.log1p(rtol)
+        excess, bracket, done=lambda bad, good: abs(good - bad) <= width, close_within=width
     )
     hi = math.exp(bracket.good)
     final = run.replace(noise_std=hi)
-    _, rep = _best_epsilon(final, delta, bounds)
+    rep = reports.get(bracket.good) or _best_epsilon(final, delta, bounds)[1]
     z = hi * final.b / final.clip if final.clip is not None else None
     return Calibration(noise_std=hi, noise_multiplier=z, epochs=final.E, report=rep)
 
