@@ -108,7 +108,7 @@ def test_closing_probe_saves_evaluations_on_a_smooth_calibration() -> None:
     for close in (None, math.log1p(2e-4)):
         calls: list[float] = []
         b = shrink_bracket(
-            lambda x: calls.append(x) or f(x),
+            lambda x, calls=calls: calls.append(x) or f(x),  # type: ignore[misc]
             _bracket(f, math.log(0.5), math.log(8.0)),
             done=lambda bad, good: abs(good - bad) <= math.log1p(2e-4),
             close_within=close,
