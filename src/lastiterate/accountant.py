@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lastiterate.bounds import BOUND_IDS, Query, Result, registered
+from lastiterate.bounds.base import locating_estimates
 from lastiterate.bracketing import Bracket, shrink_bracket
 from lastiterate.errors import SCALE_RANGE, NotApplicable, ParameterError, check_positive
 from lastiterate.formatting import COMPOSITION_BOUNDS, format_report
@@ -399,7 +400,18 @@ def calibrate_noise(
         return _log_excess(eps, target)
 
     width = math.log1p(rtol)
-    bracket = _noise_bracket(excess, math.log(run.sigma), epsilon)
+
+    def estimate(log_sigma: float) -> float:
+        with locating_estimates():
+            eps = _best_epsilon(run.replace(noise_std=math.exp(log_sigma)), delta, bounds)[0]
+        return _log_excess(eps, target)
+
+    bracket = None
+    located = _locate(lambda: _noise_bracket(estimate, math.log(run.sigma), epsilon), estimate)
+    if located is not None:
+        bracket = _bracket_near(excess, located, width, _SIGMA_RANGE)
+    if bracket is None:  # no estimate, or it misled: the full search from the run's noise
+        bracket = _noise_bracket(excess, math.log(run.sigma), epsilon)
     bracket = shrink_bracket(
         excess, bracket, done=lambda bad, good: abs(good - bad) <= width, close_within=width
     )
@@ -408,6 +420,82 @@ def calibrate_noise(
     rep = reports.get(bracket.good) or _best_epsilon(final, delta, bounds)[1]
     z = hi * final.b / final.clip if final.clip is not None else None
     return Calibration(noise_std=hi, noise_multiplier=z, epochs=final.E, report=rep)
+
+
+#: the log-noise range a Run accepts (less a hair), for the searches
+_SIGMA_RANGE = (math.log(SCALE_RANGE[0]) + 1e-9, math.log(SCALE_RANGE[1]) - 1e-9)
+#: relative width to which the locating pass places the answer before the full accountings
+_LOCATE_WIDTH = 1e-3
+
+
+@dataclass(frozen=True)
+class _Located:
+    """Where the locating estimates put the root: ``x`` (their good end), the excess change per
+    unit towards the bad side (``slope``, None if unknown) and that side's direction (+1 / -1)."""
+
+    x: float
+    slope: float | None
+    bad_direction: float
+
+
+def _locate(initial: Callable[[], Bracket], estimate: Callable[[float], float]) -> _Located | None:
+    """Run the search on the cheap locating estimates (:func:`locating_estimates`): ``initial``
+    brackets, then the bracket shrinks to ``_LOCATE_WIDTH``.  None when the estimates cannot
+    locate the root (the caller then searches with full accountings only)."""
+    try:
+        b = initial()
+        b = shrink_bracket(
+            estimate,
+            b,
+            done=lambda bad, good: abs(good - bad) <= _LOCATE_WIDTH,
+            close_within=_LOCATE_WIDTH,
+        )
+    except (ParameterError, NotApplicable):
+        return None
+    span = abs(b.bad - b.good)
+    slope = (b.g_bad - b.g_good) / span if span > 0 else math.nan
+    return _Located(
+        x=b.good,
+        slope=slope if math.isfinite(slope) and slope > 0 else None,
+        bad_direction=math.copysign(1.0, b.bad - b.good),
+    )
+
+
+def _bracket_near(
+    excess: Callable[[float], float], at: _Located, width: float, limits: tuple[float, float]
+) -> Bracket | None:
+    """A bracket of the FULL excess next to a located root: evaluate at ``at.x``, then step along
+    the estimated slope to ``0.45 width`` past the predicted root (usually the second point already
+    lies on the other side, within about one ``width``); the step grows 4x while the sign does not
+    change.  None if the full excess is not finite there, leaves ``limits`` or keeps its sign."""
+    lo, hi = limits
+    x = min(max(at.x, lo), hi)
+    try:
+        g = excess(x)
+    except ParameterError:
+        return None
+    if not math.isfinite(g):
+        return None
+    direction = -at.bad_direction if g > 0 else at.bad_direction
+    distance = abs(g) / at.slope if at.slope is not None else width
+    step = distance + 0.45 * width
+    for _ in range(6):
+        x_new = min(max(x + direction * step, lo), hi)
+        if x_new == x:
+            return None
+        try:
+            g_new = excess(x_new)
+        except ParameterError:
+            return None
+        if (g_new > 0) != (g > 0):
+            return (
+                Bracket(bad=x, good=x_new, g_bad=g, g_good=g_new)
+                if g > 0
+                else Bracket(bad=x_new, good=x, g_bad=g_new, g_good=g)
+            )
+        x, g = x_new, g_new
+        step *= 4.0
+    return None
 
 
 def _log_excess(eps: float, target: float) -> float:
@@ -513,28 +601,88 @@ def calibrate_epochs(
     if limits:
         tightest = min(limits, key=lambda r: float(r.details["epsilon_limit"]))
         return Calibration(run.sigma, _z(run), None, rep1, limit=tightest)
-    lo, hi = 1, 2
-    g_lo = _log_excess(eps1, target)
-    while True:
-        g_hi = _log_excess(evaluate(hi)[0], target)
-        if g_hi > 0:
-            break
-        lo, hi, g_lo = hi, hi * 2, g_hi
-        if hi > max_epochs:
-            raise ParameterError(
-                "epsilon",
-                epsilon,
-                f"allows more than {max_epochs:g} epochs and no bound proves a limit",
-            )
-    bracket = shrink_bracket(
-        lambda e: _log_excess(evaluate(int(e))[0], target),
-        Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo),
-        done=lambda bad, good: bad - good <= 1,
-        integer=True,
-    )
+
+    def full(e: float) -> float:
+        return _log_excess(evaluate(int(e))[0], target)
+
+    def estimate(e: float) -> float:
+        with locating_estimates():
+            eps = _best_epsilon(run.replace(epochs=int(e)), delta, bounds)[0]
+        return _log_excess(eps, target)
+
+    g1 = _log_excess(eps1, target)
+    bracket = None
+    located = _locate_epochs(estimate, g1, max_epochs)
+    if located is not None:
+        bracket = _integer_bracket_near(full, located, max_epochs)
+    if bracket is None:  # no estimate, or it misled: doubling with full accountings
+        lo, hi = 1, 2
+        g_lo = g1
+        while True:
+            g_hi = full(hi)
+            if g_hi > 0:
+                break
+            lo, hi, g_lo = hi, hi * 2, g_hi
+            if hi > max_epochs:
+                raise ParameterError(
+                    "epsilon",
+                    epsilon,
+                    f"allows more than {max_epochs:g} epochs and no bound proves a limit",
+                )
+        bracket = Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo)
+    bracket = shrink_bracket(full, bracket, done=lambda bad, good: bad - good <= 1, integer=True)
     best = int(bracket.good)
     _, rep = evaluate(best)
     return Calibration(run.sigma, _z(run), float(best), rep)
+
+
+def _locate_epochs(estimate: Callable[[float], float], g1: float, max_epochs: float) -> int | None:
+    """The largest number of epochs meeting the target by the locating estimates (doubling from
+    1, whose FULL excess ``g1`` is known, then integer bisection); None when they cannot place it
+    below ``max_epochs``."""
+    try:
+        lo, hi, g_lo = 1, 2, g1
+        while True:
+            g_hi = estimate(hi)
+            if g_hi > 0:
+                break
+            lo, hi, g_lo = hi, hi * 2, g_hi
+            if hi > max_epochs:
+                return None
+        b = shrink_bracket(
+            estimate,
+            Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo),
+            done=lambda bad, good: bad - good <= 1,
+            integer=True,
+        )
+    except (ParameterError, NotApplicable):
+        return None
+    return int(b.good)
+
+
+def _integer_bracket_near(
+    full: Callable[[float], float], located: int, max_epochs: float
+) -> Bracket | None:
+    """A bracket [good, bad] of the FULL excess around a located number of epochs: the located
+    value and its successor first (one step apart: done), then steps of 2, 4, ... epochs away from
+    it until the sign changes.  None past ``max_epochs`` (the caller's doubling then reports it)."""
+    e = max(1, located)
+    g = full(e)
+    direction = 1 if g <= 0 else -1
+    step = 1
+    while True:
+        e_new = e + direction * step
+        if e_new < 1 or e_new > max_epochs:
+            return None
+        g_new = full(e_new)
+        if (g_new > 0) != (g > 0):
+            return (
+                Bracket(bad=float(e), good=float(e_new), g_bad=g, g_good=g_new)
+                if g > 0
+                else Bracket(bad=float(e_new), good=float(e), g_bad=g_new, g_good=g)
+            )
+        e, g = e_new, g_new
+        step *= 2
 
 
 def _z(run: Run) -> float | None:

@@ -89,7 +89,14 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Query, Result, rdp_epsilon_limit, rdp_result, register
+from lastiterate.bounds.base import (
+    Query,
+    Result,
+    locating,
+    rdp_epsilon_limit,
+    rdp_result,
+    register,
+)
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import rdp_to_epsilon, sampled_gaussian_rdp
 from lastiterate.notions.tradeoff import lower_hull_indices
@@ -527,6 +534,8 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
         direction="mixture-first",
         **params,
     )
+    if locating():  # a calibration's locating pass: the proxy is all it needs (never reported)
+        return proxy
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
     orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])
@@ -637,6 +646,8 @@ def refined_schedule_curve(query: Query, **params: Any) -> ScheduleCurve:
     proxy = ScheduleCurve(
         lambdas=LAMBDA_GRID, orders=PROXY_ORDERS, direction="mixture-first", **params
     )
+    if locating():  # a calibration's locating pass (never reported)
+        return proxy
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
     orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])
