@@ -477,10 +477,11 @@ def _bracket_near(
     if not math.isfinite(g):
         return None
     direction = -at.bad_direction if g > 0 else at.bad_direction
-    distance = abs(g) / at.slope if at.slope is not None else width
-    step = distance + 0.45 * width
+    slope = at.slope
+    margin = 0.45 * width
     for _ in range(6):
-        x_new = min(max(x + direction * step, lo), hi)
+        distance = abs(g) / slope if slope is not None else width
+        x_new = min(max(x + direction * (distance + margin), lo), hi)
         if x_new == x:
             return None
         try:
@@ -493,8 +494,13 @@ def _bracket_near(
                 if g > 0
                 else Bracket(bad=x_new, good=x, g_bad=g_new, g_good=g)
             )
+        if not math.isfinite(g_new):
+            return None
+        # same side: the secant of the two full evaluations predicts better than the estimates'
+        secant = abs(g_new - g) / abs(x_new - x)
+        slope = secant if secant > 0 else slope
         x, g = x_new, g_new
-        step *= 4.0
+        margin *= 4.0
     return None
 
 
@@ -657,17 +663,25 @@ def _locate_epochs(estimate: Callable[[float], float], g1: float, max_epochs: fl
         )
     except (ParameterError, NotApplicable):
         return None
-    return int(b.good)
+    slope = (b.g_bad - b.g_good) / (b.bad - b.good)
+    return int(b.good), (slope if math.isfinite(slope) and slope > 0 else None)
 
 
 def _integer_bracket_near(
-    full: Callable[[float], float], located: int, max_epochs: float
+    full: Callable[[float], float], located: tuple[int, float | None], max_epochs: float
 ) -> Bracket | None:
     """A bracket [good, bad] of the FULL excess around a located number of epochs: the located
-    value and its successor first (one step apart: done), then steps of 2, 4, ... epochs away from
-    it until the sign changes.  None past ``max_epochs`` (the caller's doubling then reports it)."""
-    e = max(1, located)
+    value, then the largest integer below the root predicted from its full excess and the
+    estimates' slope, then its neighbour (one step apart: done), then steps of 2, 4, ... epochs
+    until the sign changes.  None past ``max_epochs`` (the caller's doubling then reports it)."""
+    e = max(1, located[0])
     g = full(e)
+    slope = located[1]  # excess per epoch of the estimates near their answer
+    if slope is not None and math.isfinite(g):
+        # the estimates may be off by a nearly constant factor: step to the root they predict
+        predicted = min(max(1, math.floor(e - g / slope)), int(max_epochs))
+        if predicted != e:
+            e, g = predicted, full(predicted)
     direction = 1 if g <= 0 else -1
     step = 1
     while True:
