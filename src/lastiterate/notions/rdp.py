@@ -367,6 +367,20 @@ def _rdp_value(rdp: Callable[[float], float], a: float) -> float:
 
 
 def _evaluate_callable(rdp: Callable[[float], float], alphas: np.ndarray) -> np.ndarray:
+    """``eps_R`` at every order of ``alphas``: through the curve's vectorised ``values(alphas)``
+    when it has one (it must equal the scalar calls), else one call per order."""
+    many = getattr(rdp, "values", None)
+    if callable(many):
+        vals = np.asarray(many(alphas), dtype=float)
+        bad = np.isnan(vals) | (vals < 0)
+        if vals.shape != alphas.shape or bad.any():
+            k = int(np.argmax(bad)) if bad.any() else 0
+            raise ParameterError(
+                "rdp",
+                rdp,
+                f"must return values >= 0 (got {vals.ravel()[k]!r} at alpha={alphas[k]!r})",
+            )
+        return vals
     vals = np.empty(alphas.size)
     for k, a in enumerate(alphas.tolist()):
         vals[k] = _rdp_value(rdp, a)
