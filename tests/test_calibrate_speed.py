@@ -151,3 +151,34 @@ def test_query_object_unchanged_by_locating() -> None:
     q = Query(delta=DELTA)
     with locating_estimates():
         assert q.report_orders == Query(delta=DELTA).report_orders
+
+
+@pytest.mark.parametrize(
+    ("run", "target", "delta"),
+    [
+        # sampling rate near 1 (the Poisson PLD, not the rate-1 closed form; the literal RDP
+        # direction needs its quadratures here: ~1 s per full accounting, ~15 s in all)
+        pytest.param(poisson_run(batch_size=59_999, steps=10), 2.0, 1e-5, marks=pytest.mark.slow),
+        # a tiny delta (~15 s in all)
+        pytest.param(poisson_run(steps=300), 2.0, 1e-12, marks=pytest.mark.slow),
+        # a very long run (closed form: cheap at T = 1e7)
+        (
+            Run(algorithm="gd", n=10_000, steps=10_000_000, lr=0.1, noise_std=1.0, sensitivity=1.0),
+            3.0,
+            1e-10,
+        ),
+    ],
+)
+def test_fast_calibration_at_the_extremes(
+    run: Run, target: float, delta: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 11: the fast path agrees with the slow path to the stated tolerance (both are good
+    ends of brackets of relative width <= rtol around the same root) and never overshoots."""
+    fast = calibrate_noise(run, epsilon=target, delta=delta)
+    _slow_path(monkeypatch)
+    slow = calibrate_noise(run, epsilon=target, delta=delta)
+    for cal in (fast, slow):
+        assert cal.report.best is not None and cal.report.best.epsilon <= target
+        again = account(run.replace(noise_std=cal.noise_std), delta=delta).best
+        assert again is not None and again.epsilon == cal.report.best.epsilon
+    assert abs(math.log(fast.noise_std / slow.noise_std)) <= 2 * math.log1p(RTOL)
