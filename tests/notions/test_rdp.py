@@ -526,3 +526,20 @@ def test_max_direction_filter_is_used_for_dp_sgd() -> None:
     rdp_module._rdp_literal_scalar.cache_clear()
     sampled_gaussian_rdp(256 / 60000, 1.1 * (1 + 1e-7), DEFAULT_ORDERS, direction="max")
     assert rdp_module._rdp_literal_scalar.cache_info().misses == 0
+
+
+@pytest.mark.parametrize(("q", "s"), [*CASES, (1e-6, 100.0)])
+def test_vectorised_integer_orders_equal_the_scalar_closed_form(q: float, s: float) -> None:
+    """sampled_gaussian_rdp evaluates several integer orders in one pass (issue 11): the same
+    numbers as the scalar closed form, order by order."""
+    from lastiterate.notions import rdp as rdp_module
+
+    orders = [2, 3, 4, 8, 16, 63, 64, 128, 1024]
+    assert rdp_module._log_a_int_many(q, s, orders) == [
+        rdp_module._log_a_int(q, s, a) for a in orders
+    ]
+    together = sampled_gaussian_rdp(q, s, [float(a) for a in orders], direction="mixture-first")
+    one_by_one = [
+        sampled_gaussian_rdp(q, s, [float(a)], direction="mixture-first")[0] for a in orders
+    ]
+    assert together.tolist() == one_by_one
