@@ -647,14 +647,30 @@ def _locate_epochs(estimate: Callable[[float], float], g1: float, max_epochs: fl
     1, whose FULL excess ``g1`` is known, then integer bisection); None when they cannot place it
     below ``max_epochs``."""
     try:
-        lo, hi, g_lo = 1, 2, g1
-        while True:
-            g_hi = estimate(hi)
-            if g_hi > 0:
-                break
-            lo, hi, g_lo = hi, hi * 2, g_hi
-            if hi > max_epochs:
-                return None
+        # first guess: epsilon ~ sqrt(epochs) (composition); last-iterate bounds grow slower
+        target_ratio = math.exp(-g1)  # target / epsilon after one epoch (> 1)
+        guess = int(min(max(2.0, math.floor(target_ratio**2)), max_epochs))
+        g_guess = estimate(guess)
+        if g_guess > 0:  # halve down to a good number of epochs (1 is good: its full excess)
+            hi, g_hi = guess, g_guess
+            lo, g_lo = max(1, guess // 2), None
+            while lo > 1:
+                g_lo = estimate(lo)
+                if g_lo <= 0:
+                    break
+                hi, g_hi, lo = lo, g_lo, max(1, lo // 2)
+            if lo == 1:
+                g_lo = g1
+        else:
+            lo, g_lo, hi = guess, g_guess, guess * 2
+            while True:
+                if hi > max_epochs:
+                    return None
+                g_hi = estimate(hi)
+                if g_hi > 0:
+                    break
+                lo, hi, g_lo = hi, hi * 2, g_hi
+        assert g_lo is not None
         b = shrink_bracket(
             estimate,
             Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo),
