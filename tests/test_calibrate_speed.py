@@ -182,3 +182,23 @@ def test_fast_calibration_at_the_extremes(
         again = account(run.replace(noise_std=cal.noise_std), delta=delta).best
         assert again is not None and again.epsilon == cal.report.best.epsilon
     assert abs(math.log(fast.noise_std / slow.noise_std)) <= 2 * math.log1p(RTOL)
+
+
+def test_focused_search_checks_the_bad_end_with_every_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bracket is closed with the best bound alone; if another bound meets the target at its
+    bad end, the full search takes over (never a bracket that only one bound vouches for)."""
+    run = poisson_run(steps=200)
+    real = accountant_module._best_epsilon
+    calls: list[tuple[str, ...] | None] = []
+
+    def spy(r: Run, delta: float, bounds: object) -> object:
+        calls.append(None if bounds is None else tuple(bounds))  # type: ignore[arg-type]
+        return real(r, delta, bounds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(accountant_module, "_best_epsilon", spy)
+    cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
+    assert any(c is not None and len(c) == 1 for c in calls)  # the focused phase ran
+    monkeypatch.setattr(accountant_module, "_best_epsilon", real)
+    _assert_noise_answer(run, cal, 0.5)

@@ -393,6 +393,8 @@ def calibrate_noise(
     reports: dict[float, Report] = {}  # the final report is one the search already made
 
     def excess(log_sigma: float) -> float:
+        if log_sigma in reports:
+            return _log_excess(reports[log_sigma].best.epsilon, target)  # type: ignore[union-attr]
         sigma = math.exp(log_sigma)
         eps, reports[log_sigma] = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)
         if progress is not None:
@@ -400,26 +402,78 @@ def calibrate_noise(
         return _log_excess(eps, target)
 
     width = math.log1p(rtol)
+    done = lambda bad, good: abs(good - bad) <= width
 
-    def estimate(log_sigma: float) -> float:
-        with locating_estimates():
-            eps = _best_epsilon(run.replace(noise_std=math.exp(log_sigma)), delta, bounds)[0]
-        return _log_excess(eps, target)
-
+    estimates = _Estimates(lambda x: run.replace(noise_std=math.exp(x)), delta, bounds, target)
     bracket = None
-    located = _locate(lambda: _noise_bracket(estimate, math.log(run.sigma), epsilon), estimate)
+    start = math.log(run.sigma)
+    located = _locate(lambda: _noise_bracket(estimates, start, epsilon), estimates, estimates)
     if located is not None:
-        bracket = _bracket_near(excess, located, width, _SIGMA_RANGE)
-    if bracket is None:  # no estimate, or it misled: the full search from the run's noise
-        bracket = _noise_bracket(excess, math.log(run.sigma), epsilon)
-    bracket = shrink_bracket(
-        excess, bracket, done=lambda bad, good: abs(good - bad) <= width, close_within=width
-    )
+        bracket, restart = _focused_noise_bracket(
+            excess, reports, located, width, run, delta, target, progress
+        )
+        start = start if restart is None else restart
+    if bracket is None:  # no estimate, or it misled: the full search
+        bracket = _noise_bracket(excess, start, epsilon)
+    bracket = shrink_bracket(excess, bracket, done=done, close_within=width)
     hi = math.exp(bracket.good)
     final = run.replace(noise_std=hi)
     rep = reports.get(bracket.good) or _best_epsilon(final, delta, bounds)[1]
     z = hi * final.b / final.clip if final.clip is not None else None
     return Calibration(noise_std=hi, noise_multiplier=z, epochs=final.E, report=rep)
+
+
+def _focused_noise_bracket(
+    excess: Callable[[float], float],
+    reports: dict[float, Report],
+    located: _Located,
+    width: float,
+    run: Run,
+    delta: float,
+    target: float,
+    progress: Callable[[str], None] | None,
+) -> tuple[Bracket | None, float | None]:
+    """Close the noise bracket next to a located root with the bound that is best there only,
+    then check both ends with full accountings.
+
+    A full accounting at the located noise names its best bound B; the bracket is then searched
+    with B alone (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``;
+    full accountings at its two ends give the report (good end) and check that no other bound
+    meets the target at the bad end.  Returns ``(bracket, start)``: the checked bracket, or None
+    and the point from which the caller's full search starts (the located noise, or the bad end
+    that another bound turned out to meet; None: the run's own noise)."""
+    x1 = min(max(located.x, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
+    try:
+        g1 = excess(x1)
+    except ParameterError:  # a noise the run or a bound refuses: search from the run's noise
+        return None, None
+    best = reports[x1].best
+    if best is None or not math.isfinite(g1):
+        return None, None
+
+    def excess_b(log_sigma: float) -> float:
+        if log_sigma in reports:
+            return excess(log_sigma)  # a full accounting already made: its best is <= eps_B
+        sigma = math.exp(log_sigma)
+        try:
+            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [best.bound])[0]
+        except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
+            return math.inf
+        if progress is not None:
+            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({best.bound})")
+        return _log_excess(eps, target)
+
+    near = _bracket_near(excess_b, located, width, _SIGMA_RANGE)
+    if near is None:
+        return None, x1
+    near = shrink_bracket(
+        excess_b, near, done=lambda bad, good: abs(good - bad) <= width, close_within=width
+    )
+    g_good = excess(near.good)  # full: the report; <= eps_B, so still within the target
+    g_bad = excess(near.bad)  # full: does any other bound meet the target here?
+    if g_bad > 0 >= g_good:
+        return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
+    return None, near.bad if g_bad <= 0 else x1
 
 
 #: the log-noise range a Run accepts (less a hair), for the searches
@@ -438,12 +492,48 @@ class _Located:
     bad_direction: float
 
 
-def _locate(initial: Callable[[], Bracket], estimate: Callable[[float], float]) -> _Located | None:
+class _Estimates:
+    """The locating excess ``log(epsilon / target)`` of the run at a searched value, from the
+    cheap estimates (:func:`locating_estimates`).  Once a bracket is found, :meth:`focus` limits
+    the estimates to the bound ids that were best at its two ends (the others cannot decide where
+    the root lies unless they overtake, and a full accounting checks every answer anyway)."""
+
+    def __init__(
+        self,
+        make_run: Callable[[float], Run],
+        delta: float,
+        bounds: Sequence[str] | None,
+        target: float,
+    ) -> None:
+        self.make_run, self.delta, self.bounds, self.target = make_run, delta, bounds, target
+        self.best_at: dict[float, str] = {}
+
+    def __call__(self, x: float) -> float:
+        with locating_estimates():
+            eps, rep = _best_epsilon(self.make_run(x), self.delta, self.bounds)
+        if rep.best is not None:
+            self.best_at[x] = rep.best.bound
+        return _log_excess(eps, self.target)
+
+    def focus(self, b: Bracket) -> None:
+        ids = {self.best_at.get(b.bad), self.best_at.get(b.good)}
+        if None not in ids:
+            self.bounds = sorted(i for i in ids if i is not None)
+
+
+def _locate(
+    initial: Callable[[], Bracket],
+    estimate: Callable[[float], float],
+    estimates: _Estimates | None = None,
+) -> _Located | None:
     """Run the search on the cheap locating estimates (:func:`locating_estimates`): ``initial``
-    brackets, then the bracket shrinks to ``_LOCATE_WIDTH``.  None when the estimates cannot
-    locate the root (the caller then searches with full accountings only)."""
+    brackets, then the bracket shrinks to ``_LOCATE_WIDTH`` (with the estimates focused on the
+    bounds best at the bracket's ends).  None when the estimates cannot locate the root (the
+    caller then searches with full accountings only)."""
     try:
         b = initial()
+        if estimates is not None:  # the ends keep their values: their best bounds are kept
+            estimates.focus(b)
         b = shrink_bracket(
             estimate,
             b,
@@ -611,14 +701,10 @@ def calibrate_epochs(
     def full(e: float) -> float:
         return _log_excess(evaluate(int(e))[0], target)
 
-    def estimate(e: float) -> float:
-        with locating_estimates():
-            eps = _best_epsilon(run.replace(epochs=int(e)), delta, bounds)[0]
-        return _log_excess(eps, target)
-
     g1 = _log_excess(eps1, target)
+    estimates = _Estimates(lambda e: run.replace(epochs=int(e)), delta, bounds, target)
     bracket = None
-    located = _locate_epochs(estimate, g1, max_epochs)
+    located = _locate_epochs(estimates, g1, max_epochs)
     if located is not None:
         bracket = _integer_bracket_near(full, located, max_epochs)
     if bracket is None:  # no estimate, or it misled: doubling with full accountings
@@ -642,10 +728,14 @@ def calibrate_epochs(
     return Calibration(run.sigma, _z(run), float(best), rep)
 
 
-def _locate_epochs(estimate: Callable[[float], float], g1: float, max_epochs: float) -> int | None:
-    """The largest number of epochs meeting the target by the locating estimates (doubling from
-    1, whose FULL excess ``g1`` is known, then integer bisection); None when they cannot place it
-    below ``max_epochs``."""
+def _locate_epochs(
+    estimate: Callable[[float], float], g1: float, max_epochs: float
+) -> tuple[int, float | None] | None:
+    """The largest number of epochs meeting the target by the locating estimates, with their
+    excess per epoch there; None when they cannot place it below ``max_epochs``.  The search starts
+    at ``(target / epsilon_1)^2`` epochs (exact for a Gaussian composition; ``g1`` is the FULL
+    excess of one epoch, which meets the target), doubles up or halves down to a bracket, and
+    ends with the integer interpolation search."""
     try:
         # first guess: epsilon ~ sqrt(epochs) (composition); last-iterate bounds grow slower
         target_ratio = math.exp(-g1)  # target / epsilon after one epoch (> 1)
@@ -671,9 +761,12 @@ def _locate_epochs(estimate: Callable[[float], float], g1: float, max_epochs: fl
                     break
                 lo, hi, g_lo = hi, hi * 2, g_hi
         assert g_lo is not None
+        b = Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo)
+        if isinstance(estimate, _Estimates):
+            estimate.focus(b)
         b = shrink_bracket(
             estimate,
-            Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo),
+            b,
             done=lambda bad, good: bad - good <= 1,
             integer=True,
         )

@@ -1012,9 +1012,12 @@ def sampled_gaussian_rdp(
     for k, alpha in enumerate(a.tolist()):
         mf = lit = 0.0
         if direction in ("mixture-first", "max"):
-            mf = integer_mf.get(float(alpha))
-            if mf is None:
-                mf = _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
+            known = integer_mf.get(float(alpha))
+            mf = (
+                known
+                if known is not None
+                else _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
+            )
         if direction == "literal" or (
             lit_upper is not None and not lit_upper[k] * (1.0 + _FILTER_REL_MARGIN) <= mf
         ):
