@@ -194,11 +194,13 @@ def test_focused_search_checks_the_bad_end_with_every_bound(
     calls: list[tuple[str, ...] | None] = []
 
     def spy(r: Run, delta: float, bounds: object) -> object:
-        calls.append(None if bounds is None else tuple(bounds))  # type: ignore[arg-type]
+        if not locating():  # full accountings only (all bounds, or the focused one)
+            calls.append(None if bounds is None else tuple(bounds))  # type: ignore[arg-type]
         return real(r, delta, bounds)  # type: ignore[arg-type]
 
     monkeypatch.setattr(accountant_module, "_best_epsilon", spy)
     cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
     assert any(c is not None and len(c) == 1 for c in calls)  # the focused phase ran
+    assert calls[-2:] == [None, None]  # both ends checked with every bound
     monkeypatch.setattr(accountant_module, "_best_epsilon", real)
     _assert_noise_answer(run, cal, 0.5)
