@@ -17,6 +17,7 @@ Tables printed (Markdown):
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import resource
@@ -157,13 +158,17 @@ ACCOUNT_TARGET = 0.2
 CALIBRATE_TARGET = 1.0
 
 
+_FRESH = itertools.count(1)
+
+
 def cold_account_seconds(run: Run, repeats: int) -> tuple[tuple[float, float], Any]:
     """Median (wall, CPU) seconds of ``account`` on runs no cache has seen (sigma moved by 1e-9
     relative per repeat), after one warm-up call that pays the imports; and the last report."""
     account(run.replace(noise_std=run.sigma * (1 - 1e-7)), delta=DELTA)  # imports, not caches
     walls, cpus, report = [], [], None
-    for i in range(repeats):
-        fresh = run.replace(noise_std=run.sigma * (1 + 1e-9 * (i + 1)))
+    for _ in range(repeats):
+        # a noise no call has used yet (settings share runs' parameters, and caches are per run)
+        fresh = run.replace(noise_std=run.sigma * (1 + 1e-9 * next(_FRESH)))
         t0, c0 = time.perf_counter(), time.process_time()
         report = account(fresh, delta=DELTA)
         walls.append(time.perf_counter() - t0)
