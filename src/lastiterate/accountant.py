@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lastiterate.bounds import BOUND_IDS, Query, Result, registered
+from lastiterate.bounds.base import locating_estimates
 from lastiterate.bracketing import Bracket, shrink_bracket
 from lastiterate.errors import SCALE_RANGE, NotApplicable, ParameterError, check_positive
 from lastiterate.formatting import COMPOSITION_BOUNDS, format_report
@@ -389,23 +390,208 @@ def calibrate_noise(
         NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
+    reports: dict[float, Report] = {}  # the final report is one the search already made
 
     def excess(log_sigma: float) -> float:
+        if log_sigma in reports:
+            return _log_excess(reports[log_sigma].best.epsilon, target)  # type: ignore[union-attr]
         sigma = math.exp(log_sigma)
-        eps = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)[0]
+        eps, reports[log_sigma] = _best_epsilon(run.replace(noise_std=sigma), delta, bounds)
         if progress is not None:
             progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g}")
         return _log_excess(eps, target)
 
-    bracket = _noise_bracket(excess, math.log(run.sigma), epsilon)
-    bracket = shrink_bracket(
-        excess, bracket, done=lambda bad, good: abs(good - bad) <= math.log1p(rtol)
-    )
+    width = math.log1p(rtol)
+    done = lambda bad, good: abs(good - bad) <= width
+
+    estimates = _Estimates(lambda x: run.replace(noise_std=math.exp(x)), delta, bounds, target)
+    bracket = None
+    start = math.log(run.sigma)
+    located = _locate(lambda: _noise_bracket(estimates, start, epsilon), estimates, estimates)
+    if located is not None:
+        bracket, restart = _focused_noise_bracket(
+            excess, reports, located, width, run, delta, target, progress
+        )
+        start = start if restart is None else restart
+    if bracket is None:  # no estimate, or it misled: the full search
+        bracket = _noise_bracket(excess, start, epsilon)
+    bracket = shrink_bracket(excess, bracket, done=done, close_within=width)
     hi = math.exp(bracket.good)
     final = run.replace(noise_std=hi)
-    _, rep = _best_epsilon(final, delta, bounds)
+    rep = reports.get(bracket.good) or _best_epsilon(final, delta, bounds)[1]
     z = hi * final.b / final.clip if final.clip is not None else None
     return Calibration(noise_std=hi, noise_multiplier=z, epochs=final.E, report=rep)
+
+
+def _focused_noise_bracket(
+    excess: Callable[[float], float],
+    reports: dict[float, Report],
+    located: _Located,
+    width: float,
+    run: Run,
+    delta: float,
+    target: float,
+    progress: Callable[[str], None] | None,
+) -> tuple[Bracket | None, float | None]:
+    """Close the noise bracket next to a located root with the bound that is best there only,
+    then check both ends with full accountings.
+
+    A full accounting at the located noise names its best bound B; the bracket is then searched
+    with B alone (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``;
+    full accountings at its two ends give the report (good end) and check that no other bound
+    meets the target at the bad end.  Returns ``(bracket, start)``: the checked bracket, or None
+    and the point from which the caller's full search starts (the located noise, or the bad end
+    that another bound turned out to meet; None: the run's own noise)."""
+    x1 = min(max(located.x, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
+    try:
+        g1 = excess(x1)
+    except ParameterError:  # a noise the run or a bound refuses: search from the run's noise
+        return None, None
+    best = reports[x1].best
+    if best is None or not math.isfinite(g1):
+        return None, None
+
+    def excess_b(log_sigma: float) -> float:
+        if log_sigma in reports:
+            return excess(log_sigma)  # a full accounting already made: its best is <= eps_B
+        sigma = math.exp(log_sigma)
+        try:
+            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [best.bound])[0]
+        except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
+            return math.inf
+        if progress is not None:
+            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({best.bound})")
+        return _log_excess(eps, target)
+
+    near = _bracket_near(excess_b, located, width, _SIGMA_RANGE)
+    if near is None:
+        return None, x1
+    near = shrink_bracket(
+        excess_b, near, done=lambda bad, good: abs(good - bad) <= width, close_within=width
+    )
+    g_good = excess(near.good)  # full: the report; <= eps_B, so still within the target
+    g_bad = excess(near.bad)  # full: does any other bound meet the target here?
+    if g_bad > 0 >= g_good:
+        return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
+    return None, near.bad if g_bad <= 0 else x1
+
+
+#: the log-noise range a Run accepts (less a hair), for the searches
+_SIGMA_RANGE = (math.log(SCALE_RANGE[0]) + 1e-9, math.log(SCALE_RANGE[1]) - 1e-9)
+#: relative width to which the locating pass places the answer before the full accountings
+_LOCATE_WIDTH = 1e-3
+
+
+@dataclass(frozen=True)
+class _Located:
+    """Where the locating estimates put the root: ``x`` (their good end), the excess change per
+    unit towards the bad side (``slope``, None if unknown) and that side's direction (+1 / -1)."""
+
+    x: float
+    slope: float | None
+    bad_direction: float
+
+
+class _Estimates:
+    """The locating excess ``log(epsilon / target)`` of the run at a searched value, from the
+    cheap estimates (:func:`locating_estimates`).  Once a bracket is found, :meth:`focus` limits
+    the estimates to the bound ids that were best at its two ends (the others cannot decide where
+    the root lies unless they overtake, and a full accounting checks every answer anyway)."""
+
+    def __init__(
+        self,
+        make_run: Callable[[float], Run],
+        delta: float,
+        bounds: Sequence[str] | None,
+        target: float,
+    ) -> None:
+        self.make_run, self.delta, self.bounds, self.target = make_run, delta, bounds, target
+        self.best_at: dict[float, str] = {}
+
+    def __call__(self, x: float) -> float:
+        with locating_estimates():
+            eps, rep = _best_epsilon(self.make_run(x), self.delta, self.bounds)
+        if rep.best is not None:
+            self.best_at[x] = rep.best.bound
+        return _log_excess(eps, self.target)
+
+    def focus(self, b: Bracket) -> None:
+        ids = {self.best_at.get(b.bad), self.best_at.get(b.good)}
+        if None not in ids:
+            self.bounds = sorted(i for i in ids if i is not None)
+
+
+def _locate(
+    initial: Callable[[], Bracket],
+    estimate: Callable[[float], float],
+    estimates: _Estimates | None = None,
+) -> _Located | None:
+    """Run the search on the cheap locating estimates (:func:`locating_estimates`): ``initial``
+    brackets, then the bracket shrinks to ``_LOCATE_WIDTH`` (with the estimates focused on the
+    bounds best at the bracket's ends).  None when the estimates cannot locate the root (the
+    caller then searches with full accountings only)."""
+    try:
+        b = initial()
+        if estimates is not None:  # the ends keep their values: their best bounds are kept
+            estimates.focus(b)
+        b = shrink_bracket(
+            estimate,
+            b,
+            done=lambda bad, good: abs(good - bad) <= _LOCATE_WIDTH,
+            close_within=_LOCATE_WIDTH,
+        )
+    except (ParameterError, NotApplicable):
+        return None
+    span = abs(b.bad - b.good)
+    slope = (b.g_bad - b.g_good) / span if span > 0 else math.nan
+    return _Located(
+        x=b.good,
+        slope=slope if math.isfinite(slope) and slope > 0 else None,
+        bad_direction=math.copysign(1.0, b.bad - b.good),
+    )
+
+
+def _bracket_near(
+    excess: Callable[[float], float], at: _Located, width: float, limits: tuple[float, float]
+) -> Bracket | None:
+    """A bracket of the FULL excess next to a located root: evaluate at ``at.x``, then step along
+    the estimated slope to ``0.45 width`` past the predicted root (usually the second point already
+    lies on the other side, within about one ``width``); the step grows 4x while the sign does not
+    change.  None if the full excess is not finite there, leaves ``limits`` or keeps its sign."""
+    lo, hi = limits
+    x = min(max(at.x, lo), hi)
+    try:
+        g = excess(x)
+    except ParameterError:
+        return None
+    if not math.isfinite(g):
+        return None
+    direction = -at.bad_direction if g > 0 else at.bad_direction
+    slope = at.slope
+    margin = 0.45 * width
+    for _ in range(6):
+        distance = abs(g) / slope if slope is not None else width
+        x_new = min(max(x + direction * (distance + margin), lo), hi)
+        if x_new == x:
+            return None
+        try:
+            g_new = excess(x_new)
+        except ParameterError:
+            return None
+        if (g_new > 0) != (g > 0):
+            return (
+                Bracket(bad=x, good=x_new, g_bad=g, g_good=g_new)
+                if g > 0
+                else Bracket(bad=x_new, good=x, g_bad=g_new, g_good=g)
+            )
+        if not math.isfinite(g_new):
+            return None
+        # same side: the secant of the two full evaluations predicts better than the estimates'
+        secant = abs(g_new - g) / abs(x_new - x)
+        slope = secant if secant > 0 else slope
+        x, g = x_new, g_new
+        margin *= 4.0
+    return None
 
 
 def _log_excess(eps: float, target: float) -> float:
@@ -511,28 +697,115 @@ def calibrate_epochs(
     if limits:
         tightest = min(limits, key=lambda r: float(r.details["epsilon_limit"]))
         return Calibration(run.sigma, _z(run), None, rep1, limit=tightest)
-    lo, hi = 1, 2
-    g_lo = _log_excess(eps1, target)
-    while True:
-        g_hi = _log_excess(evaluate(hi)[0], target)
-        if g_hi > 0:
-            break
-        lo, hi, g_lo = hi, hi * 2, g_hi
-        if hi > max_epochs:
-            raise ParameterError(
-                "epsilon",
-                epsilon,
-                f"allows more than {max_epochs:g} epochs and no bound proves a limit",
-            )
-    bracket = shrink_bracket(
-        lambda e: _log_excess(evaluate(int(e))[0], target),
-        Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo),
-        done=lambda bad, good: bad - good <= 1,
-        integer=True,
-    )
+
+    def full(e: float) -> float:
+        return _log_excess(evaluate(int(e))[0], target)
+
+    g1 = _log_excess(eps1, target)
+    estimates = _Estimates(lambda e: run.replace(epochs=int(e)), delta, bounds, target)
+    bracket = None
+    located = _locate_epochs(estimates, g1, max_epochs)
+    if located is not None:
+        bracket = _integer_bracket_near(full, located, max_epochs)
+    if bracket is None:  # no estimate, or it misled: doubling with full accountings
+        lo, hi = 1, 2
+        g_lo = g1
+        while True:
+            g_hi = full(hi)
+            if g_hi > 0:
+                break
+            lo, hi, g_lo = hi, hi * 2, g_hi
+            if hi > max_epochs:
+                raise ParameterError(
+                    "epsilon",
+                    epsilon,
+                    f"allows more than {max_epochs:g} epochs and no bound proves a limit",
+                )
+        bracket = Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo)
+    bracket = shrink_bracket(full, bracket, done=lambda bad, good: bad - good <= 1, integer=True)
     best = int(bracket.good)
     _, rep = evaluate(best)
     return Calibration(run.sigma, _z(run), float(best), rep)
+
+
+def _locate_epochs(
+    estimate: Callable[[float], float], g1: float, max_epochs: float
+) -> tuple[int, float | None] | None:
+    """The largest number of epochs meeting the target by the locating estimates, with their
+    excess per epoch there; None when they cannot place it below ``max_epochs``.  The search starts
+    at ``(target / epsilon_1)^2`` epochs (exact for a Gaussian composition; ``g1`` is the FULL
+    excess of one epoch, which meets the target), doubles up or halves down to a bracket, and
+    ends with the integer interpolation search."""
+    try:
+        # first guess: epsilon ~ sqrt(epochs) (composition); last-iterate bounds grow slower
+        target_ratio = math.exp(-g1)  # target / epsilon after one epoch (> 1)
+        guess = int(min(max(2.0, math.floor(target_ratio**2)), max_epochs))
+        g_guess = estimate(guess)
+        if g_guess > 0:  # halve down to a good number of epochs (1 is good: its full excess)
+            hi, g_hi = guess, g_guess
+            lo, g_lo = max(1, guess // 2), None
+            while lo > 1:
+                g_lo = estimate(lo)
+                if g_lo <= 0:
+                    break
+                hi, g_hi, lo = lo, g_lo, max(1, lo // 2)
+            if lo == 1:
+                g_lo = g1
+        else:
+            lo, g_lo, hi = guess, g_guess, guess * 2
+            while True:
+                if hi > max_epochs:
+                    return None
+                g_hi = estimate(hi)
+                if g_hi > 0:
+                    break
+                lo, hi, g_lo = hi, hi * 2, g_hi
+        assert g_lo is not None
+        b = Bracket(bad=float(hi), good=float(lo), g_bad=g_hi, g_good=g_lo)
+        if isinstance(estimate, _Estimates):
+            estimate.focus(b)
+        b = shrink_bracket(
+            estimate,
+            b,
+            done=lambda bad, good: bad - good <= 1,
+            integer=True,
+        )
+    except (ParameterError, NotApplicable):
+        return None
+    slope = (b.g_bad - b.g_good) / (b.bad - b.good)
+    return int(b.good), (slope if math.isfinite(slope) and slope > 0 else None)
+
+
+def _integer_bracket_near(
+    full: Callable[[float], float], located: tuple[int, float | None], max_epochs: float
+) -> Bracket | None:
+    """A bracket [good, bad] of the FULL excess around a located number of epochs: the located
+    value, then the largest integer below the root predicted from its full excess and the
+    estimates' slope, then its neighbour (one step apart: done), then steps of 2, 4, ... epochs
+    until the sign changes.  None past ``max_epochs`` (the caller's doubling then reports it)."""
+    e = max(1, located[0])
+    g = full(e)
+    slope = located[1]  # excess per epoch of the estimates near their answer
+    if slope is not None and math.isfinite(g):
+        # the estimates may be off by a nearly constant factor: step to the root they predict
+        predicted = min(max(1, math.floor(e - g / slope)), int(max_epochs))
+        if predicted != e:
+            e, g = predicted, full(predicted)
+    direction = 1 if g <= 0 else -1
+    step = 1
+    while True:
+        e_new = e + direction * step
+        if e_new < 1 or e_new > max_epochs:
+            return None
+        g_new = full(e_new)
+        if (g_new > 0) != (g > 0):
+            return (
+                Bracket(bad=float(e), good=float(e_new), g_bad=g, g_good=g_new)
+                if g > 0
+                else Bracket(bad=float(e_new), good=float(e), g_bad=g_new, g_good=g)
+            )
+        e, g = e_new, g_new
+        step *= 2
 
 
 def _z(run: Run) -> float | None:

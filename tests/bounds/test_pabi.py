@@ -521,3 +521,34 @@ def test_sgd_needs_bounded_gradients_not_only_a_sensitivity() -> None:
     )
     clipped = account(Run(clip=5.0, **base), delta=1e-5)
     assert clipped.result("pabi") is not None
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_vectorised_curve_values_equal_the_scalar_calls(trial: int) -> None:
+    """issue 11: rdp_to_epsilon evaluates its order grid through SplitWindowCurve.values (one
+    numpy pass); it must give exactly the scalar curve's numbers (same operations elementwise),
+    for every branch: q = 1, contraction c < 1 and c > 1, the T -> infinity limit, no window,
+    the q-linear term, both directions, orders beyond the table."""
+    from lastiterate.bounds.pabi import LAMBDA_GRID, PROXY_ORDERS, SplitWindowCurve
+
+    rng = np.random.default_rng(trial)
+    alphas = np.concatenate(
+        [1.0 + np.exp(np.linspace(math.log(1e-6), math.log(1e8), 97)), [1.5, 2.0, 3.0, 1e4 + 5]]
+    )
+    curve = SplitWindowCurve(
+        q=[0.025, 0.004, 1.0][trial % 3],
+        b=1500,
+        L=10.0,
+        sigma=float(rng.uniform(0.005, 0.05)),
+        eta=0.05,
+        D=1.0,
+        c=[1.0, 0.99, 1.01][trial % 3],
+        T=2000,
+        n_max=[1999, math.inf, 0][trial % 3],
+        lambdas=LAMBDA_GRID,
+        orders=np.concatenate([PROXY_ORDERS[:10], [1.3, 2.5, 7.7]]),
+        q_linear=bool(trial % 2),
+        direction=["max", "mixture-first"][trial % 2],
+    )
+    scalar = np.array([curve(float(a)) for a in alphas])
+    np.testing.assert_array_equal(curve.values(alphas), scalar)

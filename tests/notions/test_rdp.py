@@ -22,6 +22,7 @@ from lastiterate.notions.rdp import (
     alpha_star,
     lemma_2_12_applies,
     lemma_2_12_bound,
+    literal_taylor_upper,
     rdp_linear_to_epsilon,
     rdp_to_delta,
     rdp_to_epsilon,
@@ -474,3 +475,71 @@ def test_lemma_2_12_not_applicable() -> None:
         lemma_2_12_bound(0.1, 5.0, 1e4)
     with pytest.raises(ParameterError):
         alpha_star(0.3, 5.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the literal direction's closed-form filter (issue 11: speed without a quadrature per order)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("q", "s", "a"),
+    [
+        (1e-6, 0.5, 1024.0),  # scipy's quad over-reports here (1.5e-2 vs 2.1e-8): a loose reference
+        (1e-4, 1.0, 1024.0),
+        (1e-4, 1.5, 1024.0),
+        (1e-4, 2.0, 2.0),
+        (1e-6, 100.0, 8.0),
+        (256 / 60000, 1.1, 1.1),
+        (256 / 60000, 1.1, 12.0),
+        (0.025, 1.2, 5.5),
+        (0.3, 0.8, 3.0),
+        (0.9, 3.0, 10.5),
+        (0.025, 0.2121, 1.987),  # small noise: the log(1/(1-q)) bound
+        (0.5, 0.3, 3.0),
+    ],
+)
+def test_literal_taylor_upper_is_above_high_precision(q: float, s: float, a: float) -> None:
+    """The closed-form bound is never below a 40-digit quadrature of the literal direction."""
+    ref = _mp_rdp(q, s, a, literal=True)
+    assert literal_taylor_upper(q, s, [a])[0] >= ref
+
+
+@pytest.mark.parametrize(("q", "s"), [*CASES, (0.001, 10.0), (1e-5, 1e3), (0.999, 2.0)])
+def test_max_direction_filter_gives_the_slow_path_value(q: float, s: float) -> None:
+    """``direction="max"`` skips the literal quadrature where the Taylor bound is below the
+    mixture-first value: the result equals max(mixture-first, literal) computed both ways, at every
+    default order (the filter only decides which quadratures are needed)."""
+    orders = np.union1d(DEFAULT_ORDERS, FRACTIONAL)
+    mf = sampled_gaussian_rdp(q, s, orders, direction="mixture-first")
+    lit = sampled_gaussian_rdp(q, s, orders, direction="literal")
+    fast = sampled_gaussian_rdp(q, s, orders, direction="max")
+    np.testing.assert_array_equal(fast, np.maximum(mf, lit))
+    upper = literal_taylor_upper(q, s, orders)
+    assert np.all(upper >= lit / (1 + 2e-10))  # the quadrature's own margin is 1e-10
+
+
+def test_max_direction_filter_is_used_for_dp_sgd() -> None:
+    """For DP-SGD rates the filter removes every literal quadrature (what makes it fast)."""
+    from lastiterate.notions import rdp as rdp_module
+
+    rdp_module._rdp_literal_scalar.cache_clear()
+    sampled_gaussian_rdp(256 / 60000, 1.1 * (1 + 1e-7), DEFAULT_ORDERS, direction="max")
+    assert rdp_module._rdp_literal_scalar.cache_info().misses == 0
+
+
+@pytest.mark.parametrize(("q", "s"), [*CASES, (1e-6, 100.0)])
+def test_vectorised_integer_orders_equal_the_scalar_closed_form(q: float, s: float) -> None:
+    """sampled_gaussian_rdp evaluates several integer orders in one pass (issue 11): the same
+    numbers as the scalar closed form, order by order."""
+    from lastiterate.notions import rdp as rdp_module
+
+    orders = [2, 3, 4, 8, 16, 63, 64, 128, 1024]
+    assert rdp_module._log_a_int_many(q, s, orders) == [
+        rdp_module._log_a_int(q, s, a) for a in orders
+    ]
+    together = sampled_gaussian_rdp(q, s, [float(a) for a in orders], direction="mixture-first")
+    one_by_one = [
+        sampled_gaussian_rdp(q, s, [float(a)], direction="mixture-first")[0] for a in orders
+    ]
+    assert together.tolist() == one_by_one

@@ -17,7 +17,9 @@ is also listed in :func:`lastiterate.bounds.load_all`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -212,6 +214,32 @@ def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
     if unknown:
         raise ParameterError("bound", unknown[0], "must be one of " + ", ".join(BOUND_IDS))
     return [s for s in _REGISTRY if s.id in ids]
+
+
+# ---------------------------------------------------------------------- locating estimates
+_LOCATING: ContextVar[bool] = ContextVar("locating_estimates", default=False)
+
+
+@contextmanager
+def locating_estimates() -> Iterator[None]:
+    """Inside the block, the slow bounds may return cheap APPROXIMATIONS instead of bounds: the
+    numerical compositions use a coarse grid without the optimistic twin, the RDP window bounds
+    (pabi, smooth-bounded-domain) their locating pass (mixture-first direction at integer orders).
+
+    Only :mod:`lastiterate.accountant`'s calibrations use it, to locate the answer before they
+    bracket it with full accountings; nothing computed inside is reported or cached as a bound.
+    """
+    token = _LOCATING.set(True)
+    try:
+        yield
+    finally:
+        _LOCATING.reset(token)
+
+
+def locating() -> bool:
+    """Whether the caller only locates (see :func:`locating_estimates`): a bound may then return
+    an approximation."""
+    return _LOCATING.get()
 
 
 # ---------------------------------------------------------------------- result builders

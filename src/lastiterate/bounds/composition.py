@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lastiterate.bounds.base import Query, Result, gdp_result, rdp_result, register
+from lastiterate.bounds.base import Query, Result, gdp_result, locating, rdp_result, register
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
@@ -173,8 +173,18 @@ def _sgd_pld(run: Run, discretization: float = 1e-4) -> tuple[Any, str, str, dic
     """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
     from lastiterate.notions.pld import tilt_delta_floor
 
-    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip,
-           discretization, tilt_delta_floor())
+    key = (
+        run.sampling_scheme,
+        run.adjacency,
+        run.p,
+        run.L,
+        run.b,
+        run.sigma,
+        run.T,
+        run.clip,
+        discretization,
+        tilt_delta_floor(),
+    )
     if key not in _PLD_CACHE:
         if len(_PLD_CACHE) > 32:
             _PLD_CACHE.clear()
@@ -217,10 +227,55 @@ def _sgd_pld_for_query(run: Run, query: Query) -> SgdPld:
     ``_TARGET_BRACKET``.  Every grid gives an upper bound; refining only tightens it.  The value
     at the query that chose the grid is returned with the PLD (:attr:`SgdPld.at_query`)."""
     # lazy: the PLD engine adds ~20 ms to every start-up and only sampled sgd needs it
-    from lastiterate.notions.pld import delta_of_interest
+    from lastiterate.notions.pld import delta_of_interest, max_grid_points
 
     with delta_of_interest(query.delta):
-        return _refined_sgd_pld(run, query)
+        if locating():
+            return _locating_sgd_pld(run, query)
+        # gdp- and pld-composition ask for the same run and query: one grid search, one value
+        key = (
+            run.sampling_scheme,
+            run.adjacency,
+            run.p,
+            run.L,
+            run.b,
+            run.sigma,
+            run.T,
+            run.clip,
+            query.delta,
+            query.epsilon,
+            max_grid_points(),
+        )
+        found = _FOUND_CACHE.get(key)
+        if found is None:
+            found = _refined_sgd_pld(run, query)
+            _FOUND_CACHE.clear()
+            _FOUND_CACHE[key] = found
+        return SgdPld(
+            found.pld, found.theorem, found.reference, dict(found.details), found.at_query
+        )
+
+
+_FOUND_CACHE: dict[tuple[Any, ...], SgdPld] = {}
+
+
+#: grid of the locating estimate (:func:`lastiterate.bounds.base.locating_estimates`): ten times
+#: coarser than the reported compositions, no optimistic twin, not cached
+_LOCATING_DISCRETIZATION = 1e-3
+
+
+def _locating_sgd_pld(run: Run, query: Query) -> SgdPld:
+    """The composition on the coarse grid ``_LOCATING_DISCRETIZATION`` without its optimistic twin
+    (a calibration's locating pass only; still pessimistic, but never reported)."""
+    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip)
+    if key not in _LOCATING_CACHE:  # gdp- and pld-composition share it
+        _LOCATING_CACHE.clear()
+        _LOCATING_CACHE[key] = _build_sgd_pld(run, _LOCATING_DISCRETIZATION, with_lower=False)
+    pld_obj, theorem, reference, details = _LOCATING_CACHE[key]
+    return SgdPld(pld_obj, theorem, reference, dict(details), _value_at(pld_obj, query))
+
+
+_LOCATING_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
 
 
 def _refined_sgd_pld(run: Run, query: Query) -> SgdPld:
@@ -284,7 +339,9 @@ def _bracket_width(pld_obj: Any, at_query: tuple[float, Any]) -> tuple[float, fl
 _PLD_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
 
 
-def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
+def _build_sgd_pld(
+    run: Run, d: float, with_lower: bool = True
+) -> tuple[Any, str, str, dict[str, Any]]:
     # lazy: the PLD engine adds ~20 ms to every start-up and only sampled sgd needs it
     from lastiterate.notions import pld
 
@@ -297,7 +354,7 @@ def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
         return (
             pld.on_feasible_grid(
                 lambda w: pld.symmetric_subsampled_gaussian_pld(
-                    run.p, mu0, discretization=w, with_lower=True
+                    run.p, mu0, discretization=w, with_lower=with_lower
                 ).self_compose(run.T),
                 d,
             ),
@@ -311,7 +368,7 @@ def _build_sgd_pld(run: Run, d: float) -> tuple[Any, str, str, dict[str, Any]]:
     return (
         pld.on_feasible_grid(
             lambda w: pld.poisson_subsampled_gaussian_pld(
-                run.p, z, adjacency=run.adjacency, discretization=w, with_lower=True
+                run.p, z, adjacency=run.adjacency, discretization=w, with_lower=with_lower
             ).self_compose(run.T),
             d,
         ),
@@ -516,6 +573,8 @@ def rdp_composition(run: Run, query: Query) -> Result:
     z = _clip_noise_multiplier(run)
     T = run.T
     orders = np.union1d(DEFAULT_ORDERS, np.asarray(query.report_orders, dtype=float))
+    if locating():  # a calibration's locating pass: integer orders (closed form) and the report's
+        orders = np.union1d(orders[orders == np.round(orders)], query.report_orders)
     curve = RdpCurve.from_sampled_gaussian(run.p, z, T, orders=orders)
     return rdp_result(
         "rdp-composition",

@@ -89,7 +89,14 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Query, Result, rdp_epsilon_limit, rdp_result, register
+from lastiterate.bounds.base import (
+    Query,
+    Result,
+    locating,
+    rdp_epsilon_limit,
+    rdp_result,
+    register,
+)
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import rdp_to_epsilon, sampled_gaussian_rdp
 from lastiterate.notions.tradeoff import lower_hull_indices
@@ -316,6 +323,40 @@ def sampled_gaussian(
     return val
 
 
+def sampled_gaussian_many(
+    q: float, noise_multiplier: float, alphas: np.ndarray, direction: str = "max"
+) -> np.ndarray:
+    """:func:`sampled_gaussian` at several orders: the orders it has not cached are evaluated in
+    one :func:`~lastiterate.notions.rdp.sampled_gaussian_rdp` call (the per-call checks and the
+    literal-direction filter are then shared); the values, their fallback to the Gaussian bound
+    and the cache are those of :func:`sampled_gaussian`."""
+    orders = [float(a) for a in np.asarray(alphas, dtype=float).tolist()]
+    if q < 1.0:
+        missing = [
+            a
+            for a in orders
+            if (float(q), float(noise_multiplier), a, direction) not in _EXACT_CACHE
+        ]
+        if len(missing) > 1:
+            try:
+                got = np.asarray(
+                    sampled_gaussian_rdp(q, noise_multiplier, missing, direction=direction),
+                    dtype=float,
+                )
+            except (ValueError, ArithmeticError):  # one order failed: the scalar path decides
+                got = None
+            if got is not None:
+                if len(_EXACT_CACHE) > _EXACT_CACHE_MAX:
+                    _EXACT_CACHE.clear()
+                for a, v in zip(missing, got.tolist()):
+                    gauss = a / (2.0 * noise_multiplier**2)
+                    val = v if v >= 0 else gauss  # NaN or negative would under-report
+                    _EXACT_CACHE[(float(q), float(noise_multiplier), a, direction)] = min(
+                        val, gauss
+                    )
+    return np.array([sampled_gaussian(q, noise_multiplier, a, direction) for a in orders])
+
+
 class SGMTable:
     """Upper bounds on S_alpha(q, s_j) for several noise multipliers s_j at ANY order alpha > 1.
 
@@ -351,10 +392,7 @@ class SGMTable:
             self.phi = None
             return
         vals = np.array(
-            [
-                [sampled_gaussian(self.q, float(s), float(a), direction) for a in o.tolist()]
-                for s in self.s.tolist()
-            ]
+            [sampled_gaussian_many(self.q, float(s), o, direction) for s in self.s.tolist()]
         )
         self.phi = vals.reshape(len(self.s), len(o)) * (o - 1.0)[None, :]
 
@@ -381,6 +419,33 @@ class SGMTable:
         return np.minimum(np.maximum(val, 0.0), gauss)
 
     __call__ = upper
+
+    def upper_many(self, alphas: np.ndarray) -> np.ndarray:
+        """:meth:`upper` at every order of ``alphas`` at once: shape ``(rows, len(alphas))``, the
+        same floating-point operations elementwise (equal to the scalar calls bit for bit)."""
+        a = np.asarray(alphas, dtype=float)
+        gauss = a[None, :] / (2.0 * self.s[:, None] ** 2)
+        if self.phi is None or self.orders.size == 0:
+            return gauss
+        o, phi = self.orders, self.phi
+        beyond = a > o[-1]
+        i = np.searchsorted(o, a, side="left")
+        ic = np.minimum(i, o.size - 1)
+        exact = ~beyond & (o[ic] == a)
+        first = ~beyond & ~exact & (i == 0)
+        inter = ~beyond & ~exact & (i > 0)
+        val = np.zeros((phi.shape[0], a.size))
+        val[:, exact] = phi[:, ic[exact]] / (a[exact] - 1.0)
+        val[:, first] = phi[:, [0]] / (o[0] - 1.0)
+        ii = i[inter]
+        a0, a1, ai = o[ii - 1], o[ii], a[inter]
+        chord = (phi[:, ii - 1] + (ai - a0) * (phi[:, ii] - phi[:, ii - 1]) / (a1 - a0)) / (
+            ai - 1.0
+        )
+        val[:, inter] = chord * (1.0 + 1e-9)  # floating-point margin on the chord
+        out = np.minimum(np.maximum(val, 0.0), gauss)
+        out[:, beyond] = gauss[:, beyond]
+        return out
 
 
 def _best_order(curve: Callable[[float], float], query: Query) -> float:
@@ -493,6 +558,23 @@ class SplitWindowCurve:
     def __call__(self, alpha: float) -> float:
         return self.evaluate(alpha)[0]
 
+    def values(self, alphas: np.ndarray) -> np.ndarray:
+        """eps(alpha) at every order of ``alphas`` at once (equal to the scalar calls: the same
+        operations elementwise); :func:`lastiterate.notions.rdp.rdp_to_epsilon` uses it for its
+        grid of orders."""
+        a = np.asarray(alphas, dtype=float)
+        d = self._table.upper_many(a)
+        if self.q_linear:
+            d = np.maximum(
+                d, self.q * a[None, :] * (self.L / self.b) ** 2 / (2.0 * self._s2[:, None] ** 2)
+            )
+        best = d[0] * self.T
+        if self.n_max >= 1 and self.lambdas.size:
+            K = a[None, :] * self.D**2 / (2.0 * self.eta**2 * self.lambdas[:, None] * self.sigma**2)
+            vals, _ = best_window(d[1:], K, self.c, self.n_max)
+            best = np.minimum(best, vals.min(axis=0))
+        return best
+
 
 def _neighbour_lambdas(lam: float | None) -> np.ndarray:
     """lam and its neighbours in :data:`LAMBDA_GRID` (the exact pass's split values)."""
@@ -527,6 +609,8 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
         direction="mixture-first",
         **params,
     )
+    if locating():  # a calibration's locating pass: the proxy is all it needs (never reported)
+        return proxy
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
     orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])
@@ -637,6 +721,8 @@ def refined_schedule_curve(query: Query, **params: Any) -> ScheduleCurve:
     proxy = ScheduleCurve(
         lambdas=LAMBDA_GRID, orders=PROXY_ORDERS, direction="mixture-first", **params
     )
+    if locating():  # a calibration's locating pass (never reported)
+        return proxy
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
     orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])

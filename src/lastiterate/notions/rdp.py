@@ -42,6 +42,7 @@ __all__ = [
     "alpha_star",
     "lemma_2_12_applies",
     "lemma_2_12_bound",
+    "literal_taylor_upper",
     "rdp_linear_to_epsilon",
     "rdp_to_delta",
     "rdp_to_epsilon",
@@ -366,6 +367,20 @@ def _rdp_value(rdp: Callable[[float], float], a: float) -> float:
 
 
 def _evaluate_callable(rdp: Callable[[float], float], alphas: np.ndarray) -> np.ndarray:
+    """``eps_R`` at every order of ``alphas``: through the curve's vectorised ``values(alphas)``
+    when it has one (it must equal the scalar calls), else one call per order."""
+    many = getattr(rdp, "values", None)
+    if callable(many):
+        vals = np.asarray(many(alphas), dtype=float)
+        bad = np.isnan(vals) | (vals < 0)
+        if vals.shape != alphas.shape or bad.any():
+            k = int(np.argmax(bad)) if bad.any() else 0
+            raise ParameterError(
+                "rdp",
+                rdp,
+                f"must return values >= 0 (got {vals.ravel()[k]!r} at alpha={alphas[k]!r})",
+            )
+        return vals
     vals = np.empty(alphas.size)
     for k, a in enumerate(alphas.tolist()):
         vals[k] = _rdp_value(rdp, a)
@@ -625,6 +640,21 @@ _RDP_REL_MARGIN = 1e-12
 _U = float(np.finfo(float).eps)
 
 
+def _logsumexp(x: np.ndarray) -> float:
+    """``log(sum(exp(x)))`` of a 1-D array (``-inf`` when empty or all ``-inf``), as
+    ``scipy.special.logsumexp`` computes it (the largest term factored out, the rest through
+    ``log1p``) without its array-API dispatch, which costs ~0.1 ms per call and dominated the
+    series of :func:`_log_a_frac` and :func:`_log_a_int` (thousands of calls per account)."""
+    if x.size == 0:
+        return -math.inf
+    k = int(np.argmax(x))
+    m = float(x[k])
+    if not math.isfinite(m):
+        return m
+    rest = np.exp(x - m)
+    return m + math.log1p(float(np.sum(rest)) - float(rest[k]))
+
+
 def _log_a_int(q: float, sigma: float, alpha: int) -> float:
     """``log A_alpha`` for integer alpha (Mironov-Talwar-Zhang 2019; docs/theorems.md 1.9):
     ``A_alpha = sum_k C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2 - k)/(2 sigma^2))``.
@@ -644,8 +674,31 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
         + (alpha - k) * math.log1p(-q)
         + _log_expm1((k * k - k) / (2.0 * sigma * sigma))
     )
-    log_s = float(special.logsumexp(terms))
+    log_s = float(_logsumexp(terms))
     return float(np.logaddexp(0.0, log_s))
+
+
+def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:
+    """:func:`_log_a_int` at several integer orders: the terms of all orders in one numpy pass
+    (the same operations elementwise), each order's sum by :func:`_logsumexp` as there, so the
+    values are those of the scalar calls."""
+    k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
+    alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
+    log_c = (
+        special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(alpha - k + 1.0)
+    )
+    terms = (
+        log_c
+        + k * math.log(q)
+        + (alpha - k) * math.log1p(-q)
+        + _log_expm1((k * k - k) / (2.0 * sigma * sigma))
+    )
+    out, start = [], 0
+    for a in alphas:
+        log_s = _logsumexp(terms[start : start + a - 1])
+        out.append(float(np.logaddexp(0.0, log_s)))
+        start += a - 1
+    return out
 
 
 def _log_half_gauss_tail_term(k: np.ndarray, z0: float, sigma: float, upper: bool) -> np.ndarray:
@@ -715,12 +768,12 @@ def _log_a_frac(
         s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
         mag = np.logaddexp(s0, s1)
         if series == "absolute":
-            log_p = float(np.logaddexp(log_p, special.logsumexp(mag)))
+            log_p = float(np.logaddexp(log_p, _logsumexp(mag)))
         else:
             if (sign > 0).any():
-                log_p = float(np.logaddexp(log_p, special.logsumexp(mag[sign > 0])))
+                log_p = float(np.logaddexp(log_p, _logsumexp(mag[sign > 0])))
             if (sign < 0).any():
-                log_n = float(np.logaddexp(log_n, special.logsumexp(mag[sign < 0])))
+                log_n = float(np.logaddexp(log_n, _logsumexp(mag[sign < 0])))
         i0 += _FRAC_CHUNK
         if not log_n < log_p:  # pragma: no cover - impossible once the leading terms are in
             continue
@@ -944,14 +997,98 @@ def sampled_gaussian_rdp(
     if qq == 1.0:
         return a / (2.0 * s * s)
     out = np.empty(a.shape)
+    # "max": the literal direction costs a quadrature per order; it is skipped where the closed-form
+    # bound of literal_taylor_upper already shows it below the mixture-first value
+    lit_upper = literal_taylor_upper(qq, s, a) if direction == "max" else None
+    integer_mf: dict[float, float] = {}
+    if direction in ("mixture-first", "max"):
+        whole = [float(x) for x in a.tolist() if float(x).is_integer()]
+        if len(whole) > 2:  # one vectorised pass over their closed forms (same numbers)
+            log_as = _log_a_int_many(qq, s, [int(x) for x in whole])
+            integer_mf = {
+                x: max(0.0, la / (x - 1.0) * (1.0 + _RDP_REL_MARGIN))
+                for x, la in zip(whole, log_as)
+            }
     for k, alpha in enumerate(a.tolist()):
         mf = lit = 0.0
         if direction in ("mixture-first", "max"):
-            mf = _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
-        if direction in ("literal", "max"):
+            known = integer_mf.get(float(alpha))
+            mf = (
+                known
+                if known is not None
+                else _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
+            )
+        if direction == "literal" or (
+            lit_upper is not None and not lit_upper[k] * (1.0 + _FILTER_REL_MARGIN) <= mf
+        ):
             lit = _rdp_literal_scalar(qq, s, float(alpha))
         out[k] = max(mf, lit)
     return out
+
+
+#: relative margin of the literal-direction filter of :func:`sampled_gaussian_rdp` (far above the
+#: quadrature's 1e-10 and the rounding of :func:`literal_taylor_upper`)
+_FILTER_REL_MARGIN = 1e-8
+
+
+def literal_taylor_upper(q: float, noise_multiplier: float, orders: ArrayLike) -> np.ndarray:
+    """A closed-form UPPER bound on the literal direction
+    ``D_alpha(N(0,s^2) || (1-q)N(0,s^2) + qN(1,s^2))`` (AT22 Def. 2.10; docs/theorems.md 1.9),
+    vectorised over ``orders``; ``inf`` where it overflows or ``q = 1``.
+
+    With ``X = q (r - 1)``, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0, s^2)`` and
+    ``beta = alpha - 1``, the literal direction is ``log E[(1 + X)^(-beta)] / beta``.  Taylor's
+    theorem with the Lagrange remainder for ``f(x) = (1 + x)^(-beta)`` at 0, whose fourth
+    derivative is
+    ``beta(beta+1)(beta+2)(beta+3) (1 + xi)^(-beta-4)`` with ``(1 + xi)^(-beta-4) <= 1`` for
+    ``x >= 0`` and ``<= (1-q)^(-beta-4)`` for ``-q <= x < 0``, gives, since ``E[X] = 0`` and
+    ``|X| <= q`` where ``X < 0``::
+
+        E[(1+X)^(-beta)] - 1 <= beta(beta+1)/2 m2 - beta(beta+1)(beta+2)/6 m3
+                                + beta(beta+1)(beta+2)(beta+3)/24 (m4 + ((1-q)^(-beta-4) - 1) q^4)
+
+    with the exact moments ``m_k = q^k E[(r-1)^k]`` (``E[r^j] = exp(j(j-1) t/2)``, ``t = 1/s^2``):
+    ``E[(r-1)^2] = e^t - 1``, ``E[(r-1)^3] = (e^(3t) - 1) - 3(e^t - 1)`` and
+    ``E[(r-1)^4] = (e^(6t) - 1) - 4(e^(3t) - 1) + 6(e^t - 1)``.  Rounding is bounded componentwise
+    (each cancelling difference is taken at its unfavourable end) and a relative margin 1e-12 is
+    added.
+
+    The mixture-first direction has the same second-order term and a POSITIVE third-order term where
+    this bound has a negative one, so for small ``q`` (roughly ``q E[(r-1)^4] < E[(r-1)^3]``) the
+    bound lies below the mixture-first value, and the maximum of the two directions needs no
+    quadrature (:func:`sampled_gaussian_rdp`, ``direction="max"``).  At small noise, where the
+    moments explode, ``(1 + X)^(-beta) <= (1 - q)^(-beta)`` gives the bound ``log(1/(1 - q))``; the
+    smaller of the two is returned.
+    """
+    a = _check_orders(orders)
+    qq = check_in_range("q", q, 0.0, 1.0)
+    s = check_positive("noise_multiplier", noise_multiplier)
+    if qq == 0.0:
+        return np.zeros(a.shape)
+    t = 1.0 / (s * s)
+    if qq == 1.0:
+        return np.full(a.shape, math.inf)
+    if 6.0 * t > 700.0:
+        return np.full(a.shape, -math.log1p(-qq) * (1.0 + 1e-12))
+    b = a - 1.0
+    u8 = 8.0 * _U
+    e1, e3, e6 = math.expm1(t), math.expm1(3.0 * t), math.expm1(6.0 * t)
+    m2 = e1 * (1.0 + u8)
+    m3_low = max(0.0, (e3 - 3.0 * e1) - u8 * (e3 + 3.0 * e1))
+    m4_up = (e6 - 4.0 * e3 + 6.0 * e1) + u8 * (e6 + 4.0 * e3 + 6.0 * e1)
+    q2, q3, q4 = qq * qq, qq**3, qq**4
+    with np.errstate(over="ignore", invalid="ignore"):
+        c4 = np.expm1(-(b + 4.0) * math.log1p(-qq)) * (1.0 + u8)
+        c_2 = b * (b + 1.0) / 2.0
+        c_3 = c_2 * (b + 2.0) / 3.0
+        c_4 = c_3 * (b + 3.0) / 4.0
+        pos = c_2 * m2 * q2 + c_4 * (m4_up + c4) * q4
+        j = np.maximum(pos - c_3 * m3_low * q3, 0.0) + u8 * (pos + c_3 * m3_low * q3)
+        out = np.log1p(j) / b * (1.0 + 1e-12)
+    out = np.where(np.isfinite(out), out, math.inf)
+    # (1 + X)^(-beta) <= (1 - q)^(-beta): the literal direction never exceeds log(1/(1-q)), the
+    # better bound at small noise, where the moments above explode
+    return np.minimum(out, -math.log1p(-qq) * (1.0 + 1e-12))
 
 
 # ------------------------------------------------------------------------------------------------

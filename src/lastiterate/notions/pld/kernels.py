@@ -78,7 +78,7 @@ def _delta_for_epsilon(pmf: _Pmf, d: float, epsilon: float) -> float:
     losses = (pmf.lower + np.arange(start, len(pmf.probs))) * d
     mask = losses > epsilon
     val = pmf.infinity_mass + float(
-        np.dot(-np.expm1(epsilon - losses[mask]), pmf.probs[start:][mask])
+        np.sum(-np.expm1(epsilon - losses[mask]) * pmf.probs[start:][mask])
     )
     return min(1.0, max(0.0, val))
 
@@ -185,18 +185,22 @@ def _compose_two(a: _Pmf, b: _Pmf, tail: float, pessimistic: bool) -> tuple[_Pmf
     return _Pmf(a.lower + b.lower + off, probs, inf), 0.0
 
 
-def _logsumexp_rows(z: np.ndarray) -> np.ndarray:
+def _logsumexp_rows(z: np.ndarray, consume: bool = False) -> np.ndarray:
     """Row-wise log(sum(exp(z))) (plain numpy; -inf entries allowed).
 
     Terms below e^-700 of the row's largest are raised to e^-700 (subnormal exponentials are slow):
     the result can only grow, by a relative 1e-304 per term, which keeps every Chernoff/CGF bound
-    computed with it valid.  A row of -inf only is -inf.
+    computed with it valid.  A row of -inf only is -inf.  ``consume=True`` lets the function
+    overwrite ``z`` (a temporary of the caller's; the same operations, fewer large allocations).
     """
     m = np.max(z, axis=-1, keepdims=True)
     finite = np.isfinite(m[..., 0])
     m = np.where(np.isfinite(m), m, 0.0)
+    t = np.subtract(z, m, out=z if consume else None)
+    np.maximum(t, -700.0, out=t)
+    np.exp(t, out=t)
     with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(np.maximum(z - m, -700.0)), axis=-1)) + m[..., 0]
+        out = np.log(np.sum(t, axis=-1)) + m[..., 0]
     return np.where(finite, out, -np.inf)
 
 
@@ -220,8 +224,8 @@ def _binned_cgf(pmf: _Pmf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         logm = np.log(binned[keep])
     start = np.arange(nb)[keep] * width
     stop = np.minimum(start + width - 1, n - 1)
-    k_up = _logsumexp_rows(_LAMBDAS[:, None] * stop[None, :] + logm[None, :])
-    k_dn = _logsumexp_rows(-_LAMBDAS[:, None] * start[None, :] + logm[None, :])
+    k_up = _logsumexp_rows(_LAMBDAS[:, None] * stop[None, :] + logm[None, :], True)
+    k_dn = _logsumexp_rows(-_LAMBDAS[:, None] * start[None, :] + logm[None, :], True)
     with np.errstate(divide="ignore"):
         logp = np.log(probs)
     out = (k_up, k_dn, logp)
@@ -254,7 +258,7 @@ def _chernoff_window(pmf: _Pmf, k: int, tail: float) -> tuple[int, int]:
         j = int(np.argmin(bound))
         cands = _LAMBDAS[max(0, j - 1) : j + 2]
         exact = (
-            k * _logsumexp_rows(sign * cands[:, None] * idx[None, :] + logp[None, :]) + log_t
+            k * _logsumexp_rows(sign * cands[:, None] * idx[None, :] + logp[None, :], True) + log_t
         ) / cands
         exact = exact[np.isfinite(exact)]
         if len(exact) == 0:
@@ -333,8 +337,8 @@ def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     start = (np.arange(nb) * width)[keep].astype(float)
     stop = np.minimum(start + width - 1, n - 1)
     base = float(special.logsumexp(logm))
-    up = _logsumexp_rows(_THETAS[:, None] * stop[None, :] + logm[None, :]) - base
-    dn = _logsumexp_rows(-_THETAS[:, None] * start[None, :] + logm[None, :]) - base
+    up = _logsumexp_rows(_THETAS[:, None] * stop[None, :] + logm[None, :], True) - base
+    dn = _logsumexp_rows(-_THETAS[:, None] * start[None, :] + logm[None, :], True) - base
     return up, dn, base
 
 
@@ -347,8 +351,8 @@ def _exact_log_cgfs(logx: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, n
     keep = np.isfinite(logx)
     j, lx = j[keep], logx[keep]
     base = float(special.logsumexp(lx))
-    up = _logsumexp_rows(thetas[:, None] * j[None, :] + lx[None, :]) - base
-    dn = _logsumexp_rows(-thetas[:, None] * j[None, :] + lx[None, :]) - base
+    up = _logsumexp_rows(thetas[:, None] * j[None, :] + lx[None, :], True) - base
+    dn = _logsumexp_rows(-thetas[:, None] * j[None, :] + lx[None, :], True) - base
     return up, dn, base
 
 
@@ -377,9 +381,9 @@ def _chernoff_tails(
         lx = logx[keep]
         base = float(special.logsumexp(lx))
         w = np.exp(lx - base)
-        m = float(np.dot(w, j))
+        m = float(np.sum(w * j))
         mean += k * m
-        var += k * float(np.dot(w, (j - m) ** 2))
+        var += k * float(np.sum(w * (j - m) ** 2))
         log_total += k * base
     var = max(var, 1e-12)
     gaps = np.concatenate([above - mean, mean - below])
@@ -544,7 +548,7 @@ def _tilted_pass(
     weights[0] = 1.0
     if n_fft % 2 == 0:
         weights[-1] = 1.0
-    bound = float(np.dot(weights[live], prop + (rounding + g) * up)) / n_fft
+    bound = float(np.sum(weights[live] * (prop + (rounding + g) * up))) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
     if offset:
@@ -578,9 +582,9 @@ def _tilted_moments(
         lw = logm + lam * c
         w = np.exp(np.maximum(lw - np.max(lw), -700.0))  # no subnormals (placement only)
         w /= w.sum()
-        m = float(np.dot(w, c))
+        m = float(np.sum(w * c))
         mean += k * m
-        var += k * float(np.dot(w, (c - m) ** 2))
+        var += k * float(np.sum(w * (c - m) ** 2))
     return mean, var
 
 

@@ -1,0 +1,206 @@
+"""The fast calibration path (issue 11): locating estimates first, then full accountings.
+
+The locating pass (``lastiterate.bounds.base.locating_estimates``: coarse PLD grids without the
+optimistic twin, the RDP window bounds' locating curves) only chooses where the full accountings
+are made.  These tests check that the fast path returns what the slow path (full accountings only)
+returns, to the calibration's stated tolerance, that it never overshoots, and that no estimate
+reaches a report.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import lastiterate.accountant as accountant_module
+from lastiterate.accountant import account, calibrate_epochs, calibrate_noise
+from lastiterate.bounds.base import Query, locating, locating_estimates
+from lastiterate.run import Run
+
+DELTA = 1e-5
+RTOL = 2e-4  # calibrate_noise's default relative bracket width
+
+
+def poisson_run(**kw: object) -> Run:
+    base: dict[str, object] = {
+        "algorithm": "sgd",
+        "n": 60000,
+        "batch_size": 256,
+        "steps": 14000,
+        "lr": 0.1,
+        "noise_multiplier": 1.1,
+        "clip": 1.0,
+        "sampling": "poisson",
+        "adjacency": "add-remove",
+    }
+    base.update(kw)
+    return Run(**base)  # type: ignore[arg-type]
+
+
+def uniform_diameter_run(**kw: object) -> Run:
+    base: dict[str, object] = {
+        "algorithm": "sgd",
+        "n": 3000,
+        "batch_size": 150,
+        "steps": 100,
+        "lr": 0.05,
+        "noise_std": 0.05,
+        "clip": 5.0,
+        "convex": True,
+        "smoothness": 32.5,
+        "diameter": 1.0,
+        "sampling": "uniform",
+    }
+    base.update(kw)
+    return Run(**base)  # type: ignore[arg-type]
+
+
+def _slow_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full accountings only (the search before issue 11's locating pass)."""
+    monkeypatch.setattr(accountant_module, "_locate", lambda *a, **k: None)
+    monkeypatch.setattr(accountant_module, "_locate_epochs", lambda *a, **k: None)
+
+
+def _assert_noise_answer(run: Run, cal: accountant_module.Calibration, target: float) -> None:
+    best = cal.report.best
+    assert best is not None and best.epsilon <= target  # never overshoots
+    # the report is the full accounting of the returned noise, not an estimate
+    again = account(run.replace(noise_std=cal.noise_std), delta=DELTA).best
+    assert again is not None and again.epsilon == best.epsilon and again.bound == best.bound
+    # tight: a relative 3e-4 less noise is past the bracket's bad end
+    below = account(run.replace(noise_std=cal.noise_std * (1 - 1.5 * RTOL)), delta=DELTA).best
+    assert below is not None and below.epsilon > target
+
+
+@pytest.mark.parametrize(
+    ("make", "target"),
+    [
+        (poisson_run, 3.0),
+        (lambda: poisson_run(steps=200), 0.5),
+        # pabi: ~0.7 s per full accounting, the slow path needs ~9 of them
+        pytest.param(uniform_diameter_run, 6.0, marks=pytest.mark.slow),
+    ],
+)
+def test_fast_noise_calibration_matches_the_slow_path(
+    make: object, target: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = make()  # type: ignore[operator]
+    fast = calibrate_noise(run, epsilon=target, delta=DELTA)
+    _assert_noise_answer(run, fast, target)
+    _slow_path(monkeypatch)
+    slow = calibrate_noise(run, epsilon=target, delta=DELTA)
+    _assert_noise_answer(run, slow, target)
+    # both are the good end of a bracket of relative width <= RTOL around the same root
+    assert abs(math.log(fast.noise_std / slow.noise_std)) <= 2 * math.log1p(RTOL)
+
+
+@pytest.mark.parametrize(
+    ("make", "target"),
+    [
+        (lambda: poisson_run(steps=1000), 2.0),
+        pytest.param(uniform_diameter_run, 8.0, marks=pytest.mark.slow),
+    ],
+)
+def test_fast_epoch_calibration_equals_the_slow_path(
+    make: object, target: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = make()  # type: ignore[operator]
+    fast = calibrate_epochs(run, epsilon=target, delta=DELTA)
+    _slow_path(monkeypatch)
+    slow = calibrate_epochs(run, epsilon=target, delta=DELTA)
+    assert fast.epochs == slow.epochs and fast.epochs is not None
+    e = int(fast.epochs)
+    assert account(run.replace(epochs=e), delta=DELTA).best.epsilon <= target  # type: ignore[union-attr]
+    assert account(run.replace(epochs=e + 1), delta=DELTA).best.epsilon > target  # type: ignore[union-attr]
+    assert fast.report.best == slow.report.best
+
+
+def test_locating_estimates_are_scoped_and_never_reported() -> None:
+    """Inside the block the composition is a coarse estimate without a certified bracket; outside,
+    the same run gets the reported PLD (1e-4 grid, optimistic twin) again."""
+    run = poisson_run()
+    assert not locating()
+    with locating_estimates():
+        assert locating()
+        rough = account(run, delta=DELTA).result("pld-composition")
+    assert not locating()
+    full = account(run, delta=DELTA).result("pld-composition")
+    assert rough is not None and full is not None
+    assert rough.details["discretization"] == 1e-3 and "epsilon_lower" not in rough.details
+    assert full.details["discretization"] == 1e-4 and full.details["epsilon_lower"] is not None
+    # the estimate is a coarser pessimistic grid: above the reported bound, close to it
+    assert full.epsilon <= rough.epsilon <= full.epsilon * 1.02
+
+
+def test_calibration_falls_back_when_the_estimates_mislead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A locating pass far from the answer costs evaluations, never correctness."""
+    monkeypatch.setattr(
+        accountant_module,
+        "_locate",
+        lambda *a, **k: accountant_module._Located(x=math.log(1e-5), slope=100.0, bad_direction=-1),
+    )
+    run = poisson_run(steps=200)
+    cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
+    _assert_noise_answer(run, cal, 0.5)
+
+
+def test_query_object_unchanged_by_locating() -> None:
+    q = Query(delta=DELTA)
+    with locating_estimates():
+        assert q.report_orders == Query(delta=DELTA).report_orders
+
+
+@pytest.mark.parametrize(
+    ("run", "target", "delta"),
+    [
+        # sampling rate near 1 (the Poisson PLD, not the rate-1 closed form; the literal RDP
+        # direction needs its quadratures here: ~1 s per full accounting, ~15 s in all)
+        pytest.param(poisson_run(batch_size=59_999, steps=10), 2.0, 1e-5, marks=pytest.mark.slow),
+        # a tiny delta (~15 s in all)
+        pytest.param(poisson_run(steps=300), 2.0, 1e-12, marks=pytest.mark.slow),
+        # a very long run (closed form: cheap at T = 1e7)
+        (
+            Run(algorithm="gd", n=10_000, steps=10_000_000, lr=0.1, noise_std=1.0, sensitivity=1.0),
+            3.0,
+            1e-10,
+        ),
+    ],
+)
+def test_fast_calibration_at_the_extremes(
+    run: Run, target: float, delta: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 11: the fast path agrees with the slow path to the stated tolerance (both are good
+    ends of brackets of relative width <= rtol around the same root) and never overshoots."""
+    fast = calibrate_noise(run, epsilon=target, delta=delta)
+    _slow_path(monkeypatch)
+    slow = calibrate_noise(run, epsilon=target, delta=delta)
+    for cal in (fast, slow):
+        assert cal.report.best is not None and cal.report.best.epsilon <= target
+        again = account(run.replace(noise_std=cal.noise_std), delta=delta).best
+        assert again is not None and again.epsilon == cal.report.best.epsilon
+    assert abs(math.log(fast.noise_std / slow.noise_std)) <= 2 * math.log1p(RTOL)
+
+
+def test_focused_search_checks_the_bad_end_with_every_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bracket is closed with the best bound alone; if another bound meets the target at its
+    bad end, the full search takes over (never a bracket that only one bound vouches for)."""
+    run = poisson_run(steps=200)
+    real = accountant_module._best_epsilon
+    calls: list[tuple[str, ...] | None] = []
+
+    def spy(r: Run, delta: float, bounds: object) -> object:
+        if not locating():  # full accountings only (all bounds, or the focused one)
+            calls.append(None if bounds is None else tuple(bounds))  # type: ignore[arg-type]
+        return real(r, delta, bounds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(accountant_module, "_best_epsilon", spy)
+    cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
+    assert any(c is not None and len(c) == 1 for c in calls)  # the focused phase ran
+    assert calls[-2:] == [None, None]  # both ends checked with every bound
+    monkeypatch.setattr(accountant_module, "_best_epsilon", real)
+    _assert_noise_answer(run, cal, 0.5)
