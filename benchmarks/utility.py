@@ -763,7 +763,7 @@ def verdict(results: dict[str, Any], eps_list) -> list[str]:
             "rule's configuration exactly: the multinomial early-stopping clip 0.5 R_eff leaves "
             "no GLM certificate (a clipped softmax gradient is not a convex loss's gradient), so "
             "the path accounts that run by composition, as the rule does; under add/remove it "
-            "trains the rule's Poisson sampling at rate 1 (`sampling=\"poisson\"`, b = n)."
+            'trains the rule\'s Poisson sampling at rate 1 (`sampling="poisson"`, b = n).'
         ),
         (
             "- diffprivlib spends ε/K per class in one-vs-rest objective perturbation (pure ε-DP), "

@@ -47,8 +47,9 @@ gradients (``GradSampleModule``) and clipping (``DPOptimizer.clip_and_accumulate
   ``noise_multiplier * max_grad_norm`` on the sum.  Here the step is the Run's
   ``(1/b_t) sum_{i in B_t} clip_C(g_i) + Z_t + lambda x_t`` with ``Z_t ~ N(0, sigma^2 I)``,
   ``sigma = z C / b``: ``b_t = b`` (fixed) for uniform batches -- which equals the realised size
-  -- and for Poisson batches (whatever their realised size), and the realised size (``b_min = n // l`` or ``b_min + 1``) for the cyclic and shuffled
-  partitions, exactly as the library's trainer; the accountant charges ``L / (b_min sigma)``.
+  -- and for Poisson batches (whatever their realised size), and the realised size (``b_min =
+  n // l`` or ``b_min + 1``) for the cyclic and shuffled partitions, exactly as the library's
+  trainer; the accountant charges ``L / (b_min sigma)`` (Poisson: C/b under add/remove).
   Gradient accumulation (several backward passes per step) is refused.
 * **L2 regularisation.**  A ``weight_decay`` lambda of the plain ``torch.optim.SGD`` the user passes
   is moved into the DP step (the optimizer's own ``weight_decay`` is set to 0): ``x -= lr (noisy
@@ -832,9 +833,17 @@ def make_private_last_iterate(
 
     geometry = declared_geometry(strong_convexity, smoothness, convex)
     if geometry is None:
-        poisson = {"sampling": "poisson", "n": n, "batch_size": b} if sampling == "poisson" else {}
+        poisson = sampling == "poisson"  # the worst-case batch: M = (n/b) beta + lambda
         cert, note = glm_certify(
-            module, loss=loss, data_norm=data_norm, l2=l2, clip=C, lr=lr, **poisson
+            module,
+            loss=loss,
+            data_norm=data_norm,
+            l2=l2,
+            clip=C,
+            lr=lr,
+            sampling="poisson" if poisson else None,
+            n=n if poisson else None,
+            batch_size=b if poisson else None,
         )
         if cert.certified:
             geometry = Geometry("certified", cert.run_geometry(), note, cert)
@@ -1006,8 +1015,8 @@ __all__ = [
     "LOSSES",
     "NOISE_STREAM",
     "SAMPLINGS",
-    "Geometry",
     "CompositionOnlyWarning",
+    "Geometry",
     "LastIterateAccountant",
     "LastIterateBatchSampler",
     "LastIterateDPOptimizer",
