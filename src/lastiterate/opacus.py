@@ -851,6 +851,11 @@ def make_private_last_iterate(
             raise NotApplicable(note + (f" ({cert.hint})" if cert.hint else ""))
         else:
             geometry = composition_geometry(cert, note)
+            if bounds is not None and not set(bounds) & set(COMPOSITION_BOUNDS):
+                raise NotApplicable(
+                    f"{note}; only composition applies, and bounds={list(bounds)} excludes "
+                    f"{', '.join(COMPOSITION_BOUNDS)}"
+                )
             warnings.warn(
                 f"lastiterate.opacus: {geometry.note} (accounting='last-iterate' refuses "
                 "such a run instead)",

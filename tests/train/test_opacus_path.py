@@ -624,6 +624,8 @@ def test_composition_fallback_needs_no_raised_clip_and_last_iterate_mode_refuses
     with pytest.raises(NotApplicable, match="clip can be active") as info:
         _wire(40, 8, max_grad_norm=0.3, accounting="last-iterate")
     assert "\n" not in str(info.value)
+    with pytest.raises(NotApplicable, match="only composition applies, and bounds="):
+        _wire(40, 8, max_grad_norm=0.3, bounds=["shifted-interpolation"])
 
 
 def test_a_non_glm_is_still_refused_under_auto() -> None:
