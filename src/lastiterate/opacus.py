@@ -36,11 +36,13 @@ gradients (``GradSampleModule``) and clipping (``DPOptimizer.clip_and_accumulate
     it: it is accounted by composition (one Gaussian step per epoch per example).
   - ``sampling="poisson"``: every example independently with probability q = b/n at every step
     (``Run(algorithm="sgd", sampling="poisson")``), the clipped SUM divided by the FIXED b (not
-    the realised size; an empty batch is a pure-noise step).  The only scheme supported under
-    ``adjacency="add-remove"`` (one added or removed example moves the step by at most C/b:
-    :func:`lastiterate.run.check_adjacency`).  With ``batch_size = n`` (q = 1) it is the full batch
-    under add/remove: every row, normalised by the fixed n.  The GLM certificate then uses the
-    worst-case batch, M = (n/b) beta + lambda (:mod:`lastiterate.train.geometry`).
+    the realised size; an empty batch is a pure-noise step, whose mean loss prints as nan --
+    harmless: the step uses Opacus' per-example gradients, of which there are none).  The only
+    scheme supported under ``adjacency="add-remove"`` (one added or removed example moves the
+    step by at most C/b: :func:`lastiterate.run.check_adjacency`).  With ``batch_size = n``
+    (q = 1) it is the full batch under add/remove: every row, normalised by the fixed n.  The
+    GLM certificate then uses the worst-case batch, M = (n/b) beta + lambda
+    (:mod:`lastiterate.train.geometry`).
 
 * **Normaliser** (:class:`LastIterateDPOptimizer`).  Opacus' ``DPOptimizer.scale_grad`` divides the
   noisy SUM by ``expected_batch_size * accumulated_iterations`` and ``add_noise`` draws std
