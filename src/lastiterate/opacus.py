@@ -34,14 +34,24 @@ gradients (``GradSampleModule``) and clipping (``DPOptimizer.clip_and_accumulate
   - ``sampling="shuffle"``: a fresh permutation every epoch, cut the same way
     (``Run(algorithm="sgd", sampling="shuffle")``).  No last-iterate theorem of the library covers
     it: it is accounted by composition (one Gaussian step per epoch per example).
+  - ``sampling="poisson"``: every example independently with probability q = b/n at every step
+    (``Run(algorithm="sgd", sampling="poisson")``), the clipped SUM divided by the FIXED b (not
+    the realised size; an empty batch is a pure-noise step, whose mean loss prints as nan --
+    harmless: the step uses Opacus' per-example gradients, of which there are none).  The only
+    scheme supported under ``adjacency="add-remove"`` (one added or removed example moves the
+    step by at most C/b: :func:`lastiterate.run.check_adjacency`).  With ``batch_size = n``
+    (q = 1) it is the full batch under add/remove: every row, normalised by the fixed n.  The
+    GLM certificate then uses the worst-case batch, M = (n/b) beta + lambda
+    (:mod:`lastiterate.train.geometry`).
 
 * **Normaliser** (:class:`LastIterateDPOptimizer`).  Opacus' ``DPOptimizer.scale_grad`` divides the
   noisy SUM by ``expected_batch_size * accumulated_iterations`` and ``add_noise`` draws std
   ``noise_multiplier * max_grad_norm`` on the sum.  Here the step is the Run's
   ``(1/b_t) sum_{i in B_t} clip_C(g_i) + Z_t + lambda x_t`` with ``Z_t ~ N(0, sigma^2 I)``,
   ``sigma = z C / b``: ``b_t = b`` (fixed) for uniform batches -- which equals the realised size
-  -- and the realised size (``b_min = n // l`` or ``b_min + 1``) for the cyclic and shuffled
-  partitions, exactly as the library's trainer; the accountant charges ``L / (b_min sigma)``.
+  -- and for Poisson batches (whatever their realised size), and the realised size (``b_min =
+  n // l`` or ``b_min + 1``) for the cyclic and shuffled partitions, exactly as the library's
+  trainer; the accountant charges ``L / (b_min sigma)`` (Poisson: C/b under add/remove).
   Gradient accumulation (several backward passes per step) is refused.
 * **L2 regularisation.**  A ``weight_decay`` lambda of the plain ``torch.optim.SGD`` the user passes
   is moved into the DP step (the optimizer's own ``weight_decay`` is set to 0): ``x -= lr (noisy
@@ -65,7 +75,19 @@ derives the geometry of GLMs with :func:`lastiterate.train.geometry.glm_certific
 alone or in an ``nn.Sequential`` with ``nn.Flatten`` / ``nn.Identity``, with cross-entropy, binary
 cross-entropy with logits or mean squared error, rows clipped to ``data_norm``), refuses any other
 model with one line unless the user declares the geometry, and calibrates the noise multiplier with
-:func:`lastiterate.calibrate_noise` (the best bound, composition included).  The accountant it
+:func:`lastiterate.calibrate_noise` (the best bound, composition included).
+
+**When a GLM's certificate fails** (a multinomial clip C < sqrt(2) R_eff, which can be active: a
+clipped softmax gradient is not a convex loss's gradient; or lr >= 2/M), the model is still
+understood, only the last-iterate theorems' assumptions fail.  With ``accounting="auto"`` (the
+default) the run is wired WITHOUT geometry: only the composition bounds apply (gdp-, pld- and
+rdp-composition, which need no convexity and also cover every intermediate iterate), the noise is
+calibrated with them, and a :class:`CompositionOnlyWarning` and ``accountant.explain()`` say which
+certificate failed, why, and how to get last-iterate accounting back (e.g. ``max_grad_norm >=
+sqrt(2) R_eff``).  This is exactly what the estimator's early-stopping rule trains (clip 0.5
+R_eff, no L2: :mod:`lastiterate.configuration`).  ``accounting="last-iterate"`` refuses such a
+run instead (``NotApplicable`` with the reason).  A model that is not a GLM is refused either
+way unless the user declares its geometry.  The accountant it
 returns (:class:`LastIteratePathAccountant`) builds the same :class:`~lastiterate.run.Run` from
 the steps Opacus reports, so ``get_epsilon`` after the planned epochs is the calibrated value.
 
@@ -103,7 +125,15 @@ SAMPLINGS: dict[str, dict[str, str]] = {
     "uniform": {"algorithm": "sgd", "sampling": "uniform"},
     "cyclic": {"algorithm": "cgd"},
     "shuffle": {"algorithm": "sgd", "sampling": "shuffle"},
+    "poisson": {"algorithm": "sgd", "sampling": "poisson"},
 }
+
+#: ``accounting`` of :func:`make_private_last_iterate`: ``"auto"`` falls back to composition when
+#: a GLM's certificate fails, ``"last-iterate"`` refuses such a run.
+ACCOUNTINGS = ("auto", "last-iterate")
+
+#: The bounds that need no geometry (what a run without a certificate is accounted by).
+COMPOSITION_BOUNDS = ("gdp-composition", "pld-composition", "rdp-composition")
 
 #: Loss names accepted by :func:`make_private_last_iterate` and the GLM family each certifies.
 LOSSES: dict[str, str] = {
@@ -119,7 +149,12 @@ OPACUS_CLIP_EPS = 1e-6
 #: Noise stream of the Randomness root (the batches use the sampler's streams 11-14).
 NOISE_STREAM = 21
 
-_SCHEME = {"uniform": "uniform", "cyclic": "cyclic", "shuffle": "shuffle"}
+_SCHEME = {"uniform": "uniform", "cyclic": "cyclic", "shuffle": "shuffle", "poisson": "poisson"}
+
+
+class CompositionOnlyWarning(UserWarning):
+    """A GLM's certificate failed: the wired run is accounted by composition only (see
+    :func:`make_private_last_iterate`, ``accounting="auto"``)."""
 
 
 # ---------------------------------------------------------------------------------------- batches
@@ -128,13 +163,15 @@ class LastIterateBatchSampler(torch.utils.data.Sampler[list[int]]):
 
     Wraps :class:`lastiterate.train.sampling.Sampler`: the batch of step t is a pure function of
     the secret root and t.  Iterating once yields the batches of ONE epoch in the Run's sense
-    (epoch e ends after ceil(e l) steps, l = n/b for uniform batches and ceil(n/b) for the cyclic
-    and shuffled partitions), continuing from where the previous iteration stopped.
+    (epoch e ends after ceil(e l) steps, l = n/b for uniform and Poisson batches and ceil(n/b) for
+    the cyclic and shuffled partitions), continuing from where the previous iteration stopped.
+    A Poisson batch may be empty (then the step is pure noise).
 
     Args:
         n: number of examples.
         batch_size: b.
-        sampling: ``"uniform"``, ``"cyclic"`` or ``"shuffle"`` (see the module docstring).
+        sampling: ``"uniform"``, ``"cyclic"``, ``"shuffle"`` or ``"poisson"`` (see the module
+            docstring).
         seed: None (fresh secret OS entropy), an int (reproducible: keep it secret) or a
             :class:`~lastiterate.train.randomness.Randomness` shared with the noise.
     """
@@ -153,7 +190,7 @@ class LastIterateBatchSampler(torch.utils.data.Sampler[list[int]]):
 
     @property
     def batches_per_epoch(self) -> float:
-        """l of the Run: n/b (uniform) or ceil(n/b) (cyclic, shuffle)."""
+        """l of the Run: n/b (uniform, Poisson) or ceil(n/b) (cyclic, shuffle)."""
         return float(self.sampler.l)
 
     def run_kwargs(self) -> dict[str, object]:
@@ -191,7 +228,7 @@ def _clipping_collate(collate: Callable[[Any], Any], data_norm: float, d: int | 
                 "data_loader", "<batch>", "must yield (features, labels) with a tensor of features"
             )
         x = batch[0]
-        flat = x.reshape(len(x), -1)
+        flat = x.reshape(len(x), math.prod(x.shape[1:]))  # also for an empty Poisson batch
         if d is not None and flat.shape[1] != d:
             raise ParameterError(
                 "data_loader",
@@ -206,6 +243,25 @@ def _clipping_collate(collate: Callable[[Any], Any], data_norm: float, d: int | 
     return collate_and_clip
 
 
+def _empty_safe_collate(collate: Callable[[Any], Any], dataset: Any) -> Any:
+    """``collate``, and for an empty (Poisson) batch the collated first example cut to 0 rows:
+    tensors of shape ``[0, ...]`` with the dataset's dtypes (only shapes and dtypes are used)."""
+
+    def collate_or_empty(items: Any) -> Any:
+        if len(items) > 0:
+            return collate(items)
+        one = collate([dataset[0]])
+        if torch.is_tensor(one):
+            return one[:0]
+        if isinstance(one, (list, tuple)):
+            return type(one)([t[:0] if torch.is_tensor(t) else t for t in one])
+        raise ParameterError(
+            "data_loader", "<batch>", "must yield (features, labels) with a tensor of features"
+        )
+
+    return collate_or_empty
+
+
 # ---------------------------------------------------------------------------------------- update
 class LastIterateDPOptimizer(DPOptimizer):
     """A ``DPOptimizer`` whose step is exactly the Run's (see the module docstring).
@@ -213,7 +269,8 @@ class LastIterateDPOptimizer(DPOptimizer):
     ``x <- Proj_K(x - lr ((1/b_t) sum_{i in B_t} clip_C(g_i) + Z_t + l2 x))``, ``Z_t ~ N(0,
     sigma^2 I)`` over all parameters, ``sigma = noise_multiplier * max_grad_norm /
     expected_batch_size``; ``b_t`` is ``expected_batch_size`` (``normaliser="fixed"``, uniform
-    batches) or the realised batch size (``normaliser="realised"``, cyclic and shuffled
+    batches of exactly that size; ``normaliser="poisson"``, Poisson batches of any realised size,
+    empty included) or the realised batch size (``normaliser="realised"``, cyclic and shuffled
     partitions).  The noise of step t is drawn from ``randomness`` (stream
     :data:`NOISE_STREAM`, key t).  ``projection`` maps the flat parameter vector onto K.
     """
@@ -231,8 +288,10 @@ class LastIterateDPOptimizer(DPOptimizer):
         randomness: Randomness | None = None,
         min_batch_size: int = 1,
     ) -> None:
-        if normaliser not in ("fixed", "realised"):
-            raise ParameterError("normaliser", normaliser, "must be 'fixed' or 'realised'")
+        if normaliser not in ("fixed", "poisson", "realised"):
+            raise ParameterError(
+                "normaliser", normaliser, "must be 'fixed', 'poisson' or 'realised'"
+            )
         super().__init__(
             optimizer,
             noise_multiplier=noise_multiplier,
@@ -264,6 +323,8 @@ class LastIterateDPOptimizer(DPOptimizer):
                 "several batches runs another algorithm than the one accounted)",
             )
         size = len(self.grad_samples[0])
+        if self.normaliser == "poisson":  # the FIXED b whatever the realised size (C/b per row)
+            return int(self.expected_batch_size)
         if self.normaliser == "fixed":
             if size != self.expected_batch_size:
                 raise ParameterError(
@@ -355,7 +416,7 @@ def ball_projection(
 class Geometry:
     """Where the Run's geometry comes from: a GLM certificate, the user, or nothing."""
 
-    source: str  # "certified" | "declared"
+    source: str  # "certified" | "declared" | "composition" (a GLM whose certificate failed)
     run_kwargs: dict[str, Any]
     note: str
     certificate: Certificate | None = None
@@ -417,7 +478,7 @@ def loss_family(loss: Any, out_features: int) -> tuple[str, str]:
     return loss, family
 
 
-def glm_geometry(
+def glm_certify(
     module: nn.Module,
     *,
     loss: Any,
@@ -425,8 +486,11 @@ def glm_geometry(
     l2: float,
     clip: float,
     lr: float,
-) -> Geometry:
-    """The certified geometry of a GLM module (NotApplicable for other models).
+    sampling: str | None = None,
+    n: int | None = None,
+    batch_size: int | None = None,
+) -> tuple[Certificate, str]:
+    """The GLM certificate of ``module`` (certified or not) and the note describing it.
 
     Reuses :func:`lastiterate.train.geometry.glm_certificate` (derivations there): the bias of the
     ``nn.Linear`` is the intercept (R_eff = sqrt(R^2 + 1)); cross-entropy is the multinomial
@@ -434,6 +498,8 @@ def glm_geometry(
     ``nn.MSELoss`` on one output is (u - y)^2 = 2 x the certificate's least-squares loss
     (u - y)^2 / 2, certified as least squares on rows of norm sqrt(2) R_eff (same Hessian
     2 x x^T, and the clip is still a scalar clamp, i.e. a Huber-type convex loss).
+    ``sampling="poisson"`` (with ``n`` and ``batch_size``) takes the worst-case Poisson batch of
+    all n rows normalised by b: M = (n/b) beta + lambda.
 
     Opacus clips with the factor ``min(1, C / (||g|| + 1e-6))`` (:data:`OPACUS_CLIP_EPS`).  For
     the scalar GLMs the clipped gradient is ``phi(l'(u)) x`` with ``phi(a) = a min(1, C / (|a|
@@ -441,6 +507,10 @@ def glm_geometry(
     with the same M.  For the multinomial loss, where the certificate needs the clip never to be
     active, it is inactive for every example only when ``C >= sup ||g|| + 1e-6``: the certificate
     is computed for the clip ``C - 1e-6``.
+
+    Raises:
+        NotApplicable: ``module`` is not a GLM (no certificate can be derived at all).
+        ParameterError: a missing or unknown loss, or a missing data_norm.
     """
     linear = glm_linear(module)
     if linear is None:
@@ -463,10 +533,17 @@ def glm_geometry(
         )
     R = check_positive("data_norm", data_norm)
     intercept = linear.bias is not None
+    batch = {"sampling": sampling, "n": n, "batch_size": batch_size}
     if name == "mse":
         R_eff = math.sqrt(R * R + 1.0) if intercept else R
         cert = glm_certificate(
-            family, feature_norm=math.sqrt(2.0) * R_eff, l2=l2, clip=clip, lr=lr, intercept=False
+            family,
+            feature_norm=math.sqrt(2.0) * R_eff,
+            l2=l2,
+            clip=clip,
+            lr=lr,
+            intercept=False,
+            **batch,  # type: ignore[arg-type]
         )
         prefix = (
             f"nn.MSELoss = 2 x least squares: certified as least squares on rows of norm "
@@ -482,6 +559,7 @@ def glm_geometry(
             clip=max(clip - OPACUS_CLIP_EPS, clip / 2),
             lr=lr,
             intercept=intercept,
+            **batch,  # type: ignore[arg-type]
         )
         prefix = (
             f"with Opacus' clip factor C/(||g|| + {OPACUS_CLIP_EPS:g}) the certificate uses "
@@ -490,17 +568,74 @@ def glm_geometry(
     else:
         # scalar GLMs: min(1, C / (|l'(u)| ||x|| + 1e-6)) l'(u) is still a non-decreasing clamp
         # of l'(u) with slope <= 1, i.e. the derivative of a convex loss with the same M
-        cert = glm_certificate(family, feature_norm=R, l2=l2, clip=clip, lr=lr, intercept=intercept)
+        cert = glm_certificate(
+            family,
+            feature_norm=R,
+            l2=l2,
+            clip=clip,
+            lr=lr,
+            intercept=intercept,
+            **batch,  # type: ignore[arg-type]
+        )
         prefix = ""
     if not cert.certified:
-        hint = f" ({cert.hint})" if cert.hint else ""
-        raise NotApplicable(f"{name} GLM: {prefix}{cert.reason}{hint}")
+        return cert, f"{name} GLM: {prefix}{cert.reason}"
     note = (
         f"certified for nn.Linear({linear.in_features}, {linear.out_features}, "
         f"bias={intercept}) with {name} on rows clipped to norm {R:g}, l2 = {l2:g}: "
         f"{prefix}{cert.reason}"
     )
+    return cert, note
+
+
+def glm_geometry(
+    module: nn.Module,
+    *,
+    loss: Any,
+    data_norm: float | None,
+    l2: float,
+    clip: float,
+    lr: float,
+    sampling: str | None = None,
+    n: int | None = None,
+    batch_size: int | None = None,
+) -> Geometry:
+    """The certified geometry of a GLM module (:func:`glm_certify`).
+
+    Raises:
+        NotApplicable: the module is not a GLM, or its certificate fails (the reason and the
+            hint say why and how to fix it).
+        ParameterError: a missing or unknown loss, or a missing data_norm.
+    """
+    cert, note = glm_certify(
+        module,
+        loss=loss,
+        data_norm=data_norm,
+        l2=l2,
+        clip=clip,
+        lr=lr,
+        sampling=sampling,
+        n=n,
+        batch_size=batch_size,
+    )
+    if not cert.certified:
+        raise NotApplicable(note + (f" ({cert.hint})" if cert.hint else ""))
     return Geometry("certified", cert.run_geometry(), note, cert)
+
+
+def composition_geometry(cert: Certificate, why: str) -> Geometry:
+    """No geometry, because the GLM certificate ``cert`` failed (``why``): composition only."""
+    hint = ""
+    if cert.hint:
+        hint = f" To get last-iterate accounting back: {cert.hint}"
+        if cert.model == "multinomial-logistic" and cert.clipping_active:
+            hint += f" (plus Opacus' clip constant {OPACUS_CLIP_EPS:g} on max_grad_norm)"
+        hint += "."
+    note = (
+        f"NONE -- the GLM certificate failed ({why}); only composition applies "
+        f"({', '.join(COMPOSITION_BOUNDS)}: no convexity needed, every iterate covered).{hint}"
+    )
+    return Geometry("composition", {}, note, cert)
 
 
 def declared_geometry(
@@ -537,10 +672,19 @@ class LastIteratePathAccountant(LastIterateAccountant):
         self.planned_run: Run | None = None
         self.calibration: Any = None
 
+    @property
+    def declared_geometry(self) -> bool:
+        """Whether the Run is known well enough to account with lastiterate's bounds: a declared
+        or certified geometry, or (``source="composition"``) a GLM whose certificate failed --
+        its Run carries no geometry and only the composition bounds apply to it, which is
+        lastiterate's accounting of the realised mechanism, not Opacus' fallback."""
+        return self.geometry.source == "composition" or super().declared_geometry
+
     def explain(self) -> str:
         """The accountant's explanation, then the geometry's source and what was realised."""
+        note = self.geometry.note.rstrip(".")
         return (
-            f"{super().explain()} Geometry: {self.geometry.note}. Realised by "
+            f"{super().explain()} Geometry: {note}. Realised by "
             f"lastiterate.opacus: {self.realisation}."
         )
 
@@ -617,6 +761,7 @@ def make_private_last_iterate(
     seed: int | None = None,
     secure: bool = False,
     bounds: list[str] | None = None,
+    accounting: str = "auto",
 ) -> tuple[GradSampleModule, LastIterateDPOptimizer, DataLoader, LastIteratePathAccountant]:
     """Wire an Opacus run whose FINAL model meets (``target_epsilon``, ``target_delta``).
 
@@ -635,9 +780,10 @@ def make_private_last_iterate(
         target_epsilon, target_delta: the budget for releasing the final model.
         epochs: planned passes over the data (T = ceil(epochs l) steps).
         max_grad_norm: the per-example clip norm C (replace-one sensitivity L = 2C).
-        sampling: ``"uniform"`` (default), ``"cyclic"`` or ``"shuffle"`` (module docstring).
-        adjacency: ``"replace"`` (the only adjacency these batch schemes support: their
-            normaliser depends on the data; ``"add-remove"`` is refused with the reason).
+        sampling: ``"uniform"`` (default), ``"cyclic"``, ``"shuffle"`` or ``"poisson"`` (rate
+            b/n, normalised by the fixed b; module docstring).
+        adjacency: ``"replace"`` or ``"add-remove"`` (Poisson sampling only: the other schemes
+            normalise by a size that depends on the data, and are refused with the reason).
         diameter: D of the projection ball (radius D/2), projected onto after every step.
         strong_convexity, smoothness, convex: a USER-DECLARED geometry (any model); without it
             the geometry is derived for GLMs and any other model is refused.
@@ -650,12 +796,16 @@ def make_private_last_iterate(
             (the guarantee then needs the seed to stay secret).
         secure: a keyed CSPRNG and the floating-point-safe Gaussian sampler.
         bounds: restrict the accountant's bounds (default: all, composition included).
+        accounting: ``"auto"`` (default): a GLM whose certificate fails (e.g. a multinomial
+            clip C < sqrt(2) R_eff, or lr >= 2/M) is wired without geometry and accounted by
+            composition only, with a :class:`CompositionOnlyWarning` and the reason in
+            ``accountant.explain()``; ``"last-iterate"``: such a GLM is refused.
 
     Raises:
         ParameterError: invalid input (one line naming the parameter).
-        NotApplicable: no geometry can be certified for the module and none was declared, or a
-            GLM's certificate fails (e.g. lr >= 2/M, or an active softmax clip); the reason says
-            which and how to fix it.
+        NotApplicable: the module is not a GLM and no geometry was declared, or (with
+            ``accounting="last-iterate"``) a GLM's certificate fails (e.g. lr >= 2/M, or an
+            active softmax clip); the reason says which and how to fix it.
     """
     if not isinstance(module, nn.Module):
         raise ParameterError("module", type(module).__name__, "must be a torch.nn.Module")
@@ -669,6 +819,8 @@ def make_private_last_iterate(
         raise ParameterError("center", center, "must be 'origin' or 'init'")
     if not isinstance(secure, bool):
         raise ParameterError("secure", secure, "must be True or False")
+    if accounting not in ACCOUNTINGS:
+        raise ParameterError("accounting", accounting, "must be one of " + ", ".join(ACCOUNTINGS))
     eps = check_positive("target_epsilon", target_epsilon)
     check_positive("target_delta", target_delta)
     if not target_delta < 1:
@@ -683,7 +835,35 @@ def make_private_last_iterate(
 
     geometry = declared_geometry(strong_convexity, smoothness, convex)
     if geometry is None:
-        geometry = glm_geometry(module, loss=loss, data_norm=data_norm, l2=l2, clip=C, lr=lr)
+        poisson = sampling == "poisson"  # the worst-case batch: M = (n/b) beta + lambda
+        cert, note = glm_certify(
+            module,
+            loss=loss,
+            data_norm=data_norm,
+            l2=l2,
+            clip=C,
+            lr=lr,
+            sampling="poisson" if poisson else None,
+            n=n if poisson else None,
+            batch_size=b if poisson else None,
+        )
+        if cert.certified:
+            geometry = Geometry("certified", cert.run_geometry(), note, cert)
+        elif accounting == "last-iterate":
+            raise NotApplicable(note + (f" ({cert.hint})" if cert.hint else ""))
+        else:
+            geometry = composition_geometry(cert, note)
+            if bounds is not None and not set(bounds) & set(COMPOSITION_BOUNDS):
+                raise NotApplicable(
+                    f"{note}; only composition applies, and bounds={list(bounds)} excludes "
+                    f"{', '.join(COMPOSITION_BOUNDS)}"
+                )
+            warnings.warn(
+                f"lastiterate.opacus: {geometry.note} (accounting='last-iterate' refuses "
+                "such a run instead)",
+                CompositionOnlyWarning,
+                stacklevel=2,
+            )
     elif l2 > 0:
         geometry = Geometry(
             geometry.source,
@@ -722,6 +902,8 @@ def make_private_last_iterate(
     # the loader: the user's dataset, collate and workers; our batches; rows clipped to R
     linear = glm_linear(module)
     collate = data_loader.collate_fn
+    if sampling == "poisson":  # a Poisson batch may be empty
+        collate = _empty_safe_collate(collate, data_loader.dataset)
     if data_norm is not None:
         collate = _clipping_collate(
             collate,
@@ -766,7 +948,7 @@ def make_private_last_iterate(
         noise_multiplier=z,
         max_grad_norm=C,
         expected_batch_size=b,
-        normaliser="fixed" if sampling == "uniform" else "realised",
+        normaliser={"uniform": "fixed", "poisson": "poisson"}.get(sampling, "realised"),
         l2=l2,
         projection=projection,
         randomness=randomness,
@@ -814,6 +996,16 @@ def make_private_last_iterate(
 def _describe(sampling: str, n: int, b: int) -> str:
     if sampling == "uniform":
         return f"uniform batches of exactly b = {b} of n = {n}, normalised by b"
+    if sampling == "poisson":
+        if b == n:
+            return (
+                f"Poisson sampling at rate 1 (every row of n = {n} at every step), the clipped "
+                "sum divided by the fixed b = n"
+            )
+        return (
+            f"Poisson batches (every row independently with rate b/n = {b}/{n}), the clipped "
+            f"sum divided by the fixed b = {b} whatever the realised size"
+        )
     l = math.ceil(n / b)
     kind = (
         "one secret shuffle, then cyclic" if sampling == "cyclic" else "a fresh shuffle per epoch"
@@ -825,16 +1017,21 @@ def _describe(sampling: str, n: int, b: int) -> str:
 
 
 __all__ = [
+    "ACCOUNTINGS",
+    "COMPOSITION_BOUNDS",
     "LOSSES",
     "NOISE_STREAM",
     "SAMPLINGS",
+    "CompositionOnlyWarning",
     "Geometry",
     "LastIterateAccountant",
     "LastIterateBatchSampler",
     "LastIterateDPOptimizer",
     "LastIteratePathAccountant",
     "ball_projection",
+    "composition_geometry",
     "declared_geometry",
+    "glm_certify",
     "glm_geometry",
     "glm_linear",
     "loss_family",

@@ -15,7 +15,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from lastiterate.accountant import account
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.opacus import (
+    COMPOSITION_BOUNDS,
     NOISE_STREAM,
+    CompositionOnlyWarning,
     LastIterateBatchSampler,
     LastIterateDPOptimizer,
     glm_geometry,
@@ -445,13 +447,14 @@ def test_mse_and_bce_glms_are_wired() -> None:
     "change,error,match",
     [
         ({"adjacency": "add-remove"}, ParameterError, "add-remove adjacency is supported only"),
-        ({"sampling": "poisson"}, ParameterError, "sampling"),
+        ({"sampling": "bernoulli"}, ParameterError, "sampling"),
+        ({"accounting": "composition"}, ParameterError, "accounting"),
         ({"data_norm": None}, ParameterError, "data_norm"),
         ({"loss": None}, ParameterError, "loss"),
         ({"loss": "hinge"}, ParameterError, "loss"),
         ({"loss": torch.nn.CrossEntropyLoss(label_smoothing=0.1)}, ParameterError, "plain"),
-        ({"lr": 100.0}, NotApplicable, "lr=100 > 2/M"),
-        ({"max_grad_norm": 0.1}, NotApplicable, "clip can be active"),
+        ({"lr": 100.0, "accounting": "last-iterate"}, NotApplicable, "lr=100 > 2/M"),
+        ({"max_grad_norm": 0.1, "accounting": "last-iterate"}, NotApplicable, "clip can be"),
         ({"target_epsilon": -1}, ParameterError, "target_epsilon"),
         ({"epochs": 0}, ParameterError, "epochs"),
         ({"center": "middle"}, ParameterError, "center"),
@@ -563,3 +566,207 @@ def test_digits_beside_stock_opacus_at_the_same_target_epsilon() -> None:
     # both train: well above the 0.1 of chance (who wins is not asserted)
     assert ours > 0.6 and theirs > 0.6, (ours, theirs)
     assert elapsed < 60
+
+
+# ------------------------------------------------------------------- a failed GLM certificate
+def _dp_accounting_epsilon(event: object, count: int, delta: float, relation: str) -> float:
+    """Epsilon of ``count`` compositions of ``event`` from dp_accounting's PLD accountant (an
+    independent implementation; pessimistic discretisation, so slightly above the exact value)."""
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    rel = getattr(dp_accounting.NeighboringRelation, relation)
+    acc = PLDAccountant(neighboring_relation=rel, value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.SelfComposedDpEvent(event, count))
+    return float(acc.get_epsilon(delta))
+
+
+def test_multinomial_clip_that_can_be_active_is_wired_for_composition_and_said() -> None:
+    """The estimator's early-stopping clip (C < sqrt(2) R_eff): no geometry, composition only,
+    with a one-line warning and the reason in explain(); the epsilon is the Gaussian composition
+    of the realised cyclic run, checked against dp_accounting."""
+    import dp_accounting
+
+    n, b, E, C = 60, 10, 3, 0.3  # sqrt(2) R_eff = sqrt(2 (0.5^2 + 1)) = 1.58 > C
+    with pytest.warns(CompositionOnlyWarning) as record:
+        model, opt, loader, acc = _wire(n, b, epochs=E, max_grad_norm=C)
+    (w,) = [r for r in record if r.category is CompositionOnlyWarning]
+    line = str(w.message)
+    assert "\n" not in line and "certificate failed" in line and "clip can be active" in line
+    assert "only composition applies" in line and "sqrt(2) R_eff" in line
+    planned = acc.planned_run
+    assert planned.m is None and planned.M is None and not planned.setting().get("convex")
+    assert acc.geometry.source == "composition"
+    steps = _train(model, opt, loader, E)
+    assert steps == planned.T == 18
+    rep = acc.get_report(1e-5)
+    assert rep is not None, acc.reason  # lastiterate's accounting, not Opacus' fallback
+    assert rep.best.bound in COMPOSITION_BOUNDS
+    assert {r.bound for r in rep.results} <= set(COMPOSITION_BOUNDS) | {"clt"}
+    eps = acc.get_epsilon(1e-5)
+    assert 2.0 * 0.99 < eps <= 2.0
+    # independent: every example is in one batch per epoch (cyclic), so E Gaussian steps of
+    # replace-one sensitivity 2C / b_min over noise sigma; dp_accounting's GaussianDpEvent has
+    # sensitivity 1, so its noise multiplier is sigma b_min / (2C)
+    z_eff = planned.sigma * planned.b_min / (2 * C)
+    ref = _dp_accounting_epsilon(dp_accounting.GaussianDpEvent(z_eff), E, 1e-5, "REPLACE_SPECIAL")
+    assert eps == pytest.approx(ref, rel=0.01)
+    text = acc.explain()
+    assert "\n" not in text and "Geometry: NONE" in text and "certificate failed" in text
+    assert "only composition applies" in text and "last-iterate accounting back" in text
+
+
+def test_composition_fallback_needs_no_raised_clip_and_last_iterate_mode_refuses() -> None:
+    # lr >= 2/M: the certificate fails too; "auto" accounts by composition, "last-iterate" refuses
+    with pytest.warns(CompositionOnlyWarning, match="2/M"):
+        *_, acc = _wire(40, 8, lr=100.0, bounds=None)
+    assert acc.planned_run.M is None
+    with pytest.raises(NotApplicable, match="clip can be active") as info:
+        _wire(40, 8, max_grad_norm=0.3, accounting="last-iterate")
+    assert "\n" not in str(info.value)
+    with pytest.raises(NotApplicable, match="only composition applies, and bounds="):
+        _wire(40, 8, max_grad_norm=0.3, bounds=["shifted-interpolation"])
+
+
+def test_a_non_glm_is_still_refused_under_auto() -> None:
+    mlp = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    with pytest.raises(NotApplicable, match="not a GLM"):
+        _wire(model=mlp, accounting="auto")
+
+
+# ------------------------------------------------------------------- Poisson, add/remove
+def _poisson_data(n: int, d: int = 5, k: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(4)
+    X = torch.randn(n, d, generator=g, dtype=torch.float64)
+    X = 0.5 * X / X.norm(dim=1, keepdim=True).clamp(min=1.0)  # ||x|| <= 0.5: no row clipping
+    return X, torch.argmax(X[:, :k], dim=1)
+
+
+def test_full_batch_under_add_remove_is_the_trainers_poisson_rate_one_run() -> None:
+    """sampling="poisson" with b = n: the same Run as NoisySGD(sampling="poisson", batch_size=n),
+    the same trained parameters for the same seed, and the epsilon of dp_accounting's
+    Poisson-sampled Gaussian (rate 1) under add/remove."""
+    import dp_accounting
+
+    from lastiterate.train.models import GLM
+    from lastiterate.train.trainer import NoisySGD
+
+    n, T, C, lr, l2, seed = 50, 6, 2.0, 0.5, 0.01, 11
+    X, y = _poisson_data(n)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3, dtype=torch.float64)
+    with torch.no_grad():  # x_0 = 0, as the trainer's GLM
+        model.weight.zero_()
+        model.bias.zero_()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, weight_decay=l2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededRunWarning)
+        model, opt, loader, acc = make_private_last_iterate(
+            model,
+            opt,
+            DataLoader(TensorDataset(X, y), batch_size=n),
+            target_epsilon=2.0,
+            target_delta=1e-5,
+            epochs=T,
+            max_grad_norm=C,
+            sampling="poisson",
+            adjacency="add-remove",
+            loss="cross-entropy",
+            data_norm=0.5,
+            seed=seed,
+        )
+    sizes = []
+    for _ in range(T):
+        for xb, yb in loader:
+            sizes.append(len(xb))
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    assert sizes == [n] * T  # rate 1: every row at every step
+    rep = acc.get_report(1e-5)
+    run = rep.run
+    assert (run.algorithm, run.sampling_scheme, run.b, run.adjacency) == (
+        "sgd",
+        "poisson",
+        n,
+        "add-remove",
+    )
+    assert run.setting() == acc.planned_run.setting()
+    # the trainer's run of the same declaration, trained with the same seed
+    glm = GLM(5, 3, "multinomial-logistic", intercept=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededRunWarning)
+        trainer = NoisySGD(
+            glm,
+            batch_size=n,
+            sampling="poisson",
+            lr=lr,
+            clip=C,
+            noise_multiplier=opt.noise_multiplier,
+            l2=l2,
+            feature_norm=0.5,
+            seed=seed,
+            adjacency="add-remove",
+        )
+        result = trainer.fit(X, y, steps=T, account=False)
+    assert result.run.setting() == run.setting()
+    torch.testing.assert_close(model._module.weight.detach(), glm.weight, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(model._module.bias.detach(), glm.bias, rtol=1e-9, atol=1e-12)
+    # epsilon: dp_accounting, Poisson-sampled Gaussian at rate 1, add/remove, T steps
+    eps = acc.get_epsilon(1e-5)
+    gaussian = dp_accounting.GaussianDpEvent(opt.noise_multiplier)
+    ref = _dp_accounting_epsilon(
+        dp_accounting.PoissonSampledDpEvent(1.0, gaussian), T, 1e-5, "ADD_OR_REMOVE_ONE"
+    )
+    assert 2.0 * 0.99 < eps <= 2.0
+    assert eps == pytest.approx(ref, rel=0.01)
+
+
+def test_poisson_batches_at_a_lower_rate_are_normalised_by_b_and_accounted() -> None:
+    """Rate b/n < 1: batches of varying size (empty ones included) over the fixed b, the
+    worst-case-batch certificate M = (n/b) beta + lambda, and dp_accounting's epsilon."""
+    import dp_accounting
+
+    n, b, E = 40, 2, 2  # P(empty batch) = (1 - 1/20)^40 ~ 0.13 per step, 40 steps
+    X, y = _poisson_data(n)
+    model = torch.nn.Linear(5, 3, dtype=torch.float64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededRunWarning)
+        model, opt, loader, acc = make_private_last_iterate(
+            model,
+            opt,
+            DataLoader(TensorDataset(X, y), batch_size=b),
+            target_epsilon=4.0,
+            target_delta=1e-5,
+            epochs=E,
+            max_grad_norm=2.0,
+            sampling="poisson",
+            adjacency="add-remove",
+            loss="cross-entropy",
+            data_norm=0.5,
+            seed=3,
+        )
+    planned = acc.planned_run
+    assert planned.T == E * n // b == 40
+    # the certificate's worst case: M = (n/b) * R_eff^2 / 2 + lambda
+    assert planned.M == pytest.approx((n / b) * (0.5**2 + 1) / 2 + 0.01)
+    sizes = []
+    for _ in range(E):
+        for xb, yb in loader:
+            sizes.append(len(xb))
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            before = [p.detach().clone() for p in model.parameters()]
+            opt.step()
+            assert all(torch.isfinite(p).all() for p in model.parameters())
+            assert opt._b_t == b  # the fixed b, whatever the realised size
+            if len(xb) == 0:  # a pure-noise step (plus the l2 term): parameters still move
+                assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
+    assert len(sizes) == 40 and 0 in sizes and len(set(sizes)) > 2
+    eps = acc.get_epsilon(1e-5)
+    gaussian = dp_accounting.GaussianDpEvent(opt.noise_multiplier)
+    ref = _dp_accounting_epsilon(
+        dp_accounting.PoissonSampledDpEvent(b / n, gaussian), planned.T, 1e-5, "ADD_OR_REMOVE_ONE"
+    )
+    assert eps <= 4.0 and eps == pytest.approx(ref, rel=0.03)

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from lastiterate.accountant import account
 from lastiterate.configuration import choose_configuration
 from lastiterate.errors import NotApplicable
-from lastiterate.opacus import make_private_last_iterate
+from lastiterate.opacus import CompositionOnlyWarning, make_private_last_iterate
 from lastiterate.train.randomness import SeededRunWarning
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook")
@@ -110,23 +110,44 @@ def test_binary_full_batch_settings_are_the_rule_and_the_path_runs_its_run(utili
     assert 0.95 <= planned.sigma / cfg.noise_std <= 1.05
 
 
-def test_multinomial_clip_is_raised_to_what_the_path_certifies_and_said(utility) -> None:
+def test_multinomial_early_stopping_runs_the_rules_clip_accounted_by_composition(utility) -> None:
     n, d, K, eps = 300, 8, 4, 1.0
     cfg = _config("multinomial-logistic", n, d, K, eps)
-    assert cfg.strategy == "early-stopping" and cfg.algorithm == "gd"
+    assert cfg.strategy == "early-stopping" and cfg.algorithm == "gd" and not cfg.certified
     s = utility.opacus_path_settings(cfg, K)
     R_eff = cfg.effective_feature_norm
     assert s.loss == "cross-entropy" and s.n_outputs == K
-    assert s.max_grad_norm >= math.sqrt(2.0) * R_eff > cfg.clip
-    assert len(s.differs) == 1 and "clip raised" in s.differs[0]
-    with pytest.raises(NotApplicable):  # the rule's own clip: the path refuses it
-        _wire(s, cfg, eps, d, K, n, clip=cfg.clip)
-    *_, accountant = _wire(s, cfg, eps, d, K, n)
-    assert accountant.planned_run.steps == cfg.steps
-    assert account(accountant.planned_run, delta=1e-5).best.epsilon <= eps
+    assert s.max_grad_norm == cfg.clip < math.sqrt(2.0) * R_eff  # the rule's clip, not raised
+    assert (s.lr, s.weight_decay, s.steps, s.differs) == (cfg.lr, cfg.l2, cfg.steps, ())
+    with pytest.warns(CompositionOnlyWarning, match="clip can be active"):
+        *_, accountant = _wire(s, cfg, eps, d, K, n)
+    planned = accountant.planned_run
+    assert accountant.geometry.source == "composition"
+    assert planned.m is None and planned.M is None  # no geometry claimed
+    assert (planned.steps, planned.clip, planned.b_min) == (cfg.steps, cfg.clip, n)
+    best = account(planned, delta=1e-5).best
+    assert best.bound.endswith("composition") and best.epsilon <= eps
+    # the same mechanism and bound as the rule's gd Run: the same noise, up to calibration
+    assert 0.98 <= planned.sigma / cfg.noise_std <= 1.02
+    # the rule's own clip with accounting="last-iterate" is refused (no certificate)
+    model = torch.nn.Linear(d + 1, K, bias=False, dtype=torch.float64)
+    with pytest.raises(NotApplicable, match="clip can be active"):
+        make_private_last_iterate(
+            model,
+            torch.optim.SGD(model.parameters(), lr=s.lr),
+            DataLoader(TensorDataset(torch.zeros(n, d + 1, dtype=torch.float64)), batch_size=n),
+            target_epsilon=eps,
+            target_delta=1e-5,
+            epochs=s.epochs,
+            max_grad_norm=s.max_grad_norm,
+            sampling=s.sampling,
+            loss=s.loss,
+            data_norm=s.data_norm,
+            accounting="last-iterate",
+        )
 
 
-def test_add_remove_is_reported_not_applicable_with_the_paths_reason(utility) -> None:
+def test_add_remove_runs_poisson_at_rate_one_and_fills_the_cell(utility) -> None:
     rng = np.random.default_rng(1)
     X = rng.normal(size=(120, 4))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
@@ -134,10 +155,22 @@ def test_add_remove_is_reported_not_applicable_with_the_paths_reason(utility) ->
     cfg = _config("binary-logistic", 120, 4, 1, 1.0, adjacency="add-remove")
     assert cfg.sampling == "poisson" and cfg.batch_size == 120
     s = utility.opacus_path_settings(cfg, 2)
-    assert (s.sampling, s.batch_size, s.adjacency) == ("cyclic", 120, "add-remove")
-    assert any("Poisson" in d for d in s.differs)
+    assert (s.sampling, s.batch_size, s.adjacency, s.differs) == ("poisson", 120, "add-remove", ())
+    assert (s.max_grad_norm, s.steps, s.epochs) == (cfg.clip, cfg.steps, cfg.steps)
+    *_, accountant = _wire(s, cfg, 1.0, 4, 2, 120)
+    planned = accountant.planned_run
+    assert (planned.algorithm, planned.sampling_scheme, planned.b, planned.adjacency) == (
+        "sgd",
+        "poisson",
+        120,
+        "add-remove",
+    )
+    assert planned.steps == cfg.steps
+    assert 0.98 <= planned.sigma / cfg.noise_std <= 1.02  # the rule's Run, calibrated again
     cell = utility.run_ours_via_opacus(X, y, X, y, 1.0, "add-remove", [0])
-    assert cell.accs == [] and cell.na.startswith("n/a: ") and "add-remove" in cell.na
+    assert cell.na is None and len(cell.accs) == 1, cell.info
+    assert 0 < cell.eps_spent <= 1.0
+    assert cell.accs[0] >= 0.8  # chance is about 0.5 (a separable direction, n = 120)
 
 
 def test_a_tiny_fit_through_the_path_learns_and_stays_within_budget(utility) -> None:
