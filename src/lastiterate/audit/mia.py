@@ -766,11 +766,11 @@ class MIAResult:
         )
         for world, res, rig in worlds:
             for name, a in res.items():
-                r = rig.get(name)
+                rb = rig.get(name)
                 lines.append(
                     f"    {world:<9} {name:<7} {a.auc:>6.3f} {a.tpr_at_fpr['0.001']:>9.4f} "
-                    f"{a.tpr_at_fpr['0.01']:>9.4f} {f(r.eps_lb) if r else '-':>7} "
-                    f"{f(r.mu_lb) if r else '-':>7} {f(a.eps_lb):>8} {f(a.mu_lb):>7}"
+                    f"{a.tpr_at_fpr['0.01']:>9.4f} {f(rb.eps_lb) if rb else '-':>7} "
+                    f"{f(rb.mu_lb) if rb else '-':>7} {f(a.eps_lb):>8} {f(a.mu_lb):>7}"
                 )
         for world in ("private", "baseline"):
             acc = self.accuracy[world]
@@ -787,19 +787,26 @@ class MIAResult:
         lines.append(
             f"    eps >= {f(self.rigorous_eps_lb)} at delta {self.delta:g} "
             f"({self.rigorous_eps_attack}"
-            + (f": {b.v} of {b.r} pair guesses correct" if b is not None else "")
-            + f"), f-DP (Mahloujifar et al. 2024): mu >= {f(self.rigorous_mu_lb)} "
-            f"({self.rigorous_mu_attack})"
+            + (
+                f": {b.v} of {b.r} pair guesses correct"
+                if b is not None and self.rigorous_eps_lb > 0
+                else ": no guess size rejects eps = 0"
+            )
+            + ")"
         )
         lines.append(
-            f"  private lower bounds, {HEURISTIC_LABEL}: eps >= {f(self.eps_lb)} "
-            f"({self.best_attack}), mu >= {f(self.mu_lb)} ({self.mu_attack}); informational, "
-            f"would say {self.heuristic_verdict}"
+            f"    f-DP refinement (Mahloujifar et al. 2024): mu >= {f(self.rigorous_mu_lb)} "
+            f"({self.rigorous_mu_attack})"
+        )
+        lines.append(f"  private lower bounds, {HEURISTIC_LABEL}:")
+        lines.append(
+            f"    eps >= {f(self.eps_lb)} ({self.best_attack}), mu >= {f(self.mu_lb)} "
+            f"({self.mu_attack}); informational, on its own: {self.heuristic_verdict}"
         )
         lines.append(
             "  (the heuristic is weak evidence: the examples of one model are not independent "
-            "trials; the verdict uses the rigorous bounds only, two tests at level alpha: a "
-            "sound trainer is flagged with probability at most 2 alpha)"
+            "trials.\n   The verdict uses the rigorous bounds only: two tests at level alpha, "
+            "a sound trainer\n   is flagged with probability at most 2 alpha)"
         )
         lines.append(f"  verdict: {self.verdict} ({self.reason}); {self.seconds:.1f} s")
         for c in self.checks:
