@@ -17,24 +17,40 @@ of the same distribution (non-members)?  Three attacks, all on the FINAL model:
   OUT models: their data are disjoint from the target's) gives a per-example Gaussian mean and a
   pooled standard deviation; score = the standardised ``(phi_target - mean_out) / sd_out``.
 
-Each attack is evaluated on the target model's members against as many non-members (a random half
-of a pool of the dataset's rows each): ROC (scikit-learn ``roc_curve``), AUC, TPR at FPR 1e-3 and
-1e-2, and the lower bounds of :func:`lastiterate.audit.stats.audit_scores` (threshold chosen on a
-random half of the members and non-members, evaluated on the other half; one-sided
-Clopper-Pearson bounds on FPR and FNR at level alpha / (2 x #attacks), Bonferroni over the
-attacks).  The same is done for a NON-PRIVATE BASELINE: the same trainer, flags and seeds with the
-trainer's noise multiplied by 0 (its shadows too), which shows what the attacks can do when
-nothing protects the data.
+Membership by fair coins (replace-one).  The target's candidates are m PAIRS (a_i, b_i) of pool
+rows; for each pair an independent secret fair coin S_i decides which one the target trains on
+(:func:`membership_split`); n = m whatever the coins, and flipping one coin replaces one row, so a
+replace-one (eps, delta)-DP trainer is (eps, delta)-DP in S.  The shadow data are disjoint from
+every candidate, and the attacks score the candidates in their public order, never reading S.
 
-What the lower bound means (weak evidence).  For a replace-one (eps, delta)-DP trainer and an
-example that is a member with probability 1/2 (members and non-members exchangeable),
-``TPR <= e^eps FPR + delta`` holds for the attack's expected rates (Yeom et al. 2018, Thm 1;
-Humphries et al. 2023).  The Clopper-Pearson interval treats the examples of ONE model as
-independent trials; they share the model, so the interval is a heuristic, not a certified bound
-(the one-run analysis of Steinke, Nasr, Jagielski 2023 is the rigorous version).  A VIOLATION from
-this audit is a strong hint of a bug; ``ok`` or ``inconclusive`` say little: membership inference
-on natural data is far from the worst case the claim covers.  The canary audit is the sharper
-test.
+RIGOROUS lower bound (the verdict's).  Each attack's pair score is ``score(a_i) - score(b_i)``
+(positive: guess "a_i was in"); guesses on the top-k / bottom-k pairs, abstention on the rest,
+and the one-run analysis of Steinke, Nasr, Jagielski ("Privacy Auditing with One (1) Training
+Run", NeurIPS 2023, Thm 5.2 / Cor 5.4) gives eps_lb, its f-DP refinement (Mahloujifar, Melis,
+Chaudhuri 2024) the GDP mu_lb (:func:`pair_one_run_bound`, calling
+:mod:`lastiterate.audit.one_run`).  Each holds at confidence 1 - alpha: alpha is split evenly over
+the three attacks and, within an attack, over the guess sizes (Bonferroni), as in the one-run
+audit.  The verdict is VIOLATION only when one of these exceeds a claim (eps_lb vs the claimed
+epsilon, mu_lb vs a replace-one GDP claim): two tests at level alpha, so a sound trainer is
+flagged with probability at most 2 alpha.
+
+HEURISTIC lower bound (informational).  Each attack is also evaluated on the target model's
+members (the included side of each pair) against its non-members (the other side): ROC
+(scikit-learn ``roc_curve``), AUC, TPR at FPR 1e-3 and 1e-2, and the lower bounds of
+:func:`lastiterate.audit.stats.audit_scores` (threshold chosen on a random half of the members and
+non-members, evaluated on the other half; one-sided Clopper-Pearson bounds on FPR and FNR at
+level alpha / (2 x #attacks), Bonferroni over the attacks).  The Clopper-Pearson interval treats
+the examples of ONE model as independent trials; they share the model, so this bound is a
+heuristic (``TPR <= e^eps FPR + delta`` holds for the expected rates, Yeom et al. 2018, Thm 1;
+Humphries et al. 2023, but the interval is not certified).  It is reported, never used in the
+verdict.  The same is done for a NON-PRIVATE BASELINE: the same trainer, flags, seeds and coins
+with the trainer's noise multiplied by 0 (its shadows too), which shows what the attacks can do
+when nothing protects the data.
+
+What the verdict says.  A VIOLATION is a certified refutation of the claim (at the stated
+confidence) for this trainer on this data.  ``ok`` or ``inconclusive`` say little: membership
+inference on natural data is far from the worst case the claim covers, and one run with m pairs
+cannot certify a large epsilon.  The canary audit is the sharper test.
 
 Assumptions checked in code: a classification dataset (the shadow attack is per class), a pool
 large enough for the target's members, non-members and disjoint shadow data.
