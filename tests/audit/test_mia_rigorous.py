@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ from lastiterate.audit.mia import (
     pair_one_run_bound,
 )
 from lastiterate.audit.one_run import default_guess_sizes, one_run_bound, one_run_fdp_bound
+from lastiterate.cli import main
 from lastiterate.errors import ParameterError
 
 
@@ -209,3 +211,45 @@ def test_mutated_trainer_is_flagged_by_the_rigorous_bound() -> None:
     assert out["rigorous"]["eps_lb"] == r.rigorous_eps_lb and out["verdict"] == "VIOLATION"
     assert set(out["rigorous"]["private"]) == set(ATTACKS) == set(out["rigorous"]["baseline"])
     assert out["heuristic"]["verdict"] == r.heuristic_verdict
+
+
+# ---------------------------------------------------------------------- CLI
+def _random_label_npz(path: Path) -> Path:
+    """The memorisation setting as a dataset file (400 rows in 100 dimensions, random labels)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 100))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    np.savez(path, X=X, y=rng.integers(0, 2, 400))
+    return path
+
+
+CLI_ARGV = ["audit", "mia", "--model", "logreg", "--algorithm", "gd", "--steps", "100"]
+CLI_ARGV += ["--lr", "4", "--noise-std", "3", "--clip", "1", "--feature-norm", "1"]
+CLI_ARGV += ["--members", "100", "--shadows", "2", "--alpha", "0.05", "--json"]
+
+
+def test_cli_mutated_trainer_exits_1_on_the_rigorous_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--noise-scale 0.01`` (the claim unchanged, mu = 1/15): measured at seed 0 the rigorous
+    bound gives eps >= 1.02, mu >= 0.42: VIOLATION and exit 1, while the heuristic says ok."""
+    data = _random_label_npz(tmp_path / "random.npz")
+    rc = main([*CLI_ARGV, "--dataset", str(data), "--noise-scale", "0.01"])
+    out = json.loads(capsys.readouterr().out, parse_constant=_no_constants)
+    assert rc == 1 and out["verdict"] == "VIOLATION" and out["noise_scale"] == 0.01
+    assert out["rigorous"]["mu_lb"] > out["claim_mu"] and out["heuristic"]["verdict"] != "VIOLATION"
+    assert all(c["verdict"] == "VIOLATION" for c in out["checks"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "name"),
+    [(["--alpha", "0"], "alpha"), (["--alpha", "1.5"], "alpha"), (["--delta", "1"], "delta")],
+)
+def test_cli_mia_bad_levels_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], name: str
+) -> None:
+    argv = [a for a in CLI_ARGV if a not in ("--alpha", "0.05")]
+    rc = main([*argv, "--dataset", str(tmp_path / "unused.npz"), *extra])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == ""
+    assert len(cap.err.strip().splitlines()) == 1 and name in cap.err
