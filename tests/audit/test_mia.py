@@ -141,6 +141,10 @@ def test_null_with_huge_noise_gives_no_leakage() -> None:
         assert a.eps_lb == 0.0 and a.mu_lb <= 0.0  # 0 lies within the interval
         assert abs(a.auc - 0.5) < 0.12  # 100 vs 100: sd of the AUC about 0.04
     assert res.eps_lb == 0.0 and res.verdict == "inconclusive"
+    # the rigorous one-run bounds over the 100 pairs certify nothing either
+    for b in res.rigorous_private.values():
+        assert b.eps_lb == 0.0 and b.mu_lb == 0.0 and b.m == 100
+    assert res.rigorous_eps_lb == 0.0 and res.rigorous_mu_lb == 0.0
 
 
 #: 100 members in 100 dimensions with random labels, 100 full-batch steps: without noise the
@@ -195,6 +199,9 @@ def test_private_lower_bound_never_exceeds_the_claim(memorised) -> None:  # type
     assert r.eps_lb == max(a.eps_lb for a in r.private.values()) == r.private[r.best_attack].eps_lb
     assert r.mu_lb == max(a.mu_lb for a in r.private.values()) == r.private[r.mu_attack].mu_lb
     assert r.private["loss"].alpha == pytest.approx(0.05 / len(ATTACKS))
+    # the rigorous bounds (the verdict's) stay below the claim too
+    assert r.rigorous_eps_lb <= r.claim_eps and r.rigorous_mu_lb <= r.claim_mu
+    assert r.heuristic_verdict != "VIOLATION"
 
 
 def test_mutated_trainer_with_almost_no_noise_is_a_violation() -> None:
@@ -202,6 +209,9 @@ def test_mutated_trainer_with_almost_no_noise_is_a_violation() -> None:
     says sigma = 3) memorises like the baseline and the private lower bound exceeds mu = 1/15."""
     r = _memorise(noise_scale=1e-4)
     assert r.verdict == "VIOLATION" and r.mu_lb > r.claim_mu
+    assert r.heuristic_verdict == "VIOLATION"  # the heuristic agrees here (informational)
+    # the verdict's bound: the rigorous one-run bound over the pairs (seed 0: mu >= 0.35)
+    assert r.rigorous_mu_lb > r.claim_mu and r.rigorous_eps_lb > r.claim_eps
     assert "MUTATION TEST" in r.format()
 
 
@@ -264,6 +274,8 @@ def test_cli_mia_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert rc == 0 and out["verdict"] in ("ok", "inconclusive")
     assert out["members"] == 60 and out["shadows"] == 2 and out["run"]["n"] == 60
     assert out["claim_eps"] is not None and out["eps_lb"] <= out["claim_eps"]
+    assert out["rigorous"]["eps_lb"] <= out["claim_eps"] and out["rigorous"]["pairs"] == 60
+    assert out["heuristic"]["eps_lb"] == out["eps_lb"]
     assert out["dataset"]["name"] == "breast-cancer" and out["plot"] == str(png)
     assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 10_000
 
@@ -280,6 +292,8 @@ def test_cli_mia_text_with_config(tmp_path: Path, capsys: pytest.CaptureFixture[
     text = capsys.readouterr().out
     assert rc == 0 and "Membership inference audit:" in text and "claim (" in text
     assert "baseline  loss" in text and "weak evidence" in text
+    assert "rigorous (one-run, Steinke et al. 2023)" in text
+    assert "heuristic (Clopper-Pearson over shared-model examples)" in text
     assert "60 members vs 60 non-members, 2 shadow models" in text
 
 

@@ -4,14 +4,16 @@
         --noise-std 0.05 --clip 1 --feature-norm 1 [--shadows K] [--members M] [--hidden 64] \\
         [--seed S] [--alpha A] [--delta DELTA] [--plot FILE.png] [--json]
 
-Trains a target model on M rows of the dataset (its members; as many other rows are its
-non-members) and K shadow models the same way on disjoint rows, with the project's own trainer and
-the flags of ``train``; runs the loss-threshold, shadow-model and offline LiRA attacks on the
-FINAL target model, and does the same for a non-private baseline (noise x 0).  Prints the claim for
-the trained run beside the attacks' AUC, TPR at low FPR and lower bounds, with a verdict
-(:mod:`lastiterate.audit.mia`).  Exit status: 0 (ok / inconclusive), 1 (VIOLATION), 2 (invalid
-input, one line).  A scenario of ``lastiterate audit`` (:mod:`lastiterate.cli.audit` dispatches
-here).
+Draws M pairs of rows of the dataset; a secret fair coin per pair picks the one the target model
+trains on (its members; the other row of each pair is a non-member), and K shadow models train
+the same way on disjoint rows, with the project's own trainer and the flags of ``train``; runs the
+loss-threshold, shadow-model and offline LiRA attacks on the FINAL target model, and does the same
+for a non-private baseline (noise x 0).  Prints the claim for the trained run beside the attacks'
+AUC, TPR at low FPR, the RIGOROUS one-run lower bounds over the pairs (Steinke, Nasr, Jagielski
+2023, and the f-DP refinement), which decide the verdict, and the heuristic Clopper-Pearson bounds
+(informational) (:mod:`lastiterate.audit.mia`).  Exit status: 0 (ok / inconclusive), 1
+(VIOLATION), 2 (invalid input, one line).  A scenario of ``lastiterate audit``
+(:mod:`lastiterate.cli.audit` dispatches here).
 """
 
 from __future__ import annotations
