@@ -55,6 +55,29 @@ def test_mnist_loader_on_generated_idx(tmp_path, gz):
         load_dataset(str(tmp_path / "missing_dir_is_not_a_dataset"))
 
 
+def test_npz_with_an_empty_test_part_is_accepted(tmp_path):
+    # a 0 x d test part used to crash (reshape of zero rows) with exit 70 instead of an answer
+    rng = np.random.default_rng(2)
+    np.savez(
+        tmp_path / "e.npz",
+        X=rng.normal(size=(30, 3)),
+        y=rng.integers(0, 2, 30),
+        X_test=np.zeros((0, 3)),
+        y_test=np.zeros(0, dtype=int),
+    )
+    ds = load_dataset(str(tmp_path / "e.npz"))
+    assert ds.n == 30 and ds.X_test.shape == (0, 3) and len(ds.y_test) == 0
+    np.savez(
+        tmp_path / "f.npz",
+        X=rng.normal(size=(30, 3)),
+        y=rng.integers(0, 2, 30),
+        X_test=np.zeros((0, 4)),
+        y_test=np.zeros(0, dtype=int),
+    )
+    with pytest.raises(ParameterError, match="columns"):
+        load_dataset(str(tmp_path / "f.npz"))
+
+
 def test_npz(tmp_path):
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "a.npz", X=rng.normal(size=(50, 3)), y=rng.integers(0, 2, 50))

@@ -798,7 +798,8 @@ def check_examples(
         )
     if len(Xa) == 0 and not allow_empty:
         raise ParameterError("dataset", name, f"{part}data are empty (no examples)")
-    Xf = Xa.astype(np.float64).reshape(len(Xa), -1)
+    # reshape(len, -1) is ambiguous for zero rows: give the column count explicitly
+    Xf = Xa.astype(np.float64).reshape(len(Xa), int(np.prod(Xa.shape[1:], dtype=np.int64)))
     if Xf.shape[1] == 0:
         raise ParameterError("dataset", name, f"{part}features are empty (0 columns)")
     if n_features is not None and Xf.shape[1] != n_features:
