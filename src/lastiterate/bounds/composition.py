@@ -169,11 +169,9 @@ def _full_batch_result(bound_id: str, mu0: float, run: Run, query: Query) -> Res
     )
 
 
-def _sgd_pld(run: Run, discretization: float = 1e-4) -> tuple[Any, str, str, dict[str, Any]]:
-    """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
-    from lastiterate.notions.pld import tilt_delta_floor
-
-    key = (
+def _mechanism_key(run: Run) -> tuple[Any, ...]:
+    """What determines a subsampled run's composed PLD (the key of the PLD caches)."""
+    return (
         run.sampling_scheme,
         run.adjacency,
         run.p,
@@ -182,9 +180,14 @@ def _sgd_pld(run: Run, discretization: float = 1e-4) -> tuple[Any, str, str, dic
         run.sigma,
         run.T,
         run.clip,
-        discretization,
-        tilt_delta_floor(),
     )
+
+
+def _sgd_pld(run: Run, discretization: float = 1e-4) -> tuple[Any, str, str, dict[str, Any]]:
+    """The composed PLD of a subsampled run (cached: gdp- and pld-composition share it)."""
+    from lastiterate.notions.pld import tilt_delta_floor
+
+    key = (*_mechanism_key(run), discretization, tilt_delta_floor())
     if key not in _PLD_CACHE:
         if len(_PLD_CACHE) > 32:
             _PLD_CACHE.clear()
@@ -234,14 +237,7 @@ def _sgd_pld_for_query(run: Run, query: Query) -> SgdPld:
             return _locating_sgd_pld(run, query)
         # gdp- and pld-composition ask for the same run and query: one grid search, one value
         key = (
-            run.sampling_scheme,
-            run.adjacency,
-            run.p,
-            run.L,
-            run.b,
-            run.sigma,
-            run.T,
-            run.clip,
+            *_mechanism_key(run),
             query.delta,
             query.epsilon,
             max_grid_points(),
@@ -267,7 +263,7 @@ _LOCATING_DISCRETIZATION = 1e-3
 def _locating_sgd_pld(run: Run, query: Query) -> SgdPld:
     """The composition on the coarse grid ``_LOCATING_DISCRETIZATION`` without its optimistic twin
     (a calibration's locating pass only; still pessimistic, but never reported)."""
-    key = (run.sampling_scheme, run.adjacency, run.p, run.L, run.b, run.sigma, run.T, run.clip)
+    key = _mechanism_key(run)
     if key not in _LOCATING_CACHE:  # gdp- and pld-composition share it
         _LOCATING_CACHE.clear()
         _LOCATING_CACHE[key] = _build_sgd_pld(run, _LOCATING_DISCRETIZATION, with_lower=False)
