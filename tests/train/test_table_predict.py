@@ -395,3 +395,78 @@ def test_standardised_table_run_replays_encoding_then_scaling(tmp_path, capsys):
     for data in ("t.csv", "x.npz"):
         cap = _run(["predict", "--model", str(model), "--dataset", str(tmp_path / data)], capsys)
         assert cap.out.split() == expected
+
+
+# ---------------------------------------------------------------------- declared categories (CLI)
+def test_declared_categories_make_the_encoding_data_independent(tmp_path, capsys):
+    # --categories fixes the one-hot columns whatever values the file holds: a declared value
+    # absent from the data still gets its column, the card says "declared" and covered, and the
+    # prediction replays the declared order (checked by hand against the weights)
+    df = _frame(n=120, seed=1)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    jobs = ["teacher", *JOBS]  # "teacher" never occurs: its column must exist anyway
+    args = [
+        *TRAIN,
+        "--dataset",
+        str(tmp_path / "t.csv"),
+        "--target",
+        "y",
+        "--categories",
+        "job=" + ",".join(jobs),
+        "--categories",
+        "zip=" + ",".join(ZIPS),
+        "--categories",
+        "member=False,True",
+        "--classes",
+        ",".join(CLASSES),
+        "--out",
+        str(tmp_path / "m.safetensors"),
+    ]
+    _run(args, capsys)
+    card = json.loads(card_path(tmp_path / "m.safetensors").read_text())
+    columns = {c["name"]: c for c in card["preprocessing"]["encoding"]["columns"]}
+    assert columns["job"]["categories"] == jobs and columns["job"]["source"] == "declared"
+    assert card["preprocessing"]["covered_by_guarantee"] is True
+    W = load_file(str(tmp_path / "m.safetensors"))["weight"]
+    assert W.shape[1] == 1 + 4 + 1 + 3 + 2  # x1, job (4 declared), count, zip, member
+    out = _run(
+        [
+            "predict",
+            "--model",
+            str(tmp_path / "m.safetensors"),
+            "--dataset",
+            str(tmp_path / "t.csv"),
+        ],
+        capsys,
+    ).out.split()
+    blocks = [df["x1"].to_numpy(float)[:, None]]
+    blocks += [(df["job"].to_numpy(str)[:, None] == np.array(jobs)).astype(float)]
+    blocks += [df["count"].to_numpy(float)[:, None]]
+    blocks += [(df["zip"].to_numpy(str)[:, None] == np.array(ZIPS)).astype(float)]
+    member = df["member"].to_numpy(bool)
+    blocks += [np.stack([~member, member], axis=1).astype(float)]
+    Z = np.hstack(blocks)
+    Z = Z * np.minimum(1.0, 1.0 / np.linalg.norm(Z, axis=1, keepdims=True))
+    assert out == [CLASSES[i] for i in (Z @ W.T).argmax(1)]
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--categories", "job=clerk,nurse"], "'pilot'"),  # a value outside the declared list
+        (["--categories", "job"], "COLUMN=V1,V2"),
+        (["--categories", "job=a,,b"], "distinct, non-empty"),
+        (["--categories", "job=a", "--categories", "job=b"], "twice"),
+        (["--classes", "hi,lo"], "'mid'"),
+    ],
+)
+def test_bad_declarations_exit_2_one_line(tmp_path, capsys, extra, words):
+    _frame(n=60).to_csv(tmp_path / "t.csv", index=False)
+    args = [*TRAIN, "--dataset", str(tmp_path / "t.csv"), "--target", "y", *extra]
+    line = _one_line(_run(args, capsys, rc=2))
+    assert words in line
+
+
+def test_declarations_need_a_table(capsys):
+    args = [*TRAIN, "--dataset", "iris", "--categories", "job=a,b"]
+    assert "CSV or Parquet" in _one_line(_run(args, capsys, rc=2))

@@ -52,6 +52,19 @@ def add_parser(sub: Any) -> None:
         help="label column of a CSV / Parquet --dataset (required there)",
     )
     d.add_argument(
+        "--categories",
+        action="append",
+        metavar="COLUMN=V1,V2,...",
+        help="declare a categorical column's values (repeatable): the one-hot encoding then does "
+        "not depend on the data; columns not declared take the values found (treated as public, "
+        "NOT covered by the guarantee)",
+    )
+    d.add_argument(
+        "--classes",
+        metavar="V1,V2,...",
+        help="declare the class names of a non-numeric --target, in label order",
+    )
+    d.add_argument(
         "--model",
         required=True,
         choices=("logreg", "linreg", "mlp"),
@@ -240,6 +253,34 @@ NON_PRIVATE_NOTE = (
 )
 
 
+def parse_value_list(name: str, text: str | None) -> list[str] | None:
+    """``V1,V2,...`` as a list of distinct, non-empty values (None when not given)."""
+    if text is None:
+        return None
+    values = [v.strip() for v in text.split(",")]
+    if not values or any(v == "" for v in values) or len(set(values)) != len(values):
+        raise ParameterError(
+            name, text, "must be a comma-separated list of distinct, non-empty values"
+        )
+    return values
+
+
+def parse_categories(items: list[str] | None) -> dict[str, list[str]] | None:
+    """``--categories COLUMN=V1,V2,...`` (repeatable) as ``{column: [values]}``."""
+    if not items:
+        return None
+    out: dict[str, list[str]] = {}
+    for item in items:
+        column, sep, values = item.partition("=")
+        column = column.strip()
+        if not sep or not column:
+            raise ParameterError("categories", item, "must read COLUMN=V1,V2,...")
+        if column in out:
+            raise ParameterError("categories", item, f"declares column {column!r} twice")
+        out[column] = parse_value_list("categories", values)  # type: ignore[assignment]
+    return out
+
+
 def _usage(msg: str) -> Exception:
     return UsageError(msg)
 
@@ -387,6 +428,8 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
         test_size=args.test_size,
         standardize=False,
         target=args.target,
+        categories=parse_categories(args.categories),
+        classes=parse_value_list("classes", args.classes),
     )
     data, prep = pp.preprocess(
         raw,

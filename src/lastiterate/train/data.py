@@ -26,6 +26,7 @@ import math
 import os
 import struct
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,6 +309,8 @@ def load_dataset(
     feature_norm: float | None = None,
     standardize: bool = True,
     target: str | None = None,
+    categories: Mapping[str, Sequence[Any]] | None = None,
+    classes: Sequence[Any] | None = None,
 ) -> Dataset:
     """Load ``name`` and split, standardise and clip rows (module docstring).
 
@@ -326,14 +329,19 @@ def load_dataset(
         standardize: standardise features (and regression targets) with the training set's
             statistics (treated as public; pass False and scale with a data-independent rule).
         target: the label column of a CSV / Parquet file (required there, refused elsewhere).
+        categories: a table's DECLARED category lists, ``{column: [values]}`` (public knowledge:
+            the encoding then does not depend on the data); other categorical columns take the
+            values found, treated as public.
+        classes: a table's declared class names (non-numeric target), in label order.
 
     Returns:
         The :class:`Dataset`.
 
     Raises:
         ParameterError: an unknown name or missing file, test_size outside (0, 1), a
-            non-positive feature_norm, ``target`` missing for or given without a table, or
-            invalid data (non-finite values, bad labels, a single class).
+            non-positive feature_norm, ``target``, ``categories`` or ``classes`` given without a
+            table (or ``target`` missing for one), or invalid data (non-finite values, bad
+            labels, a single class, a value outside its declared categories).
     """
     if not 0 < test_size < 1:
         raise ParameterError("test_size", test_size, "must be in (0, 1)")
@@ -350,6 +358,9 @@ def load_dataset(
         raise ParameterError(
             "target", target, "only applies to a CSV or Parquet file (the label column's name)"
         )
+    for what, value in (("categories", categories), ("classes", classes)):
+        if value and not is_table_path(name):
+            raise ParameterError(what, "<declared>", "only applies to a CSV or Parquet file")
     if key in SKLEARN:
         # lazy: scikit-learn takes ~1.3 s to import; only these loaders need it
         import sklearn.datasets as skd
@@ -372,7 +383,13 @@ def load_dataset(
                 "target", None, f"is required with a table ({name}): the name of the label column"
             )
 
-        enc = encode_frame(read_table(name), target, name=name)
+        enc = encode_frame(
+            read_table(name, text_columns=list(categories or ())),
+            target,
+            name=name,
+            categories=categories,
+            classes=classes,
+        )
         X, y, task, label = enc.X, enc.y, enc.task, name
         feature_names, class_names = enc.feature_names, enc.class_names
         feature_range = _onehot_range(enc)

@@ -57,7 +57,8 @@ _SHOW = 8
 
 CATEGORIES_READ_NOTE = (
     "category lists read from the data (treated as public, NOT covered by the guarantee: declare "
-    "them, load_frame(categories=...), to keep the encoding data-independent)"
+    "them, train --categories COLUMN=V1,V2,... or load_frame(categories=...), to keep the "
+    "encoding data-independent)"
 )
 
 
