@@ -201,3 +201,38 @@ def test_schedule_contraction_is_the_worst_step():
     # a small step contracts less (1 - 0.5*0.1 = 0.95); a large one may overshoot
     # (|1 - 4*0.35| = 0.4)
     assert c.contraction == pytest.approx(max(1 - 0.5 * 0.1, abs(1 - 4.0 * 0.35)))
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_a_feature_norm_whose_square_overflows_is_refused(intercept):
+    # 1e300**2 used to raise OverflowError (exit 70 from `train --feature-norm 1e300`)
+    from lastiterate.cli import main
+    from lastiterate.errors import ParameterError
+
+    with pytest.raises(ParameterError) as info:
+        glm_certificate(
+            "binary-logistic", feature_norm=1e300, l2=0.1, clip=1.0, intercept=intercept
+        )
+    assert info.value.name == "feature_norm"
+    largest = glm_certificate("least-squares", feature_norm=1e150, l2=0.0, clip=1.0)
+    assert largest.data_smoothness == pytest.approx(1e300)
+    args = [
+        "train",
+        "--dataset",
+        "iris",
+        "--model",
+        "logreg",
+        "--algorithm",
+        "gd",
+        "--lr",
+        "1",
+        "--clip",
+        "1",
+        "--epochs",
+        "1",
+        "--noise-std",
+        "1",
+        "--feature-norm",
+        "1e300",
+    ]
+    assert main(args) == 2

@@ -223,7 +223,11 @@ def glm_certificate(
         )
     R = check_positive("feature_norm", feature_norm)
     R_eff = math.sqrt(R * R + 1.0) if intercept else R
-    beta = _CURVATURE[family] * R_eff**2
+    beta = _CURVATURE[family] * R_eff * R_eff  # not R_eff**2: float pow raises on overflow
+    if not math.isfinite(beta):
+        raise ParameterError(
+            "feature_norm", feature_norm, "is too large: the smoothness curvature * R^2 overflows"
+        )
     gb = _GRAD_BOUND[family]
     G = None if gb is None else gb * R_eff
     active = True if G is None else (G > C)
