@@ -205,6 +205,12 @@ def test_last_iterate_uses_batches_beyond_the_work_budget(monkeypatch):
         ({"strategy": "last-iterate", "adjacency": "add-remove"}, "strategy"),
         ({"adjacency": "swap"}, "adjacency"),
         ({"n": 0}, "n"),
+        # extreme row norms used to overflow R^2, divide by a zero smoothness or derive a step
+        # outside the accepted scale range (tracebacks or a parameter the user never set)
+        ({"data_norm": 1e300}, "data_norm"),
+        ({"data_norm": 1e-300, "fit_intercept": False}, "data_norm"),
+        ({"data_norm": 1e7}, "data_norm"),
+        ({"data_norm": float("nan")}, "data_norm"),
     ],
 )
 def test_refuses_bad_input(kw, name):
@@ -220,3 +226,46 @@ def test_refuses_bad_input(kw, name):
     with pytest.raises(ParameterError) as info:
         choose_configuration("binary-logistic", **args)
     assert info.value.name == name
+
+
+@pytest.mark.parametrize("R, intercept", [(1e-6, False), (1e-6, True), (1e6, False), (1e6, True)])
+@pytest.mark.parametrize("family, k", [("binary-logistic", 1), ("multinomial-logistic", 3)])
+def test_extreme_row_norms_in_range_give_a_valid_configuration(R, intercept, family, k):
+    cfg = choose_configuration(
+        family,
+        n=200,
+        n_features=3,
+        n_outputs=k,
+        epsilon=1.0,
+        delta=1e-5,
+        data_norm=R,
+        fit_intercept=intercept,
+    )
+    for c in cfg.candidates:
+        assert math.isfinite(c["noise_std"]) and math.isfinite(c["noise_to_horizon"])
+        run = _candidate_run(c, 200, "replace")
+        assert li.account(run, delta=1e-5).result(c["bound"]).epsilon <= 1.0 * (1 + 1e-9)
+
+
+def test_target_bound_range():
+    args = {
+        "n": 100,
+        "n_features": 3,
+        "n_outputs": 1,
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "data_norm": 1.0,
+    }
+    for B in (0.0, 1e-7, 1e7, float("inf")):
+        with pytest.raises(ParameterError) as info:
+            choose_configuration("least-squares", target_bound=B, **args)
+        assert info.value.name == "target_bound"
+
+
+def test_proxy_sums_past_the_contraction_regime():
+    # sum_t lr a^t and sigma lr sqrt(sum_t a^(2t)) by direct summation, also for a = 0 and a < 0
+    for lr, l2, T in [(1.0, 1.0, 5), (1.5, 1.0, 3), (1.9, 1.0, 6), (0.5, 0.0, 4)]:
+        a = 1 - lr * l2
+        assert horizon(lr, l2, T) == pytest.approx(sum(lr * a**t for t in range(T)))
+        ref = 0.3 * lr * math.sqrt(sum(a ** (2 * t) for t in range(T)))
+        assert linearised_noise(0.3, lr, l2, T) == pytest.approx(ref)

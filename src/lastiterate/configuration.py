@@ -62,7 +62,9 @@ from lastiterate.train.geometry import FAMILIES, Certificate, glm_certificate
 __all__ = [
     "STRATEGIES",
     "Configuration",
+    "check_data_norm",
     "check_strategy",
+    "check_target_bound",
     "choose_configuration",
     "horizon",
     "linearised_noise",
@@ -73,6 +75,15 @@ __all__ = [
 STRATEGIES = ("auto", "early-stopping", "last-iterate")
 
 ESTIMATOR_ADJACENCIES = ADJACENCIES
+
+#: the row norms the rule accepts: the step 1/(curvature R^2) and the clip ~R it derives must stay
+#: well inside the accepted scale range (lastiterate.errors.SCALE_RANGE); rows are meant to be
+#: scaled to about 1 first
+DATA_NORM_RANGE = (1e-6, 1e6)
+
+#: the target bounds B the rule accepts (least squares clips the residual at B R_eff): scale the
+#: targets to about 1 first
+TARGET_BOUND_RANGE = (1e-6, 1e6)
 
 #: the value of the constant feature that carries the intercept.  A column of ones would make
 #: ``R_eff = sqrt(R^2 + 1)`` (twice R^2 at R = 1), and the sensitivity, the smoothness and so the
@@ -197,6 +208,38 @@ class _Candidate:
     certificate: Certificate
 
 
+def check_data_norm(data_norm: Any) -> float:
+    """Validate ``data_norm`` (R, the norm rows are clipped to); return it as a float.
+
+    Args:
+        data_norm: the value to check.
+
+    Returns:
+        R.
+
+    Raises:
+        ParameterError: R outside :data:`DATA_NORM_RANGE` (or not a finite number).
+    """
+    lo, hi = DATA_NORM_RANGE
+    return check_in_range("data_norm", data_norm, lo, hi)
+
+
+def check_target_bound(target_bound: Any) -> float:
+    """Validate ``target_bound`` (B, least squares: targets are clipped to [-B, B]); return it.
+
+    Args:
+        target_bound: the value to check.
+
+    Returns:
+        B.
+
+    Raises:
+        ParameterError: B outside :data:`TARGET_BOUND_RANGE` (or not a finite number).
+    """
+    lo, hi = TARGET_BOUND_RANGE
+    return check_in_range("target_bound", target_bound, lo, hi)
+
+
 def check_strategy(strategy: Any, adjacency: str) -> str:
     """Validate ``strategy`` (one of :data:`STRATEGIES`) for ``adjacency``; return it.
 
@@ -237,9 +280,7 @@ def linearised_noise(sigma: float, lr: float, l2: float, steps: int) -> float:
     Returns:
         The std.
     """
-    a2 = (1.0 - lr * l2) ** 2
-    total = float(steps) if a2 >= 1.0 else -math.expm1(steps * math.log(a2)) / (1.0 - a2)
-    return sigma * lr * math.sqrt(total)
+    return sigma * lr * math.sqrt(_geometric_sum((1.0 - lr * l2) ** 2, steps))
 
 
 def horizon(lr: float, l2: float, steps: int) -> float:
@@ -255,10 +296,17 @@ def horizon(lr: float, l2: float, steps: int) -> float:
     Returns:
         The horizon.
     """
-    a = 1.0 - lr * l2
-    if a >= 1.0:
-        return lr * steps
-    return -lr * math.expm1(steps * math.log(a)) / (1.0 - a)
+    return lr * _geometric_sum(1.0 - lr * l2, steps)
+
+
+def _geometric_sum(r: float, steps: int) -> float:
+    """``sum_{t<T} r^t`` for ``r <= 1``: T at r = 1, the accurate ``expm1`` form on (0, 1), the
+    plain ``(1 - r^T) / (1 - r)`` at r <= 0 (r = 0: 1)."""
+    if r >= 1.0:
+        return float(steps)
+    if r > 0.0:
+        return -math.expm1(steps * math.log(r)) / (1.0 - r)
+    return (1.0 - r**steps) / (1.0 - r)
 
 
 def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> float:
@@ -446,7 +494,7 @@ def choose_configuration(
     """
     eps = check_positive("epsilon", epsilon)
     dlt = check_in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    R = check_positive("data_norm", data_norm)
+    R = check_data_norm(data_norm)
     if adjacency not in ESTIMATOR_ADJACENCIES:
         raise ParameterError(
             "adjacency", adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
@@ -459,7 +507,7 @@ def choose_configuration(
     n_outputs = check_positive_int("n_outputs", n_outputs)
     max_steps = check_positive_int("max_steps", max_steps)
     if family == "least-squares":
-        target_bound = check_positive("target_bound", target_bound)
+        target_bound = check_target_bound(target_bound)
     p = (n_features + (1 if fit_intercept else 0)) * n_outputs
     a = INTERCEPT_FEATURE if fit_intercept else 0.0
     R_eff = math.hypot(R, a)

@@ -40,7 +40,9 @@ from lastiterate.configuration import (
     ESTIMATOR_ADJACENCIES,
     Configuration,
     cached_configuration,
+    check_data_norm,
     check_strategy,
+    check_target_bound,
     choose_configuration,
 )
 from lastiterate.errors import ParameterError, check_in_range, check_positive
@@ -397,7 +399,7 @@ class _DPGeneralisedLinearModel(BaseEstimator):
     def _check_params(self) -> None:
         check_positive("epsilon", self.epsilon)
         check_in_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-        check_positive("data_norm", self.data_norm)
+        check_data_norm(self.data_norm)
         if self.adjacency not in ESTIMATOR_ADJACENCIES:
             raise ParameterError(
                 "adjacency", self.adjacency, "must be one of " + ", ".join(ESTIMATOR_ADJACENCIES)
@@ -708,8 +710,8 @@ DPLogisticRegression.__doc__ = (
     Parameters
     ----------
     epsilon, delta : the target guarantee (default 1.0, 1e-5).
-    data_norm : float, default 1.0. Rows are clipped to this L2 norm (scale features first, e.g.
-        with :class:`DPStandardScaler`; a plain StandardScaler leaks).
+    data_norm : float in [1e-6, 1e6], default 1.0. Rows are clipped to this L2 norm (scale
+        features first, e.g. with :class:`DPStandardScaler`; a plain StandardScaler leaks).
     adjacency : {"replace", "add-remove"}, default "replace".
     fit_intercept : bool, default True.
     random_state : None (default: fresh secret OS entropy) or an int / numpy generator
@@ -782,7 +784,7 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
             ParameterError: an invalid parameter, ``X`` or ``y``.
         """
         self._check_params()
-        B = check_positive("target_bound", self.target_bound)
+        B = check_target_bound(self.target_bound)
         X, y = self._validated(X, y, fitting=True)
         if y.ndim != 1:
             raise ParameterError(
@@ -827,7 +829,8 @@ DPRidge.__doc__ = (
     ----------
     epsilon, delta, data_norm, adjacency, fit_intercept, random_state, max_steps, strategy :
         as for :class:`DPLogisticRegression`.
-    target_bound : float, default 1.0. Public bound on |y|; targets are clipped to it.
+    target_bound : float in [1e-6, 1e6], default 1.0. Public bound on |y|; targets are clipped
+        to it.
 
     Attributes
     ----------
