@@ -1,6 +1,6 @@
 """Benchmark of the accountant: speed of account/calibrate, tightness against peers, start-up time.
 
-Run:  python benchmarks/accountant.py [--quick]
+Run:  python benchmarks/accountant.py [--quick] [--startup-only]
 
 Tables printed (Markdown):
 
@@ -405,6 +405,11 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="fewer repeats, no calibration timings"
     )
+    parser.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="print only the start-up table (whole-process timings of the CLI)",
+    )
     args = parser.parse_args()
     repeats = 1 if args.quick else 3
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -412,10 +417,11 @@ def main() -> None:
         f"# lastiterate accountant benchmark\n\nmachine: {os.cpu_count()} cores, Python "
         f"{platform.python_version()}\n"
     )
-    print("## Seconds per call (in process, median)\n")
-    print(speed_table(repeats, calibrate=not args.quick))
-    print("\n## Tightness: paper 000 MNIST logistic-regression runs (delta = 1e-5)\n")
-    print(tightness_table())
+    if not args.startup_only:
+        print("## Seconds per call (in process, median)\n")
+        print(speed_table(repeats, calibrate=not args.quick))
+        print("\n## Tightness: paper 000 MNIST logistic-regression runs (delta = 1e-5)\n")
+        print(tightness_table())
     print(
         "\n## Start-up: whole process, plain DP-SGD composition (q = "
         "256/60000, z = 1.1, T = 14000)\n"
