@@ -204,16 +204,32 @@ def register(
 
 
 def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
-    """The registered theorems (all bound modules imported), optionally restricted to ``ids``."""
+    """The registered theorems, optionally restricted to ``ids``.
+
+    Only the bound modules that register ``ids`` are imported (all of them when ``ids`` is None;
+    :func:`lastiterate.bounds.load`).  The theorems come in the registry's canonical order (that
+    of :data:`lastiterate.bounds.BOUND_MODULES`, then registration order within a module),
+    whichever modules an earlier call imported first.
+
+    Args:
+        ids: bound ids (each one of :data:`BOUND_IDS`), or None for every registered theorem.
+
+    Returns:
+        The :class:`BoundSpec` of every registered theorem whose id is in ``ids``.
+
+    Raises:
+        ParameterError: an id that is not one of :data:`BOUND_IDS`.
+    """
     from lastiterate import bounds  # lazy: the package imports this module (a cycle at import)
 
-    bounds.load_all()
-    if ids is None:
-        return list(_REGISTRY)
-    unknown = [i for i in ids if i not in BOUND_IDS]
-    if unknown:
-        raise ParameterError("bound", unknown[0], "must be one of " + ", ".join(BOUND_IDS))
-    return [s for s in _REGISTRY if s.id in ids]
+    if ids is not None:
+        unknown = [i for i in ids if i not in BOUND_IDS]
+        if unknown:
+            raise ParameterError("bound", unknown[0], "must be one of " + ", ".join(BOUND_IDS))
+    bounds.load(ids)
+    rank = {m: i for i, m in enumerate(dict.fromkeys(bounds.BOUND_MODULES.values()))}
+    specs = sorted(_REGISTRY, key=lambda s: rank[bounds.BOUND_MODULES[s.id]])  # stable
+    return specs if ids is None else [s for s in specs if s.id in ids]
 
 
 # ---------------------------------------------------------------------- locating estimates

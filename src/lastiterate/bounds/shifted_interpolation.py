@@ -58,7 +58,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
 from lastiterate.errors import NotApplicable
@@ -915,6 +914,8 @@ def _best_theta_by_clt(objective: Callable[[float], float]) -> float:
     def finite(theta: float) -> float:  # inf/NaN would make Brent's parabola steps NaN
         v = objective(theta)
         return min(1e300, v)
+
+    from scipy.optimize import minimize_scalar  # lazy: ~0.2 s of start-up (issue 11)
 
     res = minimize_scalar(finite, bounds=_THETA_RANGE, method="bounded", options={"xatol": 1e-3})
     return float(res.x) if res.fun < 1e300 else 0.5

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import optimize, special
+from scipy import special
 
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive
 
@@ -190,6 +190,8 @@ def smallest_epsilon(
         hi *= 2.0
         if hi > max_epsilon or not math.isfinite(hi):
             return math.inf
+    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
+
     eps = optimize.brentq(
         lambda e: delta_of_epsilon(e) - delta,
         0.0,
@@ -236,6 +238,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         hi *= 2.0
         if hi > 1e300:  # pragma: no cover
             raise ParameterError("epsilon", epsilon, "is too large for a finite mu")
+    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
+
     mu = optimize.brentq(
         lambda m: _delta_scalar(e, m) - d if m > 0 else -d,
         0.0,

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import integrate, optimize, special
+from scipy import special
 
 from lastiterate.errors import (
     NotApplicable,
@@ -408,6 +408,8 @@ def _refine_order(objective: Callable[[float], float], u_grid: np.ndarray, k: in
     """``u = log(a - 1)`` minimising ``objective`` between the grid neighbours of ``u_grid[k]``
     (bounded scalar minimisation; only tightness depends on it)."""
     lo, hi = u_grid[max(k - 1, 0)], u_grid[min(k + 1, u_grid.size - 1)]
+    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
+
     res = optimize.minimize_scalar(
         objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
     )
@@ -819,6 +821,8 @@ def _log_a_quadrature(q: float, sigma: float, alpha: float) -> float:
         return -float(-z * z / (2.0 * s2) + alpha * _log_mix(np.asarray(z), log_q, log_1mq, s2))
 
     a_k, b_k = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    from scipy import integrate, optimize  # lazy: start-up (issue 11)
+
     res = optimize.minimize_scalar(neg_l, bounds=(a_k, b_k), method="bounded")
     l_max = max(float(lg[k]), -float(res.fun))
     peaks = sorted({float(grid[i]) for i in interior} | {float(res.x)})[:20]
@@ -901,6 +905,8 @@ def _rdp_literal_scalar(q: float, sigma: float, alpha: float) -> float:
         u = (2.0 * z - 1.0) / (2.0 * s2)
         w = special.expit(u + log_q - log_1mq)  # q e^u / (1 - q + q e^u)
         return -z / s2 + (1.0 - alpha) * w / s2
+
+    from scipy import integrate, optimize  # lazy: start-up (issue 11)
 
     z_m = optimize.brentq(dlog, -alpha, 1.0, xtol=1e-13 * max(1.0, alpha), maxiter=500)
 
@@ -1137,6 +1143,8 @@ def alpha_star(q: float, sigma: float) -> float:
     qualifies."""
     qq = check_in_range("q", q, 0.0, 0.2, low_open=True, high_open=True)
     s = check_in_range("sigma", sigma, 4.0, math.inf, high_open=True)
+
+    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
 
     def h(a: float) -> float:
         return min(_lemma_2_12_margins(qq, s, a))
