@@ -111,7 +111,8 @@ def test_early_stopping_follows_the_documented_rule():
     p = (d + 1) * 10
     lr = 1.0 / (0.5 * R_eff**2)  # multinomial curvature 1/2
     mu = gdp_mu(eps, 1e-5)
-    H = n * mu * max(1.0, 8.0 * mu) / math.sqrt(p)  # mu = 0.268: the growth factor is 2.14
+    # mu = 0.268: the growth factor is 2.14; p = 650: the dimension factor is capped at 6
+    H = n * mu * max(1.0, 8.0 * mu) / min(math.sqrt(p), 6.0)
     assert (cfg.strategy, cfg.algorithm, cfg.l2) == ("early-stopping", "gd", 0.0)
     assert cfg.effective_feature_norm == pytest.approx(R_eff) and cfg.n_parameters == p
     assert cfg.lr == pytest.approx(lr) and cfg.steps == math.ceil(H / lr)
@@ -269,3 +270,15 @@ def test_proxy_sums_past_the_contraction_regime():
         assert horizon(lr, l2, T) == pytest.approx(sum(lr * a**t for t in range(T)))
         ref = 0.3 * lr * math.sqrt(sum(a ** (2 * t) for t in range(T)))
         assert linearised_noise(0.3, lr, l2, T) == pytest.approx(ref)
+
+
+def test_planned_horizon_stops_shrinking_at_the_dimension_cap():
+    # D(p) = min(sqrt(p), 6): 1/sqrt(p) up to p = 36, then flat (pixel-sized models included)
+    n, mu = 5000, 0.5
+    H = {p: configuration.planned_horizon(n, p, mu) for p in (4, 9, 36, 650, 7850)}
+    growth = max(1.0, 8.0 * mu)
+    assert H[4] == pytest.approx(n * mu * growth / 2) and H[9] == pytest.approx(n * mu * growth / 3)
+    assert H[36] == H[650] == H[7850] == pytest.approx(n * mu * growth / 6)
+    assert configuration.planned_horizon(n, 7850, mu, "add-remove") == pytest.approx(
+        n * (2 * mu) * max(1.0, 16.0 * mu) / 6
+    )

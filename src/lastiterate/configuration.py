@@ -92,13 +92,22 @@ TARGET_BOUND_RANGE = (1e-6, 1e6)
 #: {0.1, 0.3, 1} on the tuning data (benchmarks/rule_tuning.py).
 INTERCEPT_FEATURE = 0.3
 
-#: the planned horizon ``H = n mu max(1, HORIZON_GROWTH mu) / (HORIZON_SCALE sqrt(p))``
-#: (:func:`planned_horizon`): early stopping runs ``lr T = H``, last iterate regularises with
-#: ``lambda = 1/H``.  At ``H = n mu / sqrt(p)`` the noise left in the final iterate has norm
-#: about ``2C`` whatever n, mu and p; beyond mu = 1/HORIZON_GROWTH the noise is cheap and a longer
-#: horizon paid on every tuning set (benchmarks/rule_tuning.py, horizon table)
+#: the planned horizon ``H = n m max(1, HORIZON_GROWTH m) / (HORIZON_SCALE D(p))``
+#: (:func:`planned_horizon`, ``D = dimension_factor``): early stopping runs ``lr T = H``, last
+#: iterate regularises with ``lambda = 1/H``.  At ``H = n m / sqrt(p)`` the noise left in the
+#: final iterate has norm about ``2C`` whatever n, m and p; beyond m = 1/HORIZON_GROWTH the noise
+#: is cheap and a longer horizon paid on every tuning set (benchmarks/rule_tuning.py, growth table)
 HORIZON_SCALE = 1.0
 HORIZON_GROWTH = 8.0
+
+#: the dimension factor is ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
+#: The noise NORM in the final iterate grows like sqrt(p), but a test logit sees only the noise
+#: along its own row (std ``s ||x||`` for per-coordinate std s, whatever p), and high-dimensional
+#: rows (pixels) span few directions: with D = sqrt(p) a 7850-parameter model stopped after a few
+#: full-batch steps.  The cap is the best-mean column of the dimension table of
+#: benchmarks/rule_tuning.py (caps inf, 10, 6, 3; tuning sets up to p = 7850, never MNIST):
+#: 6, i.e. the horizon stops shrinking beyond p = 36 parameters
+HORIZON_DIM_CAP = 6.0
 
 #: early stopping, logistic losses: the clip ``C = EARLY_STOPPING_CLIP * R_eff`` (half the largest
 #: binary gradient norm; composition needs no geometry, so any clip is valid)
@@ -310,7 +319,8 @@ def _geometric_sum(r: float, steps: int) -> float:
 
 
 def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> float:
-    """The horizon the rule plans for: ``n m max(1, HORIZON_GROWTH m) / (HORIZON_SCALE sqrt(p))``.
+    """The horizon the rule plans for: ``n m max(1, HORIZON_GROWTH m) / (HORIZON_SCALE D(p))``
+    with ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
 
     ``m`` is the budget in units of the replace-one sensitivity: ``m = mu`` under replace-one,
     ``2 mu`` under add/remove (sensitivity C/n instead of 2C/n: the same noise buys twice the
@@ -318,7 +328,8 @@ def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> fl
     ``sigma lr sqrt(T)`` per coordinate, and composition calibrates ``sigma = 2C sqrt(T) / (n m)``,
     so the noise norm in the final iterate is ``2C sqrt(p) H / (n m)`` for ``H = lr T``: the plain
     horizon ``n m / sqrt(p)`` keeps it at ``2C``; the growth factor lets it grow with m, where the
-    tuning data showed that the horizon, not the noise, limited accuracy.
+    tuning data showed that the horizon, not the noise, limited accuracy, and the cap on D stops
+    the shrinking for large p, where a test logit still sees only the noise along its row.
 
     Args:
         n: the number of rows.
@@ -330,7 +341,12 @@ def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> fl
         The horizon H > 0.
     """
     m = mu * (2.0 if adjacency == "add-remove" else 1.0)
-    return n * m * max(1.0, HORIZON_GROWTH * m) / (HORIZON_SCALE * math.sqrt(p))
+    return n * m * max(1.0, HORIZON_GROWTH * m) / (HORIZON_SCALE * dimension_factor(p))
+
+
+def dimension_factor(p: int) -> float:
+    """``min(sqrt(p), HORIZON_DIM_CAP)``: how much the planned horizon shrinks for p parameters."""
+    return min(math.sqrt(p), HORIZON_DIM_CAP)
 
 
 def _clip(family: str, strategy: str, R_eff: float, target_bound: float | None) -> float:
@@ -422,7 +438,7 @@ def _last_iterate_candidates(
 
 RULE = (
     "candidates: early stopping (clipped full-batch GD, no L2, lr = 1/M, horizon lr T = H = "
-    "n m max(1, 8 m)/sqrt(p), m = mu, 2 mu under add/remove) and, under replace-one, last "
+    "n m max(1, 8 m)/min(sqrt(p), 6), m = mu, 2 mu under add/remove) and, under replace-one, last "
     "iterate (lambda = 1/H, lr = 1/M, "
     "T = ceil(ln(100)/(lr lambda)), full batch within the work budget, else cyclic or uniform "
     "batches, eligible when lr lambda <= 0.2); every noise calibrated over all bounds; the "
