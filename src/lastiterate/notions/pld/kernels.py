@@ -529,14 +529,22 @@ def _tilted_pass(
         z = sp_fft.rfft(_fold(x, n_fft), n_fft)
         mod = np.abs(z)
         a = g + folds * _EPS
-        log_mod_up += k * np.log(mod + a)
-        spectra.append((z, mod, k))
+        spectra.append((z, mod, k, a))
     # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
-    live = log_mod_up > -700.0
+    if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k), no logs
+        z, mod, k, a = spectra[0]
+        live = mod + a > math.exp(-700.0 / k)
+        with np.errstate(divide="ignore"):
+            log_mod_up = np.zeros(n_half)
+            log_mod_up[live] = k * np.log(mod[live] + a)
+    else:
+        for z, mod, k, a in spectra:
+            log_mod_up += k * np.log(mod + a)
+        live = log_mod_up > -700.0
     spec = np.zeros(n_half, dtype=complex)
     spec[live] = 1.0
     log_mod = np.zeros(int(np.count_nonzero(live)))
-    for z, mod, k in spectra:
+    for z, mod, k, _a in spectra:
         with np.errstate(divide="ignore"):
             log_mod += k * np.log(mod[live])
         spec[live] *= _int_power(z[live], k)
@@ -544,11 +552,12 @@ def _tilted_pass(
     with np.errstate(over="ignore", invalid="ignore"):
         up = np.exp(log_mod_up[live])
         prop = up * -np.expm1(log_mod - log_mod_up[live])  # (|w| + a)^k - |w|^k, stable
-    weights = np.full(n_half, 2.0)
-    weights[0] = 1.0
-    if n_fft % 2 == 0:
-        weights[-1] = 1.0
-    bound = float(np.sum(weights[live] * (prop + (rounding + g) * up))) / n_fft
+    # frequency f counts twice in the real inverse transform, except 0 and (even n_fft) n_fft / 2
+    terms = prop + (rounding + g) * up
+    single = [0] + ([n_half - 1] if n_fft % 2 == 0 else [])
+    live_idx = np.flatnonzero(live)
+    once = np.isin(live_idx, single)
+    bound = float(2.0 * np.sum(terms) - np.sum(terms[once])) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
     if offset:
