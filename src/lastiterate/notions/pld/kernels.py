@@ -699,10 +699,10 @@ def _compose_spectral(
                         hi_l = mid
                     else:
                         lo_l = mid
-            schedule = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
-
-        while schedule and schedule[0] <= lam:
-            schedule.pop(0)
+            ladder = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
+            # measured (issue 11): the smallest rung rarely settles a bin on its own while the
+            # second one usually settles all of them, so the second rung is tried first
+            schedule = ladder[1:2] + ladder[2:] + ladder[:1] if len(ladder) > 1 else ladder
         if not schedule:
             break
         lam = schedule.pop(0)
