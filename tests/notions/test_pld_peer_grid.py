@@ -96,7 +96,7 @@ GRID_MISSES = {
 AGREEMENT = 1e-3  # 0.1% relative
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dpa_pld(z: float, q: float, steps: int) -> tuple[float, float]:
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
@@ -200,7 +200,7 @@ def test_one_step_bracket_holds_the_exact_value(z: float, q: float) -> None:
 
     for delta in DELTAS:
         exact = optimize.brentq(
-            lambda e: math.log(max(_exact_one_step_delta(e, q, z), 1e-300)) - math.log(delta),
+            lambda e, d=delta: math.log(max(_exact_one_step_delta(e, q, z), 1e-300)) - math.log(d),
             1e-6,
             14.0,
             xtol=1e-14,

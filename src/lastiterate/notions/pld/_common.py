@@ -45,9 +45,9 @@ def delta_of_interest(delta: float | None) -> Iterator[None]:
     """Compose for queries at ``delta``: FFT errors that add less than 1e-3 delta in total are not
     chased with extra tilted passes (they are still added to the pessimistic PMF, so every value
     stays an upper bound; deltas far below this one are only less tight).  ``None`` keeps 1e-20."""
-    floor = (
-        _DEFAULT_TILT_DELTA_FLOOR if delta is None else max(_DEFAULT_TILT_DELTA_FLOOR, _TILT_FLOOR_FRACTION * delta)
-    )
+    floor = _DEFAULT_TILT_DELTA_FLOOR
+    if delta is not None:
+        floor = max(_DEFAULT_TILT_DELTA_FLOOR, _TILT_FLOOR_FRACTION * delta)
     token = _TILT_FLOOR.set(floor)
     try:
         yield

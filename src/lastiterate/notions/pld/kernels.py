@@ -663,7 +663,7 @@ def _compose_spectral(
                 source[:] = len(passes) - 1
             else:
                 take = log_sel < sel_log_err
-                value[take] = ps.r[:out_len][take] * np.exp(factor_log[take])
+                value[take] = ps.r[:out_len][take] * np.exp(np.asarray(factor_log)[take])
                 np.copyto(best_log_err, log_err, where=take)
                 np.copyto(sel_log_err, log_sel, where=take)
                 np.copyto(rel, ps.relative, where=take)
@@ -674,8 +674,9 @@ def _compose_spectral(
                 err: np.ndarray | float = math.exp(min(709.0, float(log_err)))
                 tail_err = err * np.arange(out_len, 0, -1, dtype=float)
             else:
-                err = np.exp(best_log_err)
-                tail_err = np.cumsum(err[::-1])[::-1]
+                err_bins = np.exp(best_log_err)
+                err = err_bins
+                tail_err = np.cumsum(err_bins[::-1])[::-1]
         mode = int(np.argmax(value))
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
         floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
