@@ -21,6 +21,7 @@ from lastiterate.notions.pld._common import (
     DEFAULT_DISCRETIZATION,
     DEFAULT_LOG_MASS_TRUNCATION_BOUND,
     DEFAULT_TAIL_MASS_TRUNCATION,
+    delta_of_interest,
     max_grid_points,
     tilt_delta_floor,
 )
@@ -317,7 +318,9 @@ def poisson_subsampled_gaussian_epsilon(
         discretization=discretization,
         with_lower=with_lower,
     )
-    return one.self_compose(steps).epsilon_with_error(delta)
+    # the one delta asked for steers the tilted FFT passes (every value stays an upper bound)
+    with delta_of_interest(delta):
+        return one.self_compose(steps).epsilon_with_error(delta)
 
 
 @functools.lru_cache(maxsize=8)

@@ -38,6 +38,7 @@ from lastiterate.notions.pld.kernels import (
 )
 from lastiterate.notions.pld.profiles import (
     _gaussian_parts,
+    _log_amplified,
     _replace_parts,
     _subsampled_parts,
 )
@@ -781,7 +782,9 @@ def poisson_subsampled_gaussian_pld(
     grid = np.arange(i_lo, n + 1) * d
     vals, _ = parts(grid)
     vals = np.minimum.accumulate(vals)
-    probs = np.maximum(_masses_from_values(vals, d, 1.0 - vals[0]), 0.0)
+    probs = _masses_from_values(vals, d, 1.0 - vals[0])
+    _residual_masses_below_zero(probs, grid, q, mu, d)
+    probs = np.maximum(probs, 0.0)
     rem = _normalise_upper(_Pmf(i_lo, probs, float(vals[-1])), 0)
     # The add direction is the swapped pair; its connect-the-dots PMF is the mirror, except for the
     # mass at +inf of the remove PMF, which becomes P-mass at -inf in the add direction (no
@@ -824,6 +827,46 @@ def poisson_subsampled_gaussian_pld(
         lower_slack=slack,
         log_mass_truncation_bound=lb,
     )
+
+
+def _remove_residuals(eps: np.ndarray, q: float, mu: float) -> np.ndarray:
+    r""":math:`\delta_R(\varepsilon) - (1 - e^\varepsilon)` of the Poisson remove pair at
+    ``eps < 0``, without cancellation.
+
+    With :math:`e^{t} = 1 + (e^\varepsilon - 1)/q` (so :math:`1 - e^\varepsilon = q(1 - e^t)`) and
+    :math:`\delta_R = q\,\delta_G(t)`, the symmetric identity
+    :math:`\delta_G(t) = 1 - e^{t} + e^{t}\delta_G(-t)` gives
+    :math:`\delta_R - (1 - e^\varepsilon) = q\,e^{t}\,\delta_G(-t)`: a product of small positive
+    numbers for :math:`t < 0` (0 where :math:`\varepsilon \le \log(1-q)`).
+    """
+    out = np.zeros_like(eps)
+    live = eps > math.log1p(-q)
+    t = _log_amplified(eps[live], q)
+    dx, _ = _gaussian_parts(-t, mu)
+    out[live] = q * np.exp(t) * dx
+    return out
+
+
+def _residual_masses_below_zero(
+    probs: np.ndarray, grid: np.ndarray, q: float, mu: float, d: float
+) -> None:
+    r"""Recompute, in place, the connect-the-dots masses at negative losses from the residual
+    :math:`\delta_R - (1 - u)` (:func:`_remove_residuals`).
+
+    There :math:`\delta_R(u)` is within a tiny amount of the line :math:`1 - u`, so second
+    differences of its values are round-off (about 1e-16 / Delta = 1e-12 per mass), which the add
+    direction's mirror multiplies by :math:`e^{-\ell}` up to :math:`1/(1-q)` and puts at its
+    largest losses (issue 11: 34% too loose at q = 0.99, delta = 1e-12).  A line has no second
+    differences, so the same masses are the second differences of the residual, which keep their
+    relative precision (same formula, :func:`_masses_from_values`; the first mass, anchored at
+    (0, 1), is the residual's with bottom ``-res[0]``).  Masses whose three points are negative
+    losses are replaced; the others keep the values' formula.
+    """
+    neg = int(np.searchsorted(grid, 0.0))  # grid[:neg] < 0
+    if neg < 3:
+        return
+    res = _remove_residuals(grid[:neg], q, mu)
+    probs[: neg - 1] = _masses_from_values(res, d, -float(res[0]))[: neg - 1]
 
 
 def _compose_power(base: Pld, k: int, extra: Pld | None, tail: float) -> Pld:

@@ -529,14 +529,22 @@ def _tilted_pass(
         z = sp_fft.rfft(_fold(x, n_fft), n_fft)
         mod = np.abs(z)
         a = g + folds * _EPS
-        log_mod_up += k * np.log(mod + a)
-        spectra.append((z, mod, k))
+        spectra.append((z, mod, k, a))
     # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
-    live = log_mod_up > -700.0
+    if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k), no logs
+        z, mod, k, a = spectra[0]
+        live = mod + a > math.exp(-700.0 / k)
+        with np.errstate(divide="ignore"):
+            log_mod_up = np.zeros(n_half)
+            log_mod_up[live] = k * np.log(mod[live] + a)
+    else:
+        for z, mod, k, a in spectra:
+            log_mod_up += k * np.log(mod + a)
+        live = log_mod_up > -700.0
     spec = np.zeros(n_half, dtype=complex)
     spec[live] = 1.0
     log_mod = np.zeros(int(np.count_nonzero(live)))
-    for z, mod, k in spectra:
+    for z, mod, k, _a in spectra:
         with np.errstate(divide="ignore"):
             log_mod += k * np.log(mod[live])
         spec[live] *= _int_power(z[live], k)
@@ -544,11 +552,12 @@ def _tilted_pass(
     with np.errstate(over="ignore", invalid="ignore"):
         up = np.exp(log_mod_up[live])
         prop = up * -np.expm1(log_mod - log_mod_up[live])  # (|w| + a)^k - |w|^k, stable
-    weights = np.full(n_half, 2.0)
-    weights[0] = 1.0
-    if n_fft % 2 == 0:
-        weights[-1] = 1.0
-    bound = float(np.sum(weights[live] * (prop + (rounding + g) * up))) / n_fft
+    # frequency f counts twice in the real inverse transform, except 0 and (even n_fft) n_fft / 2
+    terms = prop + (rounding + g) * up
+    single = [0] + ([n_half - 1] if n_fft % 2 == 0 else [])
+    live_idx = np.flatnonzero(live)
+    once = np.isin(live_idx, single)
+    bound = float(2.0 * np.sum(terms) - np.sum(terms[once])) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
     if offset:
@@ -628,11 +637,11 @@ def _compose_spectral(
     for _ in range(_MAX_TILTS):
         ps = _tilted_pass(probs, powers, lam, n_fft, offset)
         passes.append(ps)
-        factor_log = ps.log_scale - lam * idx
+        # (the untilted pass is constant in the bin: scalars, no per-bin exponentials)
+        factor_log: np.ndarray | float = ps.log_scale if lam == 0.0 else ps.log_scale - lam * idx
+        log_err = factor_log + (math.log(ps.bound) if ps.bound > 0.0 else -math.inf)
         # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
         # pass may wrap in much more, which must steer the choice of pass away from it
-        with np.errstate(divide="ignore"):
-            log_err = np.log(np.full(out_len, ps.bound)) + factor_log
         alias: np.ndarray | float = 0.0
         if aliasing and lam > 0.0:
             cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
@@ -640,22 +649,35 @@ def _compose_spectral(
                 alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
                 if np.any(alias[cand] > 100.0 * ps.bound):
                     alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
-        with np.errstate(divide="ignore"):
-            log_sel = np.log(ps.bound + alias) + factor_log
-        take = log_sel < sel_log_err
-        if lam == 0.0:
-            take[:] = True
+        if isinstance(alias, np.ndarray):
+            with np.errstate(divide="ignore"):
+                log_sel = np.log(ps.bound + alias) + factor_log
+        else:
+            log_sel = log_err
         with np.errstate(over="ignore", invalid="ignore"):
-            value[take] = ps.r[:out_len][take] * np.exp(factor_log[take])
-        best_log_err[take] = log_err[take]
-        sel_log_err[take] = log_sel[take]
-        rel[take] = ps.relative
-        source[take] = len(passes) - 1
+            if lam == 0.0:  # the first pass takes every bin
+                np.multiply(ps.r[:out_len], np.exp(ps.log_scale), out=value)
+                best_log_err[:] = log_err
+                sel_log_err[:] = log_sel
+                rel[:] = ps.relative
+                source[:] = len(passes) - 1
+            else:
+                take = log_sel < sel_log_err
+                value[take] = ps.r[:out_len][take] * np.exp(np.asarray(factor_log)[take])
+                np.copyto(best_log_err, log_err, where=take)
+                np.copyto(sel_log_err, log_sel, where=take)
+                np.copyto(rel, ps.relative, where=take)
+                np.copyto(source, len(passes) - 1, where=take)
         # coverage: bins above the mode whose bound is not yet small relative to the bin
         with np.errstate(over="ignore"):
-            err = np.exp(best_log_err)
+            if len(passes) == 1:  # one constant bound: its tail sums in closed form
+                err: np.ndarray | float = math.exp(min(709.0, float(log_err)))
+                tail_err = err * np.arange(out_len, 0, -1, dtype=float)
+            else:
+                err_bins = np.exp(best_log_err)
+                err = err_bins
+                tail_err = np.cumsum(err_bins[::-1])[::-1]
         mode = int(np.argmax(value))
-        tail_err = np.cumsum(err[::-1])[::-1]
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
         floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
@@ -678,15 +700,20 @@ def _compose_spectral(
                         hi_l = mid
                     else:
                         lo_l = mid
-            schedule = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
-
-        while schedule and schedule[0] <= lam:
-            schedule.pop(0)
+            ladder = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
+            # measured (issue 11): the smallest rung rarely settles a bin on its own while the
+            # second one usually settles all of them, so the second rung is tried first
+            schedule = ladder[1:2] + ladder[2:] + ladder[:1] if len(ladder) > 1 else ladder
         if not schedule:
             break
         lam = schedule.pop(0)
     with np.errstate(over="ignore"):
-        error = np.exp(best_log_err) + rel * np.abs(value)
+        if len(passes) == 1:
+            error = np.abs(value)
+            error *= passes[0].relative
+            error += np.exp(best_log_err[0])
+        else:
+            error = np.exp(best_log_err) + rel * np.abs(value)
     alias_total = 0.0
     if aliasing and need_alias:
         # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
