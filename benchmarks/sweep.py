@@ -112,10 +112,8 @@ def where_the_time_goes(vary: dict[str, list[float]]) -> tuple[float, float]:
     timed_grid(vary)
     prof.disable()
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
-    total = max(ct for (_f, _l, name), (_cc, _nc, _tt, ct, _c) in stats.items())
-    comp = sum(
-        ct for (_f, _l, name), (_cc, _nc, _tt, ct, _c) in stats.items() if name == "_refined_sgd_pld"
-    )
+    total = max(row[3] for row in stats.values())
+    comp = sum(row[3] for (_f, _l, name), row in stats.items() if name == "_refined_sgd_pld")
     return total, comp / total if total > 0 else 0.0
 
 
@@ -170,9 +168,7 @@ def main() -> None:
     (secs, cpu), rows = timed_grid(vary)
     n_epochs, n_noise = len(vary["epochs"]), len(vary["noise_std"])
     ok = sum(r["status"] == "ok" for r in rows)
-    verdict = (
-        ("met" if cpu < TARGET_S else "NOT met") if not args.quick else "not judged (--quick)"
-    )
+    verdict = ("met" if cpu < TARGET_S else "NOT met") if not args.quick else "not judged (--quick)"
     lines += [
         (
             f"## {n_epochs} x {n_noise} grid (epochs 1..{n_epochs} x {n_noise} noise levels "

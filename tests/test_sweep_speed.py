@@ -118,7 +118,7 @@ def test_the_benchmark_grid_skips_thm33_everywhere_and_values_stay(
 
     monkeypatch.setattr(accountant, "account", recording)
     base = li.Run(**BASE)
-    vary = {"epochs": [1, 4], "noise_std": [0.006, 0.02]}
+    vary: dict[str, list[float]] = {"epochs": [1, 4], "noise_std": [0.006, 0.02]}
     rows = to_records(account_grid(base, vary, delta=1e-5, as_frame=False))
     assert len(calls) == 4
     assert all("smooth-bounded-domain" not in ids and "clt" not in ids for ids in calls)

@@ -940,6 +940,7 @@ _THETA_CLT_CACHE: dict[tuple[Any, ...], float] = {}
 
 def _minimise_clt_surrogate(objective: Callable[[float], float]) -> float:
     """Bounded scalar minimisation of ``objective`` over the allowed theta range."""
+
     def finite(theta: float) -> float:  # inf/NaN would make Brent's parabola steps NaN
         v = objective(theta)
         return min(1e300, v)
