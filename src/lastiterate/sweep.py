@@ -21,7 +21,18 @@ Reuse across points (only where it cannot change a value):
   a repeated value, share one evaluation);
 * the distinct runs are evaluated grouped by their per-step pair (sampling rate p, per-step scale
   L/(b sigma)) and, within a group, by the number of steps T, so that the accountant's own caches
-  of per-step privacy-loss distributions (one per (p, mu)) are hit by consecutive points.
+  of per-step privacy-loss distributions (one per (p, mu)) are hit by consecutive points;
+* within a sweep, the one-step PLD C_p(G_mu) on a grid is built once for every T
+  (:func:`_shared_per_step_plds`), and Thms 4.9 / 4.10 remember their T-independent CLT choices;
+* only what a row reports is computed: bound ids that only estimate (the privacy CLT) are not
+  evaluated, and paper 002's Thm 3.3 is left out where the exact epsilon of a Gaussian that its
+  curve dominates already exceeds the best of the other bounds (:func:`thm33_cannot_win`), so it
+  can be neither the best bound nor a tie.  A bound left out can only make a row's epsilon
+  larger, never smaller; the tests check every row against a fresh ``account``.
+
+Where the time goes (issue 11's 50 x 20 grid of a sampled run, benchmarks/sweep.py): about 85%
+of a point is Thm 4.8's composition C_p(G_mu)^{⊗T} (the PLD engine's T-fold FFT power with its
+optimistic twin), which is T-dependent and must be the accountant's own to give its values.
 
 A point that :class:`Run` refuses (e.g. a batch size above n, a learning rate schedule of the wrong
 length) is a row with ``status == "invalid"`` and the refusal in ``reason``; a valid point where
@@ -405,7 +416,8 @@ def account_grid(
         over the grid (e.g. ``steps`` when epochs vary, ``per_step_mu`` when the noise varies),
         ``reason`` (why a point is invalid or has no bound) and ``failures`` (bound ids whose
         theorem raised an internal error at that point; their values are left out, which can
-        only make the reported epsilon larger).
+        only make the reported epsilon larger; estimates and a Thm 3.3 that surely loses are
+        not evaluated, see the module docstring).
 
     Raises:
         ParameterError: a malformed ``vary`` (unknown field, empty list, exclusive pair, more than
