@@ -251,3 +251,29 @@ def test_hook_is_removed_when_a_point_raises(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(RuntimeError):
         account_grid(li.Run(**BASE), {"epochs": [1]}, delta=1e-5)
     assert pld.symmetric_subsampled_gaussian_pld is real
+
+
+def test_sweeps_in_threads_restore_the_constructor() -> None:
+    """Two sweeps at once (threads) take turns with the hook: both rows equal account and the
+    engine's constructor is the original afterwards."""
+    import threading
+
+    real = pld.symmetric_subsampled_gaussian_pld
+    base = li.Run(**BASE)
+    out: dict[float, list[dict[str, Any]]] = {}
+
+    def one(sigma: float) -> None:
+        out[sigma] = to_records(
+            account_grid(base, {"epochs": [1, 2], "noise_std": [sigma]}, as_frame=False)
+        )
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in (0.009, 0.02)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert pld.symmetric_subsampled_gaussian_pld is real
+    for sigma, rows in out.items():
+        for row in rows:
+            full = li.account(base.replace(epochs=row["epochs"], noise_std=sigma))
+            assert {c: row[c] for c in RESULT_COLUMNS} == expected_row(full)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
@@ -274,11 +275,22 @@ def _shared_per_step_plds() -> Iterator[None]:
     ``lastiterate.notions.pld.symmetric_subsampled_gaussian_pld`` is memoised here on its
     arguments and on the engine's context (grid budget, tilt floor), so the points of one noise
     level share it.  A :class:`~lastiterate.notions.pld.Pld` is immutable, so the values are
-    those of ``account``.  The memo lives only for the sweep.
+    those of ``account``.  The memo lives only for the sweep; sweeps in several threads take
+    turns (a re-entrant lock), so each restores the constructor it found.
     """
     # lazy: the PLD engine (numpy) is loaded by the accounting anyway
     from lastiterate.notions import pld
 
+    with _HOOK_LOCK, _memoised_constructor(pld):
+        yield
+
+
+_HOOK_LOCK = threading.RLock()
+
+
+@contextmanager
+def _memoised_constructor(pld: Any) -> Iterator[None]:
+    """``pld.symmetric_subsampled_gaussian_pld`` memoised while the context is open."""
     real = pld.symmetric_subsampled_gaussian_pld
     memo: dict[tuple[Any, ...], Any] = {}
 
