@@ -10,7 +10,11 @@ checked against Thm 3.3's own reported epsilon and against scipy's normal distri
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -65,6 +69,35 @@ def expected_row(report: accountant.Report) -> dict[str, Any]:
     }
 
 
+_FRESH = """
+import json, sys
+import lastiterate as li
+spec = json.loads(sys.stdin.read())
+out = []
+for fields in spec["runs"]:
+    rep = li.account(li.Run(**fields), **spec["query"])
+    b, c = rep.best, rep.composition()
+    out.append([b.bound, b.theorem, b.epsilon, b.delta, b.mu, c.bound, c.epsilon, c.delta])
+print(json.dumps(out))
+"""
+
+
+def fresh_expected(runs: list[li.Run], **query: Any) -> list[dict[str, Any]]:
+    """The rows ``account`` gives for ``runs`` in a fresh interpreter: none of the caches a sweep
+    filled (shifted-interpolation results, composed PLDs, limit searches) can answer for it."""
+    spec = {"runs": [{k: getattr(r, k) for k in li.Run.field_names()} for r in runs]}
+    spec["query"] = query  # type: ignore[assignment]
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    return [dict(zip(RESULT_COLUMNS, row)) for row in json.loads(done.stdout)]
+
+
 def exact_gaussian_epsilon(mu: float, delta: float) -> float:
     """mu-GDP's epsilon(delta), solved here from scipy's normal CDF (independent of gdp.py)."""
 
@@ -81,25 +114,32 @@ def exact_gaussian_epsilon(mu: float, delta: float) -> float:
 
 # ---------------------------------------------------------------------- every cell = account
 @pytest.mark.parametrize(
-    ("vary", "query"),
+    ("vary", "query", "extra"),
     [
         # the benchmark grid's corners and middle: T = 40 .. 2000, sigma in [0.005, 0.05]
-        ({"epochs": [1, 2, 25, 50], "noise_std": [0.005, 0.0123, 0.05]}, {"delta": 1e-5}),
+        ({"epochs": [1, 2, 25, 50], "noise_std": [0.005, 0.0123, 0.05]}, {"delta": 1e-5}, {}),
         # extremes: one step, tiny and huge noise, many epochs
-        ({"steps": [1, 3], "noise_std": [0.002, 0.01, 5.0]}, {"delta": 1e-5}),
-        ({"epochs": [200], "noise_std": [0.01, 0.5]}, {"delta": 1e-8}),
+        ({"steps": [1, 3], "noise_std": [0.002, 0.01, 5.0]}, {"delta": 1e-5}, {}),
+        ({"epochs": [200], "noise_std": [0.01, 0.5]}, {"delta": 1e-8}, {}),
         # delta at a fixed epsilon: no skip, the same values
-        ({"epochs": [1, 10], "noise_std": [0.008, 0.03]}, {"epsilon": 1.0}),
+        ({"epochs": [1, 10], "noise_std": [0.008, 0.03]}, {"epsilon": 1.0}, {}),
+        # contraction c = 0.975: Thm 4.9's T -> infinity window search runs (and is shared)
+        (
+            {"epochs": [1, 2, 5], "noise_std": [0.01, 0.03]},
+            {"delta": 1e-5},
+            {"strong_convexity": 0.5},
+        ),
     ],
 )
-def test_every_row_equals_a_fresh_account(vary: dict[str, list[float]], query: Any) -> None:
-    base = li.Run(**BASE)
+def test_every_row_equals_a_fresh_account(
+    vary: dict[str, list[float]], query: Any, extra: dict[str, Any]
+) -> None:
+    base = li.Run(**{**BASE, **extra})
     rows = to_records(account_grid(base, vary, as_frame=False, **query))
     names = list(vary)
     assert len(rows) == math.prod(len(v) for v in vary.values())
-    for row in rows:
-        run = base.replace(**{n: row[n] for n in names})
-        want = expected_row(li.account(run, **query))
+    wanted = fresh_expected([base.replace(**{n: row[n] for n in names}) for row in rows], **query)
+    for row, want in zip(rows, wanted):
         assert row["status"] == "ok"
         assert {c: row[c] for c in RESULT_COLUMNS} == want, (row, want)
 
@@ -235,10 +275,8 @@ def test_one_step_plds_are_shared_across_epochs_and_restored(
     assert len(built) == len(set(built))  # no one-step PLD built twice
     default = [b for b in built if b[2] == 1e-4]
     assert len(default) == 1  # the default grid's C_p(G_mu): once for the four epochs values
-    monkeypatch.setattr(pld, "symmetric_subsampled_gaussian_pld", real)
-    for row in rows:
-        full = li.account(base.replace(epochs=row["epochs"], noise_std=0.0071))
-        assert {c: row[c] for c in RESULT_COLUMNS} == expected_row(full)
+    wanted = fresh_expected([base.replace(epochs=r["epochs"], noise_std=0.0071) for r in rows])
+    assert [{c: r[c] for c in RESULT_COLUMNS} for r in rows] == wanted
 
 
 def test_hook_is_removed_when_a_point_raises(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,6 +312,25 @@ def test_sweeps_in_threads_restore_the_constructor() -> None:
         t.join()
     assert pld.symmetric_subsampled_gaussian_pld is real
     for sigma, rows in out.items():
-        for row in rows:
-            full = li.account(base.replace(epochs=row["epochs"], noise_std=sigma))
-            assert {c: row[c] for c in RESULT_COLUMNS} == expected_row(full)
+        wanted = fresh_expected([base.replace(epochs=r["epochs"], noise_std=sigma) for r in rows])
+        assert [{c: r[c] for c in RESULT_COLUMNS} for r in rows] == wanted
+
+
+def test_remembered_limit_search_and_clt_theta_equal_fresh_ones() -> None:
+    """Thm 4.9 at T = 80 after T = 40 (its tau = infinity search and CLT theta served from
+    memory) equals Thm 4.9 at T = 80 computed with both memories emptied, detail by detail."""
+    from lastiterate.bounds import shifted_interpolation as si
+
+    thm49 = si.noisy_sgd_strongly_convex.__wrapped__  # type: ignore[attr-defined]
+    run = li.Run(**{**BASE, "strong_convexity": 0.5, "noise_std": 0.03})
+    query = Query(delta=1e-5)
+    thm49(run.replace(epochs=1), query)
+    remembered = thm49(run.replace(epochs=2), query)
+    assert remembered.details["limit_search"] == "done"
+    si._LIMIT_SEARCHES.clear()
+    si._THETA_CLT_CACHE.clear()
+    si._gaussian_value_at.cache_clear()
+    fresh = thm49(run.replace(epochs=2), query)
+    assert si._LIMIT_SEARCHES  # the fresh evaluation searched (and remembered) again
+    assert remembered.epsilon == fresh.epsilon
+    assert remembered.details == fresh.details

@@ -1125,6 +1125,30 @@ def _memoized(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Re
     return wrapper
 
 
+def _limit_search_once(
+    key: tuple[Any, ...], query: Query, search: Callable[[], tuple[float, int, float]]
+) -> tuple[float, int, float]:
+    """``search()`` -- the coarse window search of the T -> infinity limit of Thm 4.9 / 4.10,
+    which does not depend on T -- remembered under ``key`` (theorem, per-step parameters, search
+    range and starting theta), the query and the PLD engine's context (grid budget, tilt floor):
+    the runs of a sweep or a calibration that differ only in T share one search, with the value
+    a fresh search gives (the search is deterministic in these inputs)."""
+    # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
+    from lastiterate.notions.pld import max_grid_points, tilt_delta_floor
+
+    full = (*key, query.delta, query.epsilon, max_grid_points(), tilt_delta_floor())
+    hit = _LIMIT_SEARCHES.get(full)
+    if hit is None:
+        hit = search()
+        if len(_LIMIT_SEARCHES) >= 256:
+            _LIMIT_SEARCHES.pop(next(iter(_LIMIT_SEARCHES)))
+        _LIMIT_SEARCHES[full] = hit
+    return hit
+
+
+_LIMIT_SEARCHES: dict[tuple[Any, ...], tuple[float, int, float]] = {}
+
+
 def _limit_key(query: Query) -> str:
     return "epsilon_limit" if query.delta is not None else "delta_limit"
 
@@ -1211,7 +1235,10 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
         c=c,
         window_value=window_value,
         search=search,
-        limit_search=lambda: search(nu_cap),  # coarse grid: itself a valid (pessimistic) bound
+        # coarse grid: itself a valid (pessimistic) bound; T-free, so remembered across T
+        limit_search=lambda: _limit_search_once(
+            ("Thm 4.10", p, step_mu, r, nu_cap, theta_clt), query, lambda: search(nu_cap)
+        ),
         clt_limit_mu=math.sqrt(max(clt_mu2(theta_clt), 0.0)),
         window_at_T=lambda nu, th: window_value(nu, th, SEARCH_DISCRETIZATION),  # T-free
         gaussian_mu=lambda nu, theta: r / math.sqrt((1 - theta) * nu),
@@ -1306,7 +1333,12 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
         c=c,
         window_value=lambda nu, theta, disc: window_value(nu, theta, T - nu, disc),
         search=lambda hi: search(hi, lambda k: T - k),
-        limit_search=lambda: search(nu_cap, lambda k: math.inf),  # coarse: a valid bound
+        # coarse: a valid bound; tau = infinity does not depend on T, so remembered across T
+        limit_search=lambda: _limit_search_once(
+            ("Thm 4.9", p, step_mu, c, nu_cap, theta_clt),
+            query,
+            lambda: search(nu_cap, lambda k: math.inf),
+        ),
         clt_limit_mu=math.sqrt(max(clt_mu2(theta_clt), 0.0)),
         # the limit's window with the actual (finite) tau: never worse than the limit window
         window_at_T=lambda nu, th: window_value(nu, th, T - nu, SEARCH_DISCRETIZATION),
