@@ -21,7 +21,18 @@ Reuse across points (only where it cannot change a value):
   a repeated value, share one evaluation);
 * the distinct runs are evaluated grouped by their per-step pair (sampling rate p, per-step scale
   L/(b sigma)) and, within a group, by the number of steps T, so that the accountant's own caches
-  of per-step privacy-loss distributions (one per (p, mu)) are hit by consecutive points.
+  of per-step privacy-loss distributions (one per (p, mu)) are hit by consecutive points;
+* within a sweep, the one-step PLD C_p(G_mu) on a grid is built once for every T
+  (:func:`_shared_per_step_plds`), and Thms 4.9 / 4.10 remember their T-independent CLT choices;
+* only what a row reports is computed: bound ids that only estimate (the privacy CLT) are not
+  evaluated, and paper 002's Thm 3.3 is left out where the exact epsilon of a Gaussian that its
+  curve dominates already exceeds the best of the other bounds (:func:`thm33_cannot_win`), so it
+  can be neither the best bound nor a tie.  A bound left out can only make a row's epsilon
+  larger, never smaller; the tests check every row against a fresh ``account``.
+
+Where the time goes (issue 11's 50 x 20 grid of a sampled run, benchmarks/sweep.py): about 85%
+of a point is Thm 4.8's composition C_p(G_mu)^{⊗T} (the PLD engine's T-fold FFT power with its
+optimistic twin), which is T-dependent and must be the accountant's own to give its values.
 
 A point that :class:`Run` refuses (e.g. a batch size above n, a learning rate schedule of the wrong
 length) is a row with ``status == "invalid"`` and the refusal in ``reason``; a valid point where
@@ -34,9 +45,12 @@ per value of the other varied fields (best bound solid, composition dashed).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from itertools import product
 from pathlib import Path
@@ -165,6 +179,149 @@ def _reuse_order(run: Run) -> tuple[float, float, int, str]:
 
 
 # ---------------------------------------------------------------------- evaluation
+#: the bound id and theorem of paper 002's Thm 3.3 (DPSGD-GC), the one theorem a sweep may skip
+_THM33_ID = "smooth-bounded-domain"
+#: safety margins of :func:`thm33_cannot_win` (relative, on delta and on epsilon): a skip needs a
+#: clear loss, far beyond the floating-point error of the closed forms
+_SKIP_DELTA_MARGIN = 1e-6
+_SKIP_EPSILON_MARGIN = 1e-9
+
+
+def _table_bound_ids(bounds: Sequence[str] | None) -> tuple[str, ...]:
+    """The bound ids a sweep evaluates: those of ``bounds`` (default: all) with at least one
+    theorem of kind ``"bound"``.
+
+    Estimates (the privacy CLT) never enter ``Report.best`` nor ``Report.composition``, the only
+    results a grid row reports, so ids that only estimate are not evaluated.
+    """
+    # lazy: `lastiterate sweep --help` imports this module
+    from lastiterate.bounds import BOUND_IDS, registered
+
+    specs = registered(bounds)
+    wanted = {s.id for s in specs if s.kind == "bound"}
+    return tuple(b for b in BOUND_IDS if b in wanted)
+
+
+def thm33_gaussian_floor(run: Run) -> float | None:
+    """A mu whose exact mu-GDP epsilon(delta) is a lower bound of the epsilon the accountant
+    reports for paper 002's Thm 3.3 (``smooth-bounded-domain``, DPSGD-GC, no diameter) at any
+    delta; None where Thm 3.3 cannot apply (a diameter is declared: Thm 3.4 is used instead).
+
+    Thm 3.3's curve is ``eps(alpha) = T max(S_alpha(q, b sigma/L), q alpha (L/b)^2/(2 sigma^2))``
+    (reading 1's two-direction per-step term, :func:`lastiterate.bounds.smooth_bounded_domain.
+    smooth_bounded_domain_thm33`), so ``eps(alpha) >= rho alpha`` with ``rho = T p (L/(b
+    sigma))^2 / 2``: the RDP curve of the Gaussian mechanism G_mu, ``mu = sqrt(2 rho)``.  Every
+    RDP -> (eps, delta) conversion the accountant uses is valid for G_mu and increases with the RDP
+    value, so at every order it gives at least G_mu's exact epsilon(delta) (docs/theorems.md 1.2,
+    1.5); so does their minimum over orders.  ``tests/test_sweep_speed.py`` checks the floor
+    against Thm 3.3's reported value.
+    """
+    if run.D is not None or run.M is None or run.algorithm not in ("gd", "sgd"):
+        return None
+    step_mu = run.L / (run.b * run.sigma)
+    return step_mu * math.sqrt(run.T * min(1.0, run.p))
+
+
+def thm33_cannot_win(run: Run, delta: float, best_epsilon: float) -> bool:
+    """True when Thm 3.3's epsilon at ``delta`` surely exceeds ``best_epsilon`` (so it is neither
+    the best bound nor a tie): the exact epsilon of :func:`thm33_gaussian_floor`'s G_mu is above
+    ``best_epsilon`` with a margin (G_mu's delta at a slightly larger epsilon still exceeds
+    ``delta``).  False whenever that is not certain (mu outside [1e-3, 40], where the closed form
+    loses accuracy, a non-finite best)."""
+    mu = thm33_gaussian_floor(run)
+    if mu is None or not 1e-3 <= mu <= 40.0 or not math.isfinite(best_epsilon):
+        return False
+    # lazy: numpy/scipy (`lastiterate sweep --help` imports this module)
+    from lastiterate.notions.gdp import gdp_delta
+
+    eps = best_epsilon * (1.0 + _SKIP_EPSILON_MARGIN) + 1e-12
+    return float(gdp_delta(eps, mu)) > delta * (1.0 + _SKIP_DELTA_MARGIN)
+
+
+def _account_for_table(
+    account: Callable[..., Any],
+    run: Run,
+    *,
+    delta: float | None,
+    epsilon: float | None,
+    bounds: tuple[str, ...],
+) -> Any:
+    """``account(run, ...)`` restricted to what a grid row reports: the best bound and the
+    composition bound.  Both equal the full report's.
+
+    Thm 3.3 of paper 002 (composition-like, T times a per-step term that is at least the
+    Gaussian's) is first left out; if :func:`thm33_cannot_win` shows it loses to the best of the
+    others, that report is returned, else the run is accounted again with it (the other theorems'
+    work is then served from their caches).  Leaving a bound out can only raise a row's epsilon,
+    never lower it.
+    """
+    if delta is None or _THM33_ID not in bounds or thm33_gaussian_floor(run) is None:
+        return account(run, delta=delta, epsilon=epsilon, bounds=bounds)
+    others = tuple(b for b in bounds if b != _THM33_ID)
+    if others:
+        first = account(run, delta=delta, epsilon=epsilon, bounds=others)
+        best = first.best
+        if best is not None and thm33_cannot_win(run, delta, best.epsilon):
+            return first
+    return account(run, delta=delta, epsilon=epsilon, bounds=bounds)
+
+
+@contextmanager
+def _shared_per_step_plds() -> Iterator[None]:
+    """Within a sweep, one one-step PLD per distinct (p, mu, grid) for every number of steps.
+
+    The composition bounds of a sampled run build C_p(G_mu) on a grid (the T-independent part,
+    20-25% of a composition) and then compose it T times; the pure constructor
+    ``lastiterate.notions.pld.symmetric_subsampled_gaussian_pld`` is memoised here on its
+    arguments and on the engine's context (grid budget, tilt floor), so the points of one noise
+    level share it.  A :class:`~lastiterate.notions.pld.Pld` is immutable, so the values are
+    those of ``account``.  The memo lives only for the sweep; sweeps in several threads take
+    turns (a re-entrant lock), so each restores the constructor it found.
+    """
+    # lazy: the PLD engine (numpy) is loaded by the accounting anyway
+    from lastiterate.notions import pld
+
+    with _HOOK_LOCK, _memoised_constructor(pld):
+        yield
+
+
+_HOOK_LOCK = threading.RLock()
+
+
+@contextmanager
+def _memoised_constructor(pld: Any) -> Iterator[None]:
+    """``pld.symmetric_subsampled_gaussian_pld`` memoised while the context is open."""
+    real = pld.symmetric_subsampled_gaussian_pld
+    memo: dict[tuple[Any, ...], Any] = {}
+
+    @functools.wraps(real)
+    def shared(p: float, mu: float, **kwargs: Any) -> Any:
+        key = (
+            float(p),
+            float(mu),
+            tuple(sorted(kwargs.items())),
+            pld.max_grid_points(),
+            pld.tilt_delta_floor(),
+        )
+        hit = memo.get(key)
+        if hit is None:
+            hit = real(p, mu, **kwargs)
+            if len(memo) >= _PER_STEP_MEMO:
+                memo.pop(next(iter(memo)))
+            memo[key] = hit
+        return hit
+
+    pld.symmetric_subsampled_gaussian_pld = shared
+    try:
+        yield
+    finally:
+        pld.symmetric_subsampled_gaussian_pld = real
+
+
+#: one-step PLDs kept by a sweep (a fine one holds up to ~1e6 points, 4 arrays)
+_PER_STEP_MEMO = 8
+
+
 def _result_row(report: Any) -> dict[str, Any]:
     best = report.best
     comp = report.composition()
@@ -271,7 +428,8 @@ def account_grid(
         over the grid (e.g. ``steps`` when epochs vary, ``per_step_mu`` when the noise varies),
         ``reason`` (why a point is invalid or has no bound) and ``failures`` (bound ids whose
         theorem raised an internal error at that point; their values are left out, which can
-        only make the reported epsilon larger).
+        only make the reported epsilon larger; estimates and a Thm 3.3 that surely loses are
+        not evaluated, see the module docstring).
 
     Raises:
         ParameterError: a malformed ``vary`` (unknown field, empty list, exclusive pair, more than
@@ -309,6 +467,7 @@ def account_grid(
             distinct.setdefault(k, r)
             by_key.setdefault(k, []).append(i)
 
+    table_ids = _table_bound_ids(bounds)
     bar = _progress_bar(len(points), show_progress)
     done = 0
 
@@ -322,25 +481,28 @@ def account_grid(
             progress(f"{done}/{len(points)} {message}")
 
     evaluated: dict[str, dict[str, Any]] = {}
-    try:
-        for i in invalid:
-            tick(f"{_format_point(points[i])}: invalid")
-        for k_run, r in sorted(distinct.items(), key=lambda kv: _reuse_order(kv[1])):
-            try:
-                report = accountant.account(r, delta=delta, epsilon=epsilon, bounds=bounds)
-            except (ParameterError, NotApplicable) as exc:
-                evaluated[k_run] = _invalid_row(str(exc))
-            else:
-                evaluated[k_run] = _result_row(report)
-            for i in by_key[k_run]:
-                value = evaluated[k_run]["epsilon" if epsilon is None else "delta"]
-                tick(
-                    f"{_format_point(points[i])} -> "
-                    + ("no bound" if value is None else f"{value:.4g}")
-                )
-    finally:
-        if bar is not None:
-            bar.close()
+    with _shared_per_step_plds():
+        try:
+            for i in invalid:
+                tick(f"{_format_point(points[i])}: invalid")
+            for k_run, r in sorted(distinct.items(), key=lambda kv: _reuse_order(kv[1])):
+                try:
+                    report = _account_for_table(
+                        accountant.account, r, delta=delta, epsilon=epsilon, bounds=table_ids
+                    )
+                except (ParameterError, NotApplicable) as exc:
+                    evaluated[k_run] = _invalid_row(str(exc))
+                else:
+                    evaluated[k_run] = _result_row(report)
+                for i in by_key[k_run]:
+                    value = evaluated[k_run]["epsilon" if epsilon is None else "delta"]
+                    tick(
+                        f"{_format_point(points[i])} -> "
+                        + ("no bound" if value is None else f"{value:.4g}")
+                    )
+        finally:
+            if bar is not None:
+                bar.close()
 
     derived = _changing_derived(runs, names)
     records: list[dict[str, Any]] = []
