@@ -7,7 +7,13 @@ benchmark (``benchmarks/utility.py``: digits, breast-cancer, Adult, MNIST) never
 * ``synth10``: ``make_classification``, 10 classes, n = 1800, d = 64 (seed 0);
 * ``synth2``: binary, n = 570, d = 30, 2% label noise;
 * ``synth5``: 5 classes, n = 5000, d = 40, two clusters per class (hard: non-private ~0.55);
-* ``wine`` and ``iris`` (scikit-learn's bundled copies).
+* ``wine`` and ``iris`` (scikit-learn's bundled copies);
+* ``synth10x`` / ``synth2x``: harder variants of synth10 / synth2;
+* high-dimensional sets, so that the horizon's dependence on the number of parameters p is tuned
+  up to pixel-sized models without looking at MNIST: ``lowrank784`` (10 classes, n = 5000, rows
+  spanning 40 latent directions embedded in 784 features plus small isotropic noise),
+  ``lowrank256b`` (the same construction, binary, 256 features, n = 3000) and ``full784``
+  (10 classes, 784 full-rank features of which 80 informative, n = 5000).
 
 Each is split 75/25 (random_state 0), standardised on the training part, and every row scaled
 to norm <= 1.  For every dataset and epsilon (delta = 1e-5, replace-one adjacency),
@@ -39,7 +45,18 @@ from lastiterate.sklearn import DPLogisticRegression
 warnings.filterwarnings("ignore")
 
 DELTA = 1e-5
-DATASETS = ("synth10", "synth2", "synth5", "wine", "iris", "synth10x", "synth2x")
+DATASETS = (
+    "synth10",
+    "synth2",
+    "synth5",
+    "wine",
+    "iris",
+    "synth10x",
+    "synth2x",
+    "lowrank784",
+    "lowrank256b",
+    "full784",
+)
 STRATEGIES = ("early-stopping", "last-iterate", "auto")
 
 
@@ -93,6 +110,31 @@ def tuning_data(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
             flip_y=0.02,
             random_state=1,
         )
+    elif name in ("lowrank784", "lowrank256b"):  # pixel-like: few latent directions, many features
+        k, d, n = (10, 784, 5000) if name == "lowrank784" else (2, 256, 3000)
+        Z, y = make_classification(
+            n_samples=n,
+            n_features=40,
+            n_informative=30,
+            n_redundant=5,
+            n_classes=k,
+            n_clusters_per_class=2,
+            class_sep=2.0 if k == 10 else 0.8,
+            random_state=3,
+        )
+        rng = np.random.default_rng(0)
+        X = Z @ rng.normal(size=(40, d)) + 0.1 * rng.normal(size=(n, d))
+    elif name == "full784":  # high-dimensional with full-rank rows (most features uninformative)
+        X, y = make_classification(
+            n_samples=5000,
+            n_features=784,
+            n_informative=60,
+            n_redundant=20,
+            n_classes=10,
+            n_clusters_per_class=1,
+            class_sep=2.0,
+            random_state=4,
+        )
     elif name == "synth5":
         X, y = make_classification(
             n_samples=5000,
@@ -135,50 +177,81 @@ def cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int) -> dict:
     }
 
 
-def horizon_table(names: list[str], eps_list, seeds: int, growths) -> list[str]:
-    """Early stopping's accuracy for each horizon growth factor g (``HORIZON_GROWTH``):
-    ``H = n mu max(1, g mu) / sqrt(p)``; g = 0 is the plain horizon ``n mu / sqrt(p)``."""
+def constant_table(
+    names: list[str], eps_list, seeds: int, attribute: str, values, title: str, caption: str
+) -> list[str]:
+    """Early stopping's accuracy for each value of one constant of lastiterate.configuration."""
     from lastiterate import configuration
 
-    base = configuration.HORIZON_GROWTH
+    base = getattr(configuration, attribute)
+    label = {"HORIZON_GROWTH": "g", "HORIZON_DIM_CAP": "cap"}.get(attribute, attribute)
     lines = [
         "",
-        "## Early stopping: the horizon growth factor",
+        f"## Early stopping: {title}",
         "",
-        (
-            "Accuracy of the early-stopping strategy for each growth factor g, "
-            "H = n·mu·max(1, g·mu)/sqrt(p) (g = 0: the plain horizon n·mu/sqrt(p)). "
-            f"The rule uses g = {base:g}: the column with the best mean."
-        ),
+        f"{caption} The rule uses {label} = {base:g}.",
         "",
-        "| dataset | ε | " + " | ".join(f"g = {g:g}" for g in growths) + " |",
-        "|---|---|" + "---|" * len(growths),
+        "| dataset | p | ε | " + " | ".join(f"{label} = {v:g}" for v in values) + " |",
+        "|---|---|---|" + "---|" * len(values),
     ]
     table = []
     try:
         for name in names:
             Xtr, ytr, Xte, yte = tuning_data(name)
+            K = len(np.unique(ytr))
+            p = (Xtr.shape[1] + 1) * (1 if K == 2 else K)
             for eps in eps_list:
                 accs = []
-                for g in growths:
-                    configuration.HORIZON_GROWTH = g
+                for v in values:
+                    setattr(configuration, attribute, v)
                     configuration.cached_configuration.cache_clear()
                     accs.append(cell(Xtr, ytr, Xte, yte, eps, "early-stopping", seeds)["mean"])
                 table.append(accs)
                 best = max(accs)
                 row = (
-                    f"| {name} | {eps:g} | "
+                    f"| {name} | {p} | {eps:g} | "
                     + " | ".join(f"**{a:.3f}**" if a == best else f"{a:.3f}" for a in accs)
                     + " |"
                 )
                 lines.append(row)
                 print(row, flush=True)
     finally:
-        configuration.HORIZON_GROWTH = base
+        setattr(configuration, attribute, base)
         configuration.cached_configuration.cache_clear()
     means = np.mean(table, axis=0)
-    lines.append("| **mean** | | " + " | ".join(f"{m:.4f}" for m in means) + " |")
+    lines.append("| **mean** | | | " + " | ".join(f"{m:.4f}" for m in means) + " |")
     return lines
+
+
+def horizon_table(names: list[str], eps_list, seeds: int, growths) -> list[str]:
+    """Early stopping's accuracy for each horizon growth factor g (``HORIZON_GROWTH``)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "HORIZON_GROWTH",
+        growths,
+        "the horizon growth factor",
+        "Accuracy of the early-stopping strategy for each growth factor g, "
+        "H = n·mu·max(1, g·mu)/D(p) (g = 0: the plain horizon n·mu/D(p), D the dimension factor "
+        "below).",
+    )
+
+
+def dimension_table(names: list[str], eps_list, seeds: int, caps) -> list[str]:
+    """Early stopping's accuracy for each cap of the horizon's dimension factor
+    (``HORIZON_DIM_CAP``)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "HORIZON_DIM_CAP",
+        caps,
+        "the horizon's dependence on the number of parameters",
+        "Accuracy of the early-stopping strategy for each cap of the dimension factor "
+        "D(p) = min(sqrt(p), cap) in H = n·mu·max(1, 8·mu)/D(p) (cap = inf: D = sqrt(p); "
+        "p = (features + 1)·classes, classes = 1 when binary).",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,9 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument(
         "--horizon-growths",
-        default="0,4,8,16",
+        default="4,8,16",
         help="early-stopping horizon growth factors to tabulate ('' to skip)",
     )
+    ap.add_argument(
+        "--dim-caps",
+        default="inf,10,6,3",
+        help="caps of the horizon's dimension factor to tabulate ('' to skip)",
+    )
+    ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
     args = ap.parse_args(argv)
     eps_list = (1.0, 4.0) if args.quick else (0.25, 1.0, 4.0, 8.0)
@@ -216,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     wins = {"early-stopping": 0, "last-iterate": 0}
     auto_regret = []
-    for name in args.datasets.split(","):
+    for name in [] if args.skip_strategies else args.datasets.split(","):
         Xtr, ytr, Xte, yte = tuning_data(name)
         K = len(np.unique(ytr))
         nonpriv = LogisticRegression(max_iter=5000).fit(Xtr, ytr).score(Xte, yte)
@@ -236,17 +315,23 @@ def main(argv: list[str] | None = None) -> int:
             )
             lines.append(row)
             print(row, flush=True)
+    if args.dim_caps:
+        caps = [float(v) for v in args.dim_caps.split(",")]
+        lines += dimension_table(args.datasets.split(","), eps_list, seeds, caps)
     if args.horizon_growths:
         growths = [float(v) for v in args.horizon_growths.split(",")]
         lines += horizon_table(args.datasets.split(","), eps_list, seeds, growths)
+    if auto_regret:
+        lines += [
+            "",
+            (
+                f"Early stopping scored at least as well as last iterate in "
+                f"{wins['early-stopping']} of {sum(wins.values())} cells. The rule's choice (auto) "
+                f"lost {np.mean(auto_regret):.3f} on average (at most {max(auto_regret):.3f}) "
+                "against the better of the two in hindsight."
+            ),
+        ]
     lines += [
-        "",
-        (
-            f"Early stopping scored at least as well as last iterate in "
-            f"{wins['early-stopping']} of {sum(wins.values())} cells. The rule's choice (auto) "
-            f"lost {np.mean(auto_regret):.3f} on average (at most {max(auto_regret):.3f}) "
-            "against the better of the two in hindsight."
-        ),
         "",
         f"Total time: {time.time() - t0:.0f} s.",
     ]
