@@ -98,7 +98,11 @@ from lastiterate.bounds.base import (
     register,
 )
 from lastiterate.errors import NotApplicable
-from lastiterate.notions.rdp import rdp_to_epsilon, sampled_gaussian_rdp
+from lastiterate.notions.rdp import (
+    mixture_first_integer_grid,
+    rdp_to_epsilon,
+    sampled_gaussian_rdp,
+)
 from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
 
@@ -181,6 +185,45 @@ def best_window(
     Q: np.ndarray, K: np.ndarray, c: float, n_max: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """min over integers N in [1, n_max] of N Q + K g_c(N), elementwise; returns (value, N).
+
+    h is convex in N, so the integer minimum is at the floor or ceiling of the continuous minimiser
+    (clipped to the range).  ``n_max`` may be ``inf`` (the T -> infinity limit).
+
+    The same floating-point operations as :func:`_best_window_reference` (equal bit for bit,
+    tested) with less numpy overhead: it runs for every order of every RDP conversion.
+    """
+    Q = np.asarray(Q, dtype=float)
+    K = np.asarray(K, dtype=float)
+    if Q.shape != K.shape or Q.ndim == 0:
+        Q, K = np.broadcast_arrays(np.atleast_1d(Q), np.atleast_1d(K))
+    cap = 1e15 if not math.isfinite(n_max) else float(n_max)
+    unit = abs(math.log(c)) < 1e-12
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if unit:  # _continuous_window's c = 1 branch, inlined
+            n_star = np.where(Q > 0, np.sqrt(K / Q), np.inf)
+        else:
+            n_star = _continuous_window(Q, K, c)
+        n_star = np.where(np.isnan(n_star), 1.0, n_star)  # nan_to_num(nan=1, +-inf -> clipped)
+        n_star = np.minimum(np.maximum(n_star, 1.0), cap)
+        best_v = best_n = None
+        for cand in (np.floor(n_star), np.ceil(n_star)):
+            cand = np.minimum(np.maximum(cand, 1.0), cap)
+            g = 1.0 / cand if unit else window_diameter_factor(cand, c)
+            v = cand * Q + K * g
+            v = np.where(np.isnan(v), np.inf, v)
+            if best_v is None:
+                best_v, best_n = v, np.where(v < np.inf, cand, 1.0)
+            else:
+                better = v < best_v
+                best_v, best_n = np.where(better, v, best_v), np.where(better, cand, best_n)
+    return best_v, best_n
+
+
+def _best_window_reference(
+    Q: np.ndarray, K: np.ndarray, c: float, n_max: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The original (slower) :func:`best_window`, kept as the reference its tests compare with
+    bit for bit: min over integers N in [1, n_max] of N Q + K g_c(N), elementwise; (value, N).
 
     h is convex in N, so the integer minimum is at the floor or ceiling of the continuous minimiser
     (clipped to the range).  ``n_max`` may be ``inf`` (the T -> infinity limit).
@@ -391,9 +434,14 @@ class SGMTable:
         if self.q >= 1.0:
             self.phi = None
             return
-        vals = np.array(
-            [sampled_gaussian_many(self.q, float(s), o, direction) for s in self.s.tolist()]
-        )
+        if direction == "mixture-first" and o.size and np.all(o == np.round(o)) and o[0] >= 2:
+            # the locating pass: every row in one numpy pass (closed form at integer orders)
+            vals = mixture_first_integer_grid(self.q, self.s, o)
+            vals = np.minimum(vals, o[None, :] / (2.0 * self.s[:, None] ** 2))
+        else:
+            vals = np.array(
+                [sampled_gaussian_many(self.q, float(s), o, direction) for s in self.s.tolist()]
+            )
         self.phi = vals.reshape(len(self.s), len(o)) * (o - 1.0)[None, :]
 
     def upper(self, alpha: float) -> np.ndarray:
