@@ -426,7 +426,11 @@ class SGMTable:
         noise_multipliers: np.ndarray,
         orders: Sequence[float] | np.ndarray,
         direction: str = "max",
+        gaussian_rows: Sequence[int] = (),
     ) -> None:
+        """``gaussian_rows``: rows whose values the caller never uses finitely (the composition
+        row of a T -> infinity curve, multiplied by T = inf): they hold the Gaussian bound
+        alpha / (2 s^2) (a valid, positive upper bound) instead of evaluated S_alpha."""
         self.q = float(q)
         self.s = np.atleast_1d(np.asarray(noise_multipliers, dtype=float))
         o = np.unique(np.asarray([a for a in orders if 1.0 < a <= MAX_TABLE_ORDER], dtype=float))
@@ -439,8 +443,14 @@ class SGMTable:
             vals = mixture_first_integer_grid(self.q, self.s, o)
             vals = np.minimum(vals, o[None, :] / (2.0 * self.s[:, None] ** 2))
         else:
+            skip = set(gaussian_rows)
             vals = np.array(
-                [sampled_gaussian_many(self.q, float(s), o, direction) for s in self.s.tolist()]
+                [
+                    o / (2.0 * s**2)
+                    if j in skip
+                    else sampled_gaussian_many(self.q, float(s), o, direction)
+                    for j, s in enumerate(self.s.tolist())
+                ]
             )
         self.phi = vals.reshape(len(self.s), len(o)) * (o - 1.0)[None, :]
 
@@ -572,7 +582,16 @@ class SplitWindowCurve:
     def __post_init__(self) -> None:
         self.lambdas = np.asarray(self.lambdas, dtype=float)
         self._s2 = self.sigma * np.sqrt(np.concatenate([[1.0], 1.0 - self.lambdas]))
-        self._table = SGMTable(self.q, self.b * self._s2 / self.L, self.orders, self.direction)
+        # T = inf (the limit) with windows: the composition row is T * Delta = inf whatever
+        # Delta > 0 is, so its S_alpha is not evaluated (the Gaussian bound stands in)
+        limit = not math.isfinite(self.T) and self.n_max >= 1 and self.lambdas.size > 0
+        self._table = SGMTable(
+            self.q,
+            self.b * self._s2 / self.L,
+            self.orders,
+            self.direction,
+            gaussian_rows=(0,) if limit else (),
+        )
 
     def delta_steps(self, alpha: float) -> np.ndarray:
         """Per-step sampled term for [full sigma, sigma2(lambda_1), ...]."""
@@ -632,7 +651,35 @@ def _neighbour_lambdas(lam: float | None) -> np.ndarray:
     return LAMBDA_GRID[max(k - 1, 0) : k + 2]
 
 
+#: refined curves already built, by (query, locating, parameters): a calibration of the number of
+#: epochs rebuilds the T -> infinity curve (which does not depend on T) at every step otherwise
+_CURVE_CACHE: dict[tuple[Any, ...], SplitWindowCurve] = {}
+_CURVE_CACHE_MAX = 256
+
+
 def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
+    """:func:`_refined_split_window_curve`, cached by the query, the locating flag and the
+    parameters (the curves are not modified after construction)."""
+    try:
+        key = (
+            query.delta,
+            query.epsilon,
+            tuple(query.report_orders),
+            locating(),
+            tuple(sorted((k, float(v)) for k, v in params.items())),
+        )
+    except (TypeError, ValueError):  # a parameter that is not a number: no caching
+        return _refined_split_window_curve(query, **params)
+    curve = _CURVE_CACHE.get(key)
+    if curve is None:
+        curve = _refined_split_window_curve(query, **params)
+        if len(_CURVE_CACHE) >= _CURVE_CACHE_MAX:
+            _CURVE_CACHE.clear()
+        _CURVE_CACHE[key] = curve
+    return curve
+
+
+def _refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
     """A :class:`SplitWindowCurve` whose S_alpha table is concentrated where it matters, with a
     bounded number of (slow) exact evaluations of S_alpha:
 
@@ -1120,7 +1167,10 @@ def pabi_sgd(run: Run, query: Query) -> Result:
     res = _with_choice(res, window_curve)
     if query.delta is not None:
         lim = refined_split_window_curve(query, n_max=math.inf, **{**params, "T": math.inf})
-        res = dataclasses.replace(res, details={**res.details, **rdp_epsilon_limit(lim, query)})
+        memo = lim.__dict__.setdefault("_limit_details", {})  # the curve is cached per query
+        if query.delta not in memo:
+            memo[query.delta] = rdp_epsilon_limit(lim, query)
+        res = dataclasses.replace(res, details={**res.details, **memo[query.delta]})
     return res
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "alpha_star",
     "lemma_2_12_applies",
     "lemma_2_12_bound",
+    "literal_split_upper",
     "literal_taylor_upper",
     "mixture_first_integer_grid",
     "rdp_linear_to_epsilon",
@@ -814,7 +815,8 @@ def mixture_first_integer_grid(
     k, a_minus_k, log_c, starts = _integer_order_layout(tuple(int(x) for x in a.tolist()))
     base = log_c + k * math.log(qq) + a_minus_k * math.log1p(-qq)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        terms = base[None, :] + _log_expm1((k * k - k)[None, :] / (2.0 * s * s)[:, None])
+        x = (k * k - k)[None, :] / (2.0 * s * s)[:, None]  # > 0 (k >= 2)
+        terms = base[None, :] + (x + np.log(-np.expm1(-x)))  # log(e^x - 1), one expression
         m = np.maximum.reduceat(terms, starts, axis=1)
         m_safe = np.where(np.isfinite(m), m, 0.0)
         rest = np.exp(terms - np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1))
@@ -1121,8 +1123,9 @@ def sampled_gaussian_rdp(
     if qq == 1.0:
         return a / (2.0 * s * s)
     out = np.empty(a.shape)
-    # "max": the literal direction costs a quadrature per order; it is skipped where the closed-form
-    # bound of literal_taylor_upper already shows it below the mixture-first value
+    # "max": the literal direction costs a quadrature per order; it is skipped where a closed-form
+    # bound (literal_taylor_upper, then literal_split_upper) already shows it below the
+    # mixture-first value
     lit_upper = literal_taylor_upper(qq, s, a) if direction == "max" else None
     integer_mf: dict[float, float] = {}
     if direction in ("mixture-first", "max"):
@@ -1133,15 +1136,26 @@ def sampled_gaussian_rdp(
                 x: max(0.0, la / (x - 1.0) * (1.0 + _RDP_REL_MARGIN))
                 for x, la in zip(whole, log_as)
             }
-    for k, alpha in enumerate(a.tolist()):
-        mf = lit = 0.0
-        if direction in ("mixture-first", "max"):
+    mfs = np.zeros(a.shape)
+    if direction in ("mixture-first", "max"):
+        for k, alpha in enumerate(a.tolist()):
             known = integer_mf.get(float(alpha))
-            mf = (
+            mfs[k] = (
                 known
                 if known is not None
                 else _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
             )
+    if lit_upper is not None:
+        # where the Taylor bound does not clear the mixture-first value, the tighter split bound
+        # (small noise) often does: only the orders that neither clears need a quadrature
+        unclear = ~(lit_upper * (1.0 + _FILTER_REL_MARGIN) <= mfs)
+        if unclear.any():
+            lit_upper = lit_upper.copy()
+            lit_upper[unclear] = np.minimum(
+                lit_upper[unclear], literal_split_upper(qq, s, a[unclear])
+            )
+    for k, alpha in enumerate(a.tolist()):
+        mf, lit = float(mfs[k]), 0.0
         if direction == "literal" or (
             lit_upper is not None and not lit_upper[k] * (1.0 + _FILTER_REL_MARGIN) <= mf
         ):
@@ -1213,6 +1227,100 @@ def literal_taylor_upper(q: float, noise_multiplier: float, orders: ArrayLike) -
     # (1 + X)^(-beta) <= (1 - q)^(-beta): the literal direction never exceeds log(1/(1-q)), the
     # better bound at small noise, where the moments above explode
     return np.minimum(out, -math.log1p(-qq) * (1.0 + 1e-12))
+
+
+def _truncated_lognormal_moments(
+    z_lo: np.ndarray | float, z_hi: np.ndarray | float, sigma: float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``E[r^j 1{z_lo < z < z_hi}]`` for j = 0..4, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0,
+    s^2)``: completing the square, ``exp(j (j - 1) t / 2) P(N(j, s^2) in (z_lo, z_hi))``, ``t =
+    1/s^2``.  Also a bound on each value's magnitude for the rounding margin (the two normal
+    tails whose difference is taken, each times the exponential factor)."""
+    t = 1.0 / (sigma * sigma)
+    vals, mags = [], []
+    for j in range(5):
+        lo = (np.asarray(z_lo, dtype=float) - j) / sigma
+        hi = (np.asarray(z_hi, dtype=float) - j) / sigma
+        upper_tail = lo > 0  # take the difference of the smaller tails (accurate)
+        a = np.where(upper_tail, special.ndtr(-lo), special.ndtr(hi))
+        b = np.where(upper_tail, special.ndtr(-hi), special.ndtr(lo))
+        e = math.exp(j * (j - 1) * t / 2.0)
+        vals.append(e * np.maximum(a - b, 0.0))
+        mags.append(e * (a + b))
+    return vals, mags
+
+
+def _polynomial_expectation(
+    coefs: list[np.ndarray | float],
+    q: float,
+    moments: tuple[list[np.ndarray], list[np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``E[sum_k coefs[k] X^k 1{region}]`` with ``X = q (r - 1)`` expanded in the truncated moments
+    of ``r`` (``(r - 1)^k`` by the binomial theorem), and the sum of the absolute values of the
+    terms (for the rounding margin)."""
+    vals, mags = moments
+    total = np.zeros(np.broadcast(*[np.asarray(c) for c in coefs], vals[0]).shape)
+    mag = np.zeros_like(total)
+    for k, ck in enumerate(coefs):
+        ck = np.asarray(ck, dtype=float)
+        for j in range(k + 1):
+            w = ck * (q**k * math.comb(k, j) * (-1.0) ** (k - j))
+            total = total + w * vals[j]
+            mag = mag + np.abs(w) * mags[j]
+    return total, mag
+
+
+def literal_split_upper(q: float, noise_multiplier: float, orders: ArrayLike) -> np.ndarray:
+    """A second closed-form UPPER bound on the literal direction ``D_alpha(N(0,s^2) || (1-q)N(0,s^2)
+    + qN(1,s^2))`` (AT22 Def. 2.10; docs/theorems.md 1.9), much tighter than
+    :func:`literal_taylor_upper` at small noise (s ~ 1), where that one's fourth moment explodes.
+
+    With ``X = q (r - 1)``, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0, s^2)``, ``beta = alpha - 1``
+    and ``f(x) = (1 + x)^(-beta)`` (decreasing, derivatives of alternating sign), the literal
+    direction is ``log E f(X) / beta`` and ``E f(X) - 1 = E[f(X) - 1 + beta X]`` (``E X = 0``).
+    Pointwise, with ``c_k = beta (beta+1) ... (beta+k-1) / k!`` and ``x* = c_3 / c_4 = 4/(beta+3)``:
+
+    * ``-q < x < 0`` (z < 1/2): Taylor with the Lagrange remainder of order 4,
+      ``f(x) <= 1 - beta x + c_2 x^2 - c_3 x^3 + c_4 (1 - q)^(-beta-4) x^4``;
+    * ``0 <= x <= x*``: the order-5 remainder is negative, ``f(x) <= 1 - beta x + c_2 x^2 - c_3 x^3
+      + c_4 x^4``;
+    * ``x > x*``: ``f(x) <= f(x*)`` (evaluated at ``x* (1 - 1e-9)``, below the rounded region
+      boundary).
+
+    Each region's polynomial in ``X`` has a closed-form expectation through the truncated moments
+    ``E[r^j 1{z in A}] = exp(j (j-1)/(2 s^2)) P(N(j, s^2) in A)``.  Rounding: ``1e-12`` times the sum
+    of the absolute values of all terms is added, and a relative margin ``1e-12`` on the result.
+    ``inf`` where it overflows (``6/s^2 > 700``) or is not finite; vectorised over ``orders``.
+    """
+    a = _check_orders(orders)
+    qq = check_in_range("q", q, 0.0, 1.0)
+    s = check_positive("noise_multiplier", noise_multiplier)
+    if qq == 0.0:
+        return np.zeros(a.shape)
+    t = 1.0 / (s * s)
+    if qq == 1.0 or 6.0 * t > 700.0:
+        return np.full(a.shape, math.inf)
+    b = a - 1.0
+    c2 = b * (b + 1.0) / 2.0
+    c3 = c2 * (b + 2.0) / 3.0
+    c4 = c3 * (b + 3.0) / 4.0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        c4_neg = c4 * np.exp(-(b + 4.0) * math.log1p(-qq))
+        x_star = 4.0 / (b + 3.0)
+        z_star = 0.5 + s * s * np.log1p(x_star / qq)
+        f_star = np.exp(-b * np.log1p(x_star * (1.0 - 1e-9)))
+        neg = _polynomial_expectation(
+            [0.0, 0.0, c2, -c3, c4_neg], qq, _truncated_lognormal_moments(-math.inf, 0.5, s)
+        )
+        mid = _polynomial_expectation(
+            [0.0, 0.0, c2, -c3, c4], qq, _truncated_lognormal_moments(0.5, z_star, s)
+        )
+        top = _polynomial_expectation(
+            [f_star - 1.0, b], qq, _truncated_lognormal_moments(z_star, math.inf, s)
+        )
+        j = neg[0] + mid[0] + top[0] + 1e-12 * (neg[1] + mid[1] + top[1])
+        out = np.log1p(np.maximum(j, 0.0)) / b * (1.0 + 1e-12)
+    return np.where(np.isfinite(out), out, math.inf)
 
 
 # ------------------------------------------------------------------------------------------------
