@@ -625,6 +625,12 @@ class SplitWindowCurve:
     def __call__(self, alpha: float) -> float:
         return self.evaluate(alpha)[0]
 
+    @property
+    def kink_orders(self) -> np.ndarray:
+        """The S_alpha table's orders: between them the curve is smooth (the chord), at them it
+        may have a kink where a conversion's optimum sits (``rdp_to_epsilon`` tries them)."""
+        return self._table.orders
+
     def values(self, alphas: np.ndarray) -> np.ndarray:
         """eps(alpha) at every order of ``alphas`` at once (equal to the scalar calls: the same
         operations elementwise); :func:`lastiterate.notions.rdp.rdp_to_epsilon` uses it for its
