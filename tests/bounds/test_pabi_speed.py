@@ -171,7 +171,8 @@ def test_max_direction_at_small_noise_equals_the_slow_path_without_quadratures(
 # ============================================================================ whole bound
 def _reference_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """The computation before the speed work: per-row locating tables through
-    ``sampled_gaussian_rdp``, bounded scalar minimisation in the conversions, no curve cache."""
+    ``sampled_gaussian_rdp``, bounded scalar minimisation in the conversions, no curve cache,
+    the split rows always in the exact table."""
 
     def per_row(q: float, sigmas: Any, orders: Any) -> np.ndarray:
         return np.array(
@@ -181,6 +182,7 @@ def _reference_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pabi, "mixture_first_integer_grid", per_row)
     monkeypatch.setattr(rdp_module, "_ZOOM_ROUNDS", 0)
     monkeypatch.setattr(pabi, "_CURVE_CACHE", {})
+    monkeypatch.setattr(pabi, "COMPOSITION_DOMINANCE", math.inf)
 
 
 EXTREMES = [
@@ -192,6 +194,8 @@ EXTREMES = [
     ("huge noise", {"noise_std": 10.0}, 1e-5),
     ("strongly convex (B.3)", {"strong_convexity": 0.5, "convex": None}, 1e-5),
     ("T = 1e7, delta = 1e-12, small q", {"steps": 10**7, "batch_size": 60}, 1e-12),
+    ("windows near composition", {"steps": 3000, "noise_std": 0.02}, 1e-5),
+    ("short run, delta = 1e-12", {"steps": 50, "noise_std": 0.004}, 1e-12),
 ]
 
 
@@ -288,3 +292,48 @@ def test_curve_cache_is_keyed_by_query_mode_and_parameters() -> None:
     with locating_estimates():
         proxy = pabi.refined_split_window_curve(q5, T=100, n_max=99, **kw)
     assert proxy is not a and proxy.direction == "mixture-first" and a.direction == "max"
+
+
+def test_widened_split_is_never_above_the_narrow_one_and_its_memo_is_the_conversion() -> None:
+    """A T -> infinity curve whose optimal split sits at the edge of the located three (seen in a
+    random sweep): the grid value beyond is added, the epsilon can only fall, and the conversion
+    kept on the curve is exactly a fresh conversion."""
+    params = {"q": 0.001, "b": 60, "L": 10.0, "sigma": 0.1771, "eta": 0.05, "D": 0.31, "c": 1.0}
+    params |= {"T": math.inf, "n_max": math.inf}
+    query = Query(delta=1e-8)
+    pabi._CURVE_CACHE.clear()
+    curve = pabi.refined_split_window_curve(query, **params)
+    assert curve.lambdas.size == 4  # one value was added beyond the located three
+    narrow = pabi.SplitWindowCurve(lambdas=curve.lambdas[1:], orders=curve.kink_orders, **params)
+    memo = curve.__dict__["_conversion_memo"][1e-8]
+    assert memo.epsilon <= rdp_module.rdp_to_epsilon(narrow, 1e-8).epsilon
+    del curve.__dict__["_conversion_memo"]
+    assert rdp_module.rdp_to_epsilon(curve, 1e-8) == memo
+
+
+def test_grid_beyond() -> None:
+    lams = pabi.LAMBDA_GRID[[3, 4, 5]]
+    assert pabi._grid_beyond(lams, float(lams[0])) == float(pabi.LAMBDA_GRID[2])
+    assert pabi._grid_beyond(lams, float(lams[2])) == float(pabi.LAMBDA_GRID[6])
+    assert pabi._grid_beyond(lams, float(lams[1])) is None
+    assert pabi._grid_beyond(pabi.LAMBDA_GRID[[0, 1, 2]], float(pabi.LAMBDA_GRID[0])) is None
+    assert pabi._grid_beyond(lams, None) is None
+
+
+def test_composition_dominance_leaves_the_benchmark_epsilon_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The benchmark run's composition branch wins by far: its exact curve keeps only the
+    composition row, with the same epsilon as with the split rows."""
+    run = Run(**BENCH)
+    query = Query(delta=1e-5)
+    pabi._CURVE_CACHE.clear()
+    kw = {"q": run.p, "b": run.b, "L": run.L, "sigma": run.sigma, "eta": run.eta, "D": 1.0}
+    kw |= {"c": 1.0, "T": run.T, "n_max": run.T - 1}
+    short = pabi.refined_split_window_curve(query, **kw)
+    assert short.lambdas.size == 0
+    monkeypatch.setattr(pabi, "COMPOSITION_DOMINANCE", math.inf)
+    pabi._CURVE_CACHE.clear()
+    full = pabi.refined_split_window_curve(query, **kw)
+    assert full.lambdas.size == 3
+    assert rdp_module.rdp_to_epsilon(short, 1e-5) == rdp_module.rdp_to_epsilon(full, 1e-5)

@@ -582,6 +582,9 @@ def rdp_to_epsilon(
     """
     d = _check_delta(delta)
     ms = _check_methods(methods)
+    memo = getattr(rdp, "_conversion_memo", None)  # a curve that was converted while built
+    if isinstance(memo, dict) and methods is None and alpha_bounds is None and d in memo:
+        return memo[d]
     if isinstance(rdp, RdpCurve):
         best = _best_on_table(rdp.orders, rdp.epsilons, d, ms)
         if rdp.linear_rho is not None:
