@@ -684,6 +684,19 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
     return curve
 
 
+@functools.lru_cache(maxsize=64)
+def _locating_curve(windows: bool, items: tuple[tuple[str, Any], ...]) -> SplitWindowCurve:
+    """The locating curve of :func:`_refined_split_window_curve` (it does not depend on the
+    query), cached: a calibration's full accounting at a point its locating pass visited reuses
+    it."""
+    return SplitWindowCurve(
+        lambdas=LAMBDA_GRID if windows else np.zeros(0),
+        orders=PROXY_ORDERS,
+        direction="mixture-first",
+        **dict(items),
+    )
+
+
 def _refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
     """A :class:`SplitWindowCurve` whose S_alpha table is concentrated where it matters, with a
     bounded number of (slow) exact evaluations of S_alpha:
@@ -703,12 +716,7 @@ def _refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve
         return SplitWindowCurve(
             lambdas=LAMBDA_FINE_Q1 if windows else np.zeros(0), orders=report, **params
         )
-    proxy = SplitWindowCurve(
-        lambdas=LAMBDA_GRID if windows else np.zeros(0),
-        orders=PROXY_ORDERS,
-        direction="mixture-first",
-        **params,
-    )
+    proxy = _locating_curve(windows, tuple(sorted(params.items())))
     if locating():  # a calibration's locating pass: the proxy is all it needs (never reported)
         return proxy
     a_star = _best_order(proxy, query)
@@ -1243,7 +1251,7 @@ def pabi_sgd(run: Run, query: Query) -> Result:
         assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"],
     )
     res = _with_choice(res, window_curve)
-    if query.delta is not None:
+    if query.delta is not None and not locating():  # a locating estimate needs no limit
         lim = refined_split_window_curve(query, n_max=math.inf, **{**params, "T": math.inf})
         memo = lim.__dict__.setdefault("_limit_details", {})  # the curve is cached per query
         if query.delta not in memo:
