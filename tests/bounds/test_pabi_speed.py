@@ -340,3 +340,25 @@ def test_composition_dominance_leaves_the_benchmark_epsilon_unchanged(
     full = pabi.refined_split_window_curve(query, **kw)
     assert full.lambdas.size == 3
     assert rdp_module.rdp_to_epsilon(short, 1e-5) == rdp_module.rdp_to_epsilon(full, 1e-5)
+
+
+@pytest.mark.parametrize("q", [1e-6, 256 / 60000, 0.025, 0.9, 1 - 1e-6])
+@pytest.mark.parametrize("s", [0.2, 0.99, 30.0])
+@pytest.mark.parametrize("series", ["signed", "absolute"])
+def test_fractional_orders_in_one_pass_equal_the_scalar_series(
+    q: float, s: float, series: str
+) -> None:
+    """The first chunk of the fractional-order series for several orders at once: the same
+    numbers as the scalar series, bit for bit (orders needing more terms fall back to it)."""
+    alphas = [1.01, 1.134, 1.5, 2.5, 3.6726, 7.3, 10.5, 31.5, 100.5, 700.5]
+    with np.errstate(all="ignore"):
+        got = rdp_module._log_a_frac_first_chunk_many(q, s, alphas, series)
+    assert any(g is not None for g in got)
+    for a, g in zip(alphas, got):
+        if g is not None:
+            assert g == rdp_module._log_a_frac(q, s, a, series)
+    rdp_module._FRAC_CACHE.clear()
+    many = rdp_module._mixture_first_fractional_many(q, s, alphas, series)
+    assert [many[a] for a in alphas] == [
+        rdp_module._rdp_mixture_first_scalar(q, s, a, series) for a in alphas
+    ]

@@ -833,7 +833,11 @@ def mixture_first_integer_grid(
     base = log_c + k * math.log(qq) + a_minus_k * math.log1p(-qq)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         x = (k * k - k)[None, :] / (2.0 * s * s)[:, None]  # > 0 (k >= 2)
-        terms = base[None, :] + (x + np.log(-np.expm1(-x)))  # log(e^x - 1), one expression
+        # log(e^x - 1) = x + log(1 - e^-x); the second term is above -1e-17 for x > 40: only the
+        # small arguments need it (the terms are then larger by < 1e-17 relative: upwards)
+        small = x < 40.0
+        terms = base[None, :] + x
+        terms[small] += np.log(-np.expm1(-x[small]))
         m = np.maximum.reduceat(terms, starts, axis=1)
         m_safe = np.where(np.isfinite(m), m, 0.0)
         rest = np.exp(terms - np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1))
@@ -929,6 +933,84 @@ def _log_a_frac(
             amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
             return log_a, 16.0 * _U * amplification
     return None
+
+
+def _log_a_frac_first_chunk_many(
+    q: float, sigma: float, alphas: list[float], series: str
+) -> list[tuple[float, float] | None]:
+    """:func:`_log_a_frac` at several fractional orders whose series converges within its first
+    chunk: the chunk's terms of every order in one numpy pass (the same elementwise operations),
+    then each order's sums, stopping rule, tail and error bound exactly as there.  ``None`` for an
+    order that needs more than one chunk (the caller then runs :func:`_log_a_frac`)."""
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
+    a = np.asarray(alphas, dtype=float)[:, None]
+    i = np.arange(0, _FRAC_CHUNK, dtype=float)[None, :]
+    j = a - i
+    log_c = special.gammaln(a + 1.0) - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
+    sign = special.gammasgn(j + 1.0)
+    ii = np.broadcast_to(i, j.shape)
+    s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(ii, z0, sigma, upper=False)
+    s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+    mags = np.logaddexp(s0, s1)
+    out: list[tuple[float, float] | None] = []
+    for row, alpha in enumerate(alphas):
+        mag, sg = mags[row], sign[row]
+        log_p = log_n = -math.inf
+        if series == "absolute":
+            log_p = float(np.logaddexp(log_p, _logsumexp(mag)))
+        else:
+            if (sg > 0).any():
+                log_p = float(np.logaddexp(log_p, _logsumexp(mag[sg > 0])))
+            if (sg < 0).any():
+                log_n = float(np.logaddexp(log_n, _logsumexp(mag[sg < 0])))
+        result = None
+        if log_n < log_p:
+            log_total = log_p + math.log1p(-math.exp(log_n - log_p))
+            last = float(mag[-1])
+            decreasing = bool(np.all(np.diff(mag[-_FRAC_CHUNK // 4 :]) <= 0))
+            if _FRAC_CHUNK - 1 > alpha + 2 and decreasing and last < log_total + _FRAC_REL_STOP:
+                tail = last + math.log(_FRAC_CHUNK) if series == "absolute" else last
+                log_a = float(np.logaddexp(log_total, tail))
+                amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
+                result = (log_a, 16.0 * _U * amplification)
+        out.append(result)
+    return out
+
+
+#: mixture-first values at fractional orders computed by the vectorised path, by (q, s, alpha,
+#: series) (the scalar path has its own cache)
+_FRAC_CACHE: dict[tuple[float, float, float, str], float] = {}
+_FRAC_CACHE_MAX = 200_000
+
+
+def _mixture_first_fractional_many(
+    q: float, sigma: float, alphas: list[float], series: str
+) -> dict[float, float]:
+    """:func:`_rdp_mixture_first_scalar` at several fractional orders (the same values): those
+    whose series converges in one chunk through :func:`_log_a_frac_first_chunk_many`, the others
+    through the scalar function."""
+    out: dict[float, float] = {}
+    missing = []
+    for a in alphas:
+        v = _FRAC_CACHE.get((q, sigma, a, series))
+        if v is None:
+            missing.append(a)
+        else:
+            out[a] = v
+    if missing:
+        if len(_FRAC_CACHE) > _FRAC_CACHE_MAX:
+            _FRAC_CACHE.clear()
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            got = _log_a_frac_first_chunk_many(q, sigma, missing, series)
+        for a, res in zip(missing, got):
+            if res is None:
+                v = _rdp_mixture_first_scalar(q, sigma, a, series)
+            else:
+                log_a, err = res
+                v = max(0.0, (log_a + err) / (a - 1.0) * (1.0 + _RDP_REL_MARGIN))
+            _FRAC_CACHE[(q, sigma, a, series)] = out[a] = v
+    return out
 
 
 def _log_mix(z: np.ndarray, log_q: float, log_1mq: float, s2: float) -> np.ndarray:
@@ -1155,6 +1237,9 @@ def sampled_gaussian_rdp(
             }
     mfs = np.zeros(a.shape)
     if direction in ("mixture-first", "max"):
+        fractional = [float(x) for x in a.tolist() if not float(x).is_integer()]
+        if len(fractional) > 2:  # one vectorised pass over their series' first chunks
+            integer_mf.update(_mixture_first_fractional_many(qq, s, fractional, fractional_series))
         for k, alpha in enumerate(a.tolist()):
             known = integer_mf.get(float(alpha))
             mfs[k] = (
