@@ -874,7 +874,11 @@ _FRAC_REL_STOP = math.log(1e-13)
 
 
 def _log_a_frac(
-    q: float, sigma: float, alpha: float, series: str = "signed"
+    q: float,
+    sigma: float,
+    alpha: float,
+    series: str = "signed",
+    start: tuple[float, float, int] | None = None,
 ) -> tuple[float, float] | None:
     """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (docs/theorems.md 1.9), and a bound
     on its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both
@@ -897,7 +901,8 @@ def _log_a_frac(
 
     Returns ``(log A, err)`` with ``err = 16 u (P + N)/A`` (``P``, ``N`` the sums of positive /
     negative terms, ``u`` the unit roundoff): the cancellation-amplified rounding error of ``log
-    A``. Returns ``None`` when the series has not converged within 50,000 terms (this happens only
+    A``.  ``start = (log P, log N, i0)`` continues from the sums of the terms below ``i0`` (as
+    :func:`_log_a_frac_first_chunk_many` leaves them). Returns ``None`` when the series has not converged within 50,000 terms (this happens only
     for extreme parameters, e.g. ``q`` within ~1e-10 of 1, where the terms decay polynomially);
     the caller then uses :func:`_log_a_quadrature`.
     """
@@ -906,6 +911,8 @@ def _log_a_frac(
     log_gamma_a1 = special.gammaln(alpha + 1.0)
     log_p = log_n = -math.inf
     i0 = 0
+    if start is not None:  # the sums of the first chunks, already made (the same numbers)
+        log_p, log_n, i0 = start
     while i0 < _FRAC_MAX_TERMS:
         i = np.arange(i0, i0 + _FRAC_CHUNK, dtype=float)
         j = alpha - i
@@ -937,11 +944,11 @@ def _log_a_frac(
 
 def _log_a_frac_first_chunk_many(
     q: float, sigma: float, alphas: list[float], series: str
-) -> list[tuple[float, float] | None]:
-    """:func:`_log_a_frac` at several fractional orders whose series converges within its first
-    chunk: the chunk's terms of every order in one numpy pass (the same elementwise operations),
-    then each order's sums, stopping rule, tail and error bound exactly as there.  ``None`` for an
-    order that needs more than one chunk (the caller then runs :func:`_log_a_frac`)."""
+) -> list[tuple[float, float] | tuple[float, float, int]]:
+    """:func:`_log_a_frac` at several fractional orders, the first chunk of terms of every order
+    in one numpy pass (the same elementwise operations), then each order's sums, stopping rule,
+    tail and error bound exactly as there: ``(log A, err)`` for an order whose series converged,
+    else ``(log P, log N, i0)``, the sums so far, from which :func:`_log_a_frac` continues."""
     log_q, log_1mq = math.log(q), math.log1p(-q)
     z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
     a = np.asarray(alphas, dtype=float)[:, None]
@@ -953,7 +960,7 @@ def _log_a_frac_first_chunk_many(
     s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(ii, z0, sigma, upper=False)
     s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
     mags = np.logaddexp(s0, s1)
-    out: list[tuple[float, float] | None] = []
+    out: list[tuple[float, float] | tuple[float, float, int]] = []
     for row, alpha in enumerate(alphas):
         mag, sg = mags[row], sign[row]
         log_p = log_n = -math.inf
@@ -964,7 +971,7 @@ def _log_a_frac_first_chunk_many(
                 log_p = float(np.logaddexp(log_p, _logsumexp(mag[sg > 0])))
             if (sg < 0).any():
                 log_n = float(np.logaddexp(log_n, _logsumexp(mag[sg < 0])))
-        result = None
+        result: tuple[float, float] | tuple[float, float, int] = (log_p, log_n, _FRAC_CHUNK)
         if log_n < log_p:
             log_total = log_p + math.log1p(-math.exp(log_n - log_p))
             last = float(mag[-1])
@@ -1004,10 +1011,10 @@ def _mixture_first_fractional_many(
         with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
             got = _log_a_frac_first_chunk_many(q, sigma, missing, series)
         for a, res in zip(missing, got):
-            if res is None:
-                v = _rdp_mixture_first_scalar(q, sigma, a, series)
+            if len(res) == 3:  # not converged in one chunk: the scalar series continues
+                v = _rdp_mixture_first_from(q, sigma, a, series, res)  # type: ignore[arg-type]
             else:
-                log_a, err = res
+                log_a, err = res  # type: ignore[misc]
                 v = max(0.0, (log_a + err) / (a - 1.0) * (1.0 + _RDP_REL_MARGIN))
             _FRAC_CACHE[(q, sigma, a, series)] = out[a] = v
     return out
@@ -1071,10 +1078,18 @@ def _log_a_quadrature(q: float, sigma: float, alpha: float) -> float:
 def _rdp_mixture_first_scalar(q: float, sigma: float, alpha: float, series: str) -> float:
     """``log(A_alpha)/(alpha - 1)`` rounded up: relative margin ``_RDP_REL_MARGIN`` and, for
     fractional orders, the absolute rounding bound of ``log A`` from :func:`_log_a_frac`."""
+    return _rdp_mixture_first_from(q, sigma, alpha, series, None)
+
+
+def _rdp_mixture_first_from(
+    q: float, sigma: float, alpha: float, series: str, start: tuple[float, float, int] | None
+) -> float:
+    """:func:`_rdp_mixture_first_scalar`, the fractional series continued from ``start`` (see
+    :func:`_log_a_frac`)."""
     if float(alpha).is_integer():
         log_a, err = _log_a_int(q, sigma, int(alpha)), 0.0
     else:
-        frac = _log_a_frac(q, sigma, alpha, series)
+        frac = _log_a_frac(q, sigma, alpha, series, start)
         if frac is None:  # documented: extreme q, series too slow -> exact integral by quadrature
             log_a, err = _log_a_quadrature(q, sigma, alpha), 1e-13
         else:
