@@ -221,6 +221,9 @@ def test_fast_pabi_equals_the_reference_path(
     assert fast.epsilon >= ref.epsilon * (1 - 1e-6)
     assert fast.details["epsilon_limit"] <= ref.details["epsilon_limit"] * (1 + 1e-9)
     assert fast.details["epsilon_limit"] >= ref.details["epsilon_limit"] * (1 - 1e-6)
+    # the reported RDP curve (exact S_alpha at the report orders) is the former one
+    for (a_fast, v_fast), (a_ref, v_ref) in zip(fast.rdp, ref.rdp):
+        assert a_fast == a_ref and v_fast == pytest.approx(v_ref, rel=1e-9)
     # never below the theorem: (B.2)/(B.3) with S_alpha evaluated directly at the reported order
     # (the whole split grid, hence a smaller value than the table's chord) converted there
     order = fast.details["order"]

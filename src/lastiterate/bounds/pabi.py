@@ -724,7 +724,7 @@ def _refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve
     fine = 1.0 + (a_star - 1.0) * FINE_FACTORS
     orders = np.concatenate([fine, report])
     lambdas = _neighbour_lambdas(choice.get("sigma1_share")) if windows else np.zeros(0)
-    if windows and _composition_dominates(proxy, fine):
+    if windows and _composition_dominates(proxy, orders):
         # the split rows cannot matter near the optimum: dropping them only raises the curve
         # elsewhere (a valid bound at every order), and saves 3/4 of the exact evaluations
         lambdas = np.zeros(0)
@@ -782,7 +782,8 @@ COMPOSITION_DOMINANCE = 4.0
 def _composition_dominates(proxy: SplitWindowCurve, alphas: np.ndarray) -> bool:
     """Whether, on the locating curve, every noise split's best window exceeds the composition
     branch T Delta(alpha, sigma) by :data:`COMPOSITION_DOMINANCE` at every order of ``alphas``
-    (the span of the exact table around the located order).  Then the exact curve is built with
+    (the exact table: the span around the located order and the report orders, so that the
+    reported curve keeps its values).  Then the exact curve is built with
     the composition row only: it is never below the full curve's value at any order (fewer terms
     in a minimum), and equal to it wherever composition wins, which the factor makes certain
     around the optimum (the locating and exact per-step terms differ by far less than 4x there;
