@@ -707,6 +707,13 @@ def _refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve
     2. the returned curve: exact S_alpha (both directions) for the full noise and for lambda* and
        its grid neighbours, at 13 orders spanning (a* - 1)/2 .. 2 (a* - 1) plus the report orders.
        It is a valid bound at every alpha (see :class:`SGMTable` outside the table).
+
+    Shortcuts (issue 11; each only ever raises the curve or leaves it unchanged, see the tests in
+    ``tests/bounds/test_pabi_speed.py``): the locating curve is cached per parameter set
+    (:func:`_locating_curve`); where its windows lose to composition by
+    :data:`COMPOSITION_DOMINANCE` over the whole table, the split rows are left out
+    (:func:`_composition_dominates`); where the exact optimum's split is at the edge of the three,
+    the next grid value is added (:func:`_widen_split_at_edge`, which only lowers the curve).
     """
     report = np.asarray(query.report_orders, dtype=float)
     windows = params.get("n_max", 0) >= 1
