@@ -369,3 +369,16 @@ def test_fractional_orders_in_one_pass_equal_the_scalar_series(
     assert [many[a] for a in alphas] == [
         rdp_module._rdp_mixture_first_scalar(q, s, a, series) for a in alphas
     ]
+
+
+def test_mironov_never_below_balle_so_its_refinement_is_skipped() -> None:
+    """The vectorised conversion does not refine Mironov's formula when Balle et al.'s is used:
+    Mironov's value is above at every order (so its optimum is too)."""
+    a = 1.0 + np.exp(np.linspace(math.log(1e-6), math.log(1e8), 2001))
+    for delta in (1e-3, 1e-5, 1e-12):
+        for rdp in (0.0, 1e-9, 1.0, 1e6):
+            r = np.full(a.shape, rdp)
+            assert np.all(
+                rdp_module.epsilon_balle2020(a, r, delta)
+                < rdp_module.epsilon_mironov(a, r, delta)
+            )
