@@ -184,6 +184,7 @@ def _reference_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pabi, "_CURVE_CACHE", {})
     monkeypatch.setattr(pabi, "COMPOSITION_DOMINANCE", math.inf)
     pabi._locating_curve.cache_clear()  # (built with the patched table function from now on)
+    pabi._locating_table.cache_clear()
 
 
 EXTREMES = [
@@ -209,11 +210,13 @@ def test_fast_pabi_equals_the_reference_path(
     query = Query(delta=delta)
     pabi._CURVE_CACHE.clear()
     pabi._locating_curve.cache_clear()
+    pabi._locating_table.cache_clear()
     fast = pabi.pabi_sgd(run, query)
     with monkeypatch.context() as m:
         _reference_path(m)
         ref = pabi.pabi_sgd(run, query)
     pabi._locating_curve.cache_clear()
+    pabi._locating_table.cache_clear()
     # never looser than the former path (rtol 1e-9); it may be lower where the former bounded
     # scalar minimisation stopped short of the optimal order (seen: 1.2e-7 relative at huge
     # noise), which is sound because the value is the formula at a concrete order (checked below)

@@ -400,6 +400,18 @@ def sampled_gaussian_many(
     return np.array([sampled_gaussian(q, noise_multiplier, a, direction) for a in orders])
 
 
+@functools.lru_cache(maxsize=32)
+def _locating_table(q: float, s: tuple[float, ...], orders: tuple[float, ...]) -> np.ndarray:
+    """min(mixture-first S_alpha, alpha / (2 s^2)) for every noise multiplier (rows) at every
+    integer order (columns): :func:`~lastiterate.notions.rdp.mixture_first_integer_grid`, cached
+    (read-only)."""
+    o = np.asarray(orders, dtype=float)
+    sig = np.asarray(s, dtype=float)
+    vals = np.minimum(mixture_first_integer_grid(q, sig, o), o[None, :] / (2.0 * sig[:, None] ** 2))
+    vals.setflags(write=False)
+    return vals
+
+
 class SGMTable:
     """Upper bounds on S_alpha(q, s_j) for several noise multipliers s_j at ANY order alpha > 1.
 
@@ -439,9 +451,9 @@ class SGMTable:
             self.phi = None
             return
         if direction == "mixture-first" and o.size and np.all(o == np.round(o)) and o[0] >= 2:
-            # the locating pass: every row in one numpy pass (closed form at integer orders)
-            vals = mixture_first_integer_grid(self.q, self.s, o)
-            vals = np.minimum(vals, o[None, :] / (2.0 * self.s[:, None] ** 2))
+            # the locating pass: every row in one numpy pass (closed form at integer orders),
+            # shared by the curves of the same run (the T -> infinity curve, paper 002's bound)
+            vals = _locating_table(self.q, tuple(self.s.tolist()), tuple(o.tolist()))
         else:
             skip = set(gaussian_rows)
             vals = np.array(
