@@ -74,10 +74,7 @@ def test_integer_grid_equals_the_scalar_closed_form(q: float, s: float) -> None:
     grid = mixture_first_integer_grid(q, [s, 2 * s], orders)
     for row, ss in zip(grid, (s, 2 * s)):
         ref = np.array(
-            [
-                max(0.0, rdp_module._log_a_int(q, ss, int(a)) / (a - 1) * (1 + 1e-12))
-                for a in orders
-            ]
+            [max(0.0, rdp_module._log_a_int(q, ss, int(a)) / (a - 1) * (1 + 1e-12)) for a in orders]
         )
         np.testing.assert_allclose(row, ref, rtol=1e-12, atol=0)
 
@@ -382,6 +379,5 @@ def test_mironov_never_below_balle_so_its_refinement_is_skipped() -> None:
         for rdp in (0.0, 1e-9, 1.0, 1e6):
             r = np.full(a.shape, rdp)
             assert np.all(
-                rdp_module.epsilon_balle2020(a, r, delta)
-                < rdp_module.epsilon_mironov(a, r, delta)
+                rdp_module.epsilon_balle2020(a, r, delta) < rdp_module.epsilon_mironov(a, r, delta)
             )

@@ -205,18 +205,16 @@ def best_window(
             n_star = _continuous_window(Q, K, c)
         n_star = np.where(np.isnan(n_star), 1.0, n_star)  # nan_to_num(nan=1, +-inf -> clipped)
         n_star = np.minimum(np.maximum(n_star, 1.0), cap)
-        best_v = best_n = None
+        values = []
         for cand in (np.floor(n_star), np.ceil(n_star)):
             cand = np.minimum(np.maximum(cand, 1.0), cap)
             g = 1.0 / cand if unit else window_diameter_factor(cand, c)
             v = cand * Q + K * g
-            v = np.where(np.isnan(v), np.inf, v)
-            if best_v is None:
-                best_v, best_n = v, np.where(v < np.inf, cand, 1.0)
-            else:
-                better = v < best_v
-                best_v, best_n = np.where(better, v, best_v), np.where(better, cand, best_n)
-    return best_v, best_n
+            values.append((np.where(np.isnan(v), np.inf, v), cand))
+        (v_lo, n_lo), (v_hi, n_hi) = values
+        best_n = np.where(v_lo < np.inf, n_lo, 1.0)
+        better = v_hi < v_lo
+    return np.where(better, v_hi, v_lo), np.where(better, n_hi, best_n)
 
 
 def _best_window_reference(

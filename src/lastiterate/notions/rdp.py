@@ -513,28 +513,26 @@ def _refine_callable(
     best = _best_on_table(alphas, vals, delta, methods)
     many = getattr(rdp, "values", None)
     if callable(many) and _ZOOM_ROUNDS > 0:  # a vectorised curve: zoom, all formulas at once
-        formulas = [
-            (m, _EPS_FORMULAS[m]) for m in methods if m in _EPS_FORMULAS and m != "kl-tv"
-        ]
+        formulas = [(m, _EPS_FORMULAS[m]) for m in methods if m in _EPS_FORMULAS and m != "kl-tv"]
         if "balle2020" in methods:
             # Mironov's value exceeds Balle et al.'s at every order (their difference, log(1 -
             # 1/a) - log(a)/(a - 1), is negative): its optimum can never be the smaller one
-            formulas = [(m, f) for m, f in formulas if m != "mironov"]
+            formulas = [(m, fm) for m, fm in formulas if m != "mironov"]
         zoomed = _refine_vectorised(many, delta, formulas, u_grid, vals)
         # a tabulated curve is piecewise smooth with kinks at its table orders, where the optimum
         # often sits: those orders are candidates too (one more vectorised call)
         kinks = np.asarray(getattr(rdp, "kink_orders", ()), dtype=float)
         kinks = kinks[(kinks > alphas[0]) & (kinks < alphas[-1])]
         kink_vals = np.asarray(many(kinks), dtype=float) if kinks.size else kinks
-        for m, f in formulas:
+        for m, fm in formulas:
             candidates = [1.0 + math.exp(zoomed[m])] if m in zoomed else []
             if kinks.size:
-                e = _formula_on_orders(f, kinks, kink_vals, delta)
+                e = _formula_on_orders(fm, kinks, kink_vals, delta)
                 candidates.append(float(kinks[int(np.argmin(e))]))
             for a in candidates:
                 r = _rdp_value(rdp, a)  # the reported value: the formula at this order
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                    val = float(f(np.asarray(a), np.asarray(r), delta))
+                    val = float(fm(np.asarray(a), np.asarray(r), delta))
                 if math.isfinite(val) and val < best.epsilon:
                     best = DpConversion(val, a, m)
         return best
@@ -796,11 +794,13 @@ def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:
 
 
 @lru_cache(maxsize=32)
-def _integer_order_layout(alphas: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _integer_order_layout(
+    alphas: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The terms' layout of :func:`_log_a_int` for several integer orders, concatenated: ``k`` (2..
-    alpha for each order), the log binomial coefficients ``log C(alpha, k)`` (``gammaln``, as
-    there) and the first index of each order's segment.  It depends on the orders only, so a search
-    over the noise or the rate reuses it (cached)."""
+    alpha for each order), ``alpha - k``, the log binomial coefficients ``log C(alpha, k)``
+    (``gammaln``, as there) and the first index of each order's segment.  It depends on the
+    orders only, so a search over the noise or the rate reuses it (cached)."""
     k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
     alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
     log_c = (
@@ -845,9 +845,7 @@ def mixture_first_integer_grid(
         m = np.maximum.reduceat(terms, starts, axis=1)
         m_safe = np.where(np.isfinite(m), m, 0.0)
         rest = np.exp(terms - np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1))
-        log_s = np.where(
-            np.isfinite(m), m_safe + np.log(np.add.reduceat(rest, starts, axis=1)), m
-        )
+        log_s = np.where(np.isfinite(m), m_safe + np.log(np.add.reduceat(rest, starts, axis=1)), m)
         log_a = np.logaddexp(0.0, log_s)
     return np.maximum(0.0, log_a / (a - 1.0)[None, :] * (1.0 + _RDP_REL_MARGIN))
 
@@ -906,9 +904,10 @@ def _log_a_frac(
     Returns ``(log A, err)`` with ``err = 16 u (P + N)/A`` (``P``, ``N`` the sums of positive /
     negative terms, ``u`` the unit roundoff): the cancellation-amplified rounding error of ``log
     A``.  ``start = (log P, log N, i0)`` continues from the sums of the terms below ``i0`` (as
-    :func:`_log_a_frac_first_chunk_many` leaves them). Returns ``None`` when the series has not converged within 50,000 terms (this happens only
-    for extreme parameters, e.g. ``q`` within ~1e-10 of 1, where the terms decay polynomially);
-    the caller then uses :func:`_log_a_quadrature`.
+    :func:`_log_a_frac_first_chunk_many` leaves them). Returns ``None`` when the series has not
+    converged within 50,000 terms (this happens only for extreme parameters, e.g. ``q`` within
+    ~1e-10 of 1, where the terms decay polynomially); the caller then uses
+    :func:`_log_a_quadrature`.
     """
     log_q, log_1mq = math.log(q), math.log1p(-q)
     z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
@@ -1409,8 +1408,9 @@ def literal_split_upper(q: float, noise_multiplier: float, orders: ArrayLike) ->
       boundary).
 
     Each region's polynomial in ``X`` has a closed-form expectation through the truncated moments
-    ``E[r^j 1{z in A}] = exp(j (j-1)/(2 s^2)) P(N(j, s^2) in A)``.  Rounding: ``1e-12`` times the sum
-    of the absolute values of all terms is added, and a relative margin ``1e-12`` on the result.
+    ``E[r^j 1{z in A}] = exp(j (j-1)/(2 s^2)) P(N(j, s^2) in A)``.  Rounding: ``1e-12`` times the
+    sum of the absolute values of all terms is added, and a relative margin ``1e-12`` on the
+    result.
     ``inf`` where it overflows (``6/s^2 > 700``) or is not finite; vectorised over ``orders``.
     """
     a = _check_orders(orders)
