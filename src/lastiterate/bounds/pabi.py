@@ -98,7 +98,11 @@ from lastiterate.bounds.base import (
     register,
 )
 from lastiterate.errors import NotApplicable
-from lastiterate.notions.rdp import rdp_to_epsilon, sampled_gaussian_rdp
+from lastiterate.notions.rdp import (
+    mixture_first_integer_grid,
+    rdp_to_epsilon,
+    sampled_gaussian_rdp,
+)
 from lastiterate.notions.tradeoff import lower_hull_indices
 from lastiterate.run import Run
 
@@ -181,6 +185,43 @@ def best_window(
     Q: np.ndarray, K: np.ndarray, c: float, n_max: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """min over integers N in [1, n_max] of N Q + K g_c(N), elementwise; returns (value, N).
+
+    h is convex in N, so the integer minimum is at the floor or ceiling of the continuous minimiser
+    (clipped to the range).  ``n_max`` may be ``inf`` (the T -> infinity limit).
+
+    The same floating-point operations as :func:`_best_window_reference` (equal bit for bit,
+    tested) with less numpy overhead: it runs for every order of every RDP conversion.
+    """
+    Q = np.asarray(Q, dtype=float)
+    K = np.asarray(K, dtype=float)
+    if Q.shape != K.shape or Q.ndim == 0:
+        Q, K = np.broadcast_arrays(np.atleast_1d(Q), np.atleast_1d(K))
+    cap = 1e15 if not math.isfinite(n_max) else float(n_max)
+    unit = abs(math.log(c)) < 1e-12
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if unit:  # _continuous_window's c = 1 branch, inlined
+            n_star = np.where(Q > 0, np.sqrt(K / Q), np.inf)
+        else:
+            n_star = _continuous_window(Q, K, c)
+        n_star = np.where(np.isnan(n_star), 1.0, n_star)  # nan_to_num(nan=1, +-inf -> clipped)
+        n_star = np.minimum(np.maximum(n_star, 1.0), cap)
+        values = []
+        for cand in (np.floor(n_star), np.ceil(n_star)):
+            cand = np.minimum(np.maximum(cand, 1.0), cap)
+            g = 1.0 / cand if unit else window_diameter_factor(cand, c)
+            v = cand * Q + K * g
+            values.append((np.where(np.isnan(v), np.inf, v), cand))
+        (v_lo, n_lo), (v_hi, n_hi) = values
+        best_n = np.where(v_lo < np.inf, n_lo, 1.0)
+        better = v_hi < v_lo
+    return np.where(better, v_hi, v_lo), np.where(better, n_hi, best_n)
+
+
+def _best_window_reference(
+    Q: np.ndarray, K: np.ndarray, c: float, n_max: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The original (slower) :func:`best_window`, kept as the reference its tests compare with
+    bit for bit: min over integers N in [1, n_max] of N Q + K g_c(N), elementwise; (value, N).
 
     h is convex in N, so the integer minimum is at the floor or ceiling of the continuous minimiser
     (clipped to the range).  ``n_max`` may be ``inf`` (the T -> infinity limit).
@@ -357,6 +398,18 @@ def sampled_gaussian_many(
     return np.array([sampled_gaussian(q, noise_multiplier, a, direction) for a in orders])
 
 
+@functools.lru_cache(maxsize=32)
+def _locating_table(q: float, s: tuple[float, ...], orders: tuple[float, ...]) -> np.ndarray:
+    """min(mixture-first S_alpha, alpha / (2 s^2)) for every noise multiplier (rows) at every
+    integer order (columns): :func:`~lastiterate.notions.rdp.mixture_first_integer_grid`, cached
+    (read-only)."""
+    o = np.asarray(orders, dtype=float)
+    sig = np.asarray(s, dtype=float)
+    vals = np.minimum(mixture_first_integer_grid(q, sig, o), o[None, :] / (2.0 * sig[:, None] ** 2))
+    vals.setflags(write=False)
+    return vals
+
+
 class SGMTable:
     """Upper bounds on S_alpha(q, s_j) for several noise multipliers s_j at ANY order alpha > 1.
 
@@ -383,7 +436,11 @@ class SGMTable:
         noise_multipliers: np.ndarray,
         orders: Sequence[float] | np.ndarray,
         direction: str = "max",
+        gaussian_rows: Sequence[int] = (),
     ) -> None:
+        """``gaussian_rows``: rows whose values the caller never uses finitely (the composition
+        row of a T -> infinity curve, multiplied by T = inf): they hold the Gaussian bound
+        alpha / (2 s^2) (a valid, positive upper bound) instead of evaluated S_alpha."""
         self.q = float(q)
         self.s = np.atleast_1d(np.asarray(noise_multipliers, dtype=float))
         o = np.unique(np.asarray([a for a in orders if 1.0 < a <= MAX_TABLE_ORDER], dtype=float))
@@ -391,9 +448,20 @@ class SGMTable:
         if self.q >= 1.0:
             self.phi = None
             return
-        vals = np.array(
-            [sampled_gaussian_many(self.q, float(s), o, direction) for s in self.s.tolist()]
-        )
+        if direction == "mixture-first" and o.size and np.all(o == np.round(o)) and o[0] >= 2:
+            # the locating pass: every row in one numpy pass (closed form at integer orders),
+            # shared by the curves of the same run (the T -> infinity curve, paper 002's bound)
+            vals = _locating_table(self.q, tuple(self.s.tolist()), tuple(o.tolist()))
+        else:
+            skip = set(gaussian_rows)
+            vals = np.array(
+                [
+                    o / (2.0 * s**2)
+                    if j in skip
+                    else sampled_gaussian_many(self.q, float(s), o, direction)
+                    for j, s in enumerate(self.s.tolist())
+                ]
+            )
         self.phi = vals.reshape(len(self.s), len(o)) * (o - 1.0)[None, :]
 
     def upper(self, alpha: float) -> np.ndarray:
@@ -431,21 +499,20 @@ class SGMTable:
         beyond = a > o[-1]
         i = np.searchsorted(o, a, side="left")
         ic = np.minimum(i, o.size - 1)
-        exact = ~beyond & (o[ic] == a)
-        first = ~beyond & ~exact & (i == 0)
-        inter = ~beyond & ~exact & (i > 0)
-        val = np.zeros((phi.shape[0], a.size))
-        val[:, exact] = phi[:, ic[exact]] / (a[exact] - 1.0)
-        val[:, first] = phi[:, [0]] / (o[0] - 1.0)
-        ii = i[inter]
-        a0, a1, ai = o[ii - 1], o[ii], a[inter]
-        chord = (phi[:, ii - 1] + (ai - a0) * (phi[:, ii] - phi[:, ii - 1]) / (a1 - a0)) / (
-            ai - 1.0
-        )
-        val[:, inter] = chord * (1.0 + 1e-9)  # floating-point margin on the chord
+        i0 = np.maximum(i - 1, 0)
+        exact = o[ic] == a
+        # every case computed for every column (no boolean-mask indexing), then selected: the
+        # same operations elementwise as upper()
+        p0, p1 = phi[:, i0], phi[:, ic]
+        a0, a1 = o[i0], o[ic]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            chord = (p0 + (a - a0) * (p1 - p0) / (a1 - a0)) / (a - 1.0)
+            chord = chord * (1.0 + 1e-9)  # floating-point margin on the chord
+            val = np.where(
+                exact, p1 / (a - 1.0), np.where(i == 0, phi[:, [0]] / (o[0] - 1.0), chord)
+            )
         out = np.minimum(np.maximum(val, 0.0), gauss)
-        out[:, beyond] = gauss[:, beyond]
-        return out
+        return np.where(beyond, gauss, out)
 
 
 def _best_order(curve: Callable[[float], float], query: Query) -> float:
@@ -524,7 +591,16 @@ class SplitWindowCurve:
     def __post_init__(self) -> None:
         self.lambdas = np.asarray(self.lambdas, dtype=float)
         self._s2 = self.sigma * np.sqrt(np.concatenate([[1.0], 1.0 - self.lambdas]))
-        self._table = SGMTable(self.q, self.b * self._s2 / self.L, self.orders, self.direction)
+        # T = inf (the limit) with windows: the composition row is T * Delta = inf whatever
+        # Delta > 0 is, so its S_alpha is not evaluated (the Gaussian bound stands in)
+        limit = not math.isfinite(self.T) and self.n_max >= 1 and self.lambdas.size > 0
+        self._table = SGMTable(
+            self.q,
+            self.b * self._s2 / self.L,
+            self.orders,
+            self.direction,
+            gaussian_rows=(0,) if limit else (),
+        )
 
     def delta_steps(self, alpha: float) -> np.ndarray:
         """Per-step sampled term for [full sigma, sigma2(lambda_1), ...]."""
@@ -558,6 +634,12 @@ class SplitWindowCurve:
     def __call__(self, alpha: float) -> float:
         return self.evaluate(alpha)[0]
 
+    @property
+    def kink_orders(self) -> np.ndarray:
+        """The S_alpha table's orders: between them the curve is smooth (the chord), at them it
+        may have a kink where a conversion's optimum sits (``rdp_to_epsilon`` tries them)."""
+        return self._table.orders
+
     def values(self, alphas: np.ndarray) -> np.ndarray:
         """eps(alpha) at every order of ``alphas`` at once (equal to the scalar calls: the same
         operations elementwise); :func:`lastiterate.notions.rdp.rdp_to_epsilon` uses it for its
@@ -584,7 +666,48 @@ def _neighbour_lambdas(lam: float | None) -> np.ndarray:
     return LAMBDA_GRID[max(k - 1, 0) : k + 2]
 
 
+#: refined curves already built, by (query, locating, parameters): a calibration of the number of
+#: epochs rebuilds the T -> infinity curve (which does not depend on T) at every step otherwise
+_CURVE_CACHE: dict[tuple[Any, ...], SplitWindowCurve] = {}
+_CURVE_CACHE_MAX = 256
+
+
 def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
+    """:func:`_refined_split_window_curve`, cached by the query, the locating flag and the
+    parameters (the curves are not modified after construction)."""
+    try:
+        key = (
+            query.delta,
+            query.epsilon,
+            tuple(query.report_orders),
+            locating(),
+            tuple(sorted((k, float(v)) for k, v in params.items())),
+        )
+    except (TypeError, ValueError):  # a parameter that is not a number: no caching
+        return _refined_split_window_curve(query, **params)
+    curve = _CURVE_CACHE.get(key)
+    if curve is None:
+        curve = _refined_split_window_curve(query, **params)
+        if len(_CURVE_CACHE) >= _CURVE_CACHE_MAX:
+            _CURVE_CACHE.clear()
+        _CURVE_CACHE[key] = curve
+    return curve
+
+
+@functools.lru_cache(maxsize=64)
+def _locating_curve(windows: bool, items: tuple[tuple[str, Any], ...]) -> SplitWindowCurve:
+    """The locating curve of :func:`_refined_split_window_curve` (it does not depend on the
+    query), cached: a calibration's full accounting at a point its locating pass visited reuses
+    it."""
+    return SplitWindowCurve(
+        lambdas=LAMBDA_GRID if windows else np.zeros(0),
+        orders=PROXY_ORDERS,
+        direction="mixture-first",
+        **dict(items),
+    )
+
+
+def _refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
     """A :class:`SplitWindowCurve` whose S_alpha table is concentrated where it matters, with a
     bounded number of (slow) exact evaluations of S_alpha:
 
@@ -594,6 +717,13 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
     2. the returned curve: exact S_alpha (both directions) for the full noise and for lambda* and
        its grid neighbours, at 13 orders spanning (a* - 1)/2 .. 2 (a* - 1) plus the report orders.
        It is a valid bound at every alpha (see :class:`SGMTable` outside the table).
+
+    Shortcuts (issue 11; each only ever raises the curve or leaves it unchanged, see the tests in
+    ``tests/bounds/test_pabi_speed.py``): the locating curve is cached per parameter set
+    (:func:`_locating_curve`); where its windows lose to composition by
+    :data:`COMPOSITION_DOMINANCE` over the whole table, the split rows are left out
+    (:func:`_composition_dominates`); where the exact optimum's split is at the edge of the three,
+    the next grid value is added (:func:`_widen_split_at_edge`, which only lowers the curve).
     """
     report = np.asarray(query.report_orders, dtype=float)
     windows = params.get("n_max", 0) >= 1
@@ -603,19 +733,88 @@ def refined_split_window_curve(query: Query, **params: Any) -> SplitWindowCurve:
         return SplitWindowCurve(
             lambdas=LAMBDA_FINE_Q1 if windows else np.zeros(0), orders=report, **params
         )
-    proxy = SplitWindowCurve(
-        lambdas=LAMBDA_GRID if windows else np.zeros(0),
-        orders=PROXY_ORDERS,
-        direction="mixture-first",
-        **params,
-    )
+    proxy = _locating_curve(windows, tuple(sorted(params.items())))
     if locating():  # a calibration's locating pass: the proxy is all it needs (never reported)
         return proxy
     a_star = _best_order(proxy, query)
     _, choice = proxy.evaluate(a_star)
-    orders = np.concatenate([1.0 + (a_star - 1.0) * FINE_FACTORS, report])
+    fine = 1.0 + (a_star - 1.0) * FINE_FACTORS
+    orders = np.concatenate([fine, report])
     lambdas = _neighbour_lambdas(choice.get("sigma1_share")) if windows else np.zeros(0)
-    return SplitWindowCurve(lambdas=lambdas, orders=orders, **params)
+    if windows and _composition_dominates(proxy, orders):
+        # the split rows cannot matter near the optimum: dropping them only raises the curve
+        # elsewhere (a valid bound at every order), and saves 3/4 of the exact evaluations
+        lambdas = np.zeros(0)
+    curve = SplitWindowCurve(lambdas=lambdas, orders=orders, **params)
+    if lambdas.size and query.delta is not None:
+        curve = _widen_split_at_edge(curve, query.delta, lambdas, orders, params)
+    return curve
+
+
+def _widen_split_at_edge(
+    curve: SplitWindowCurve,
+    delta: float,
+    lambdas: np.ndarray,
+    orders: np.ndarray,
+    params: dict[str, Any],
+) -> SplitWindowCurve:
+    """The exact curve's optimal split at its best conversion order, if it is the smallest or
+    largest of the curve's split values, may be beaten by the next grid value beyond (the locating
+    curve's split choice is only a guide): add that value and convert again, until the optimal
+    split is interior (or the grid's end).  More splits only lower the curve (a minimum over more
+    valid bounds).  The last conversion is kept on the curve (``rdp_to_epsilon`` reuses it)."""
+    for _ in range(LAMBDA_GRID.size):
+        conv = rdp_to_epsilon(curve, delta)
+        if not math.isfinite(conv.order):
+            break
+        lam = curve.evaluate(conv.order)[1].get("sigma1_share")
+        extra = _grid_beyond(lambdas, lam)
+        if extra is None:
+            curve.__dict__["_conversion_memo"] = {float(delta): conv}
+            break
+        lambdas = np.sort(np.append(lambdas, extra))
+        curve = SplitWindowCurve(lambdas=lambdas, orders=orders, **params)
+    return curve
+
+
+def _grid_beyond(lambdas: np.ndarray, lam: float | None) -> float | None:
+    """The :data:`LAMBDA_GRID` value next to ``lam`` outside ``lambdas`` when ``lam`` is their
+    smallest (the value below) or largest (above); None when interior or at the grid's end."""
+    if lam is None or lambdas.size < 2:
+        return None
+    k = int(np.argmin(np.abs(LAMBDA_GRID - lam)))
+    if lam <= lambdas.min() and k > 0 and LAMBDA_GRID[k - 1] not in lambdas:
+        return float(LAMBDA_GRID[k - 1])
+    if lam >= lambdas.max() and k < LAMBDA_GRID.size - 1 and LAMBDA_GRID[k + 1] not in lambdas:
+        return float(LAMBDA_GRID[k + 1])
+    return None
+
+
+#: the locating curve's windows must exceed its composition branch by this factor over the whole
+#: exact table before the exact curve leaves the split rows out (see
+#: :func:`_composition_dominates`)
+COMPOSITION_DOMINANCE = 4.0
+
+
+def _composition_dominates(proxy: SplitWindowCurve, alphas: np.ndarray) -> bool:
+    """Whether, on the locating curve, every noise split's best window exceeds the composition
+    branch T Delta(alpha, sigma) by :data:`COMPOSITION_DOMINANCE` at every order of ``alphas``
+    (the exact table: the span around the located order and the report orders, so that the
+    reported curve keeps its values).  Then the exact curve is built with
+    the composition row only: it is never below the full curve's value at any order (fewer terms
+    in a minimum), and equal to it wherever composition wins, which the factor makes certain
+    around the optimum (the locating and exact per-step terms differ by far less than 4x there;
+    the tests compare with the full curve)."""
+    a = np.asarray(alphas, dtype=float)
+    d = proxy._table.upper_many(a)
+    if proxy.q_linear:
+        d = np.maximum(
+            d, proxy.q * a[None, :] * (proxy.L / proxy.b) ** 2 / (2.0 * proxy._s2[:, None] ** 2)
+        )
+    comp = d[0] * proxy.T
+    K = a[None, :] * proxy.D**2 / (2.0 * proxy.eta**2 * proxy.lambdas[:, None] * proxy.sigma**2)
+    vals, _ = best_window(d[1:], K, proxy.c, proxy.n_max)
+    return bool(np.all(np.isfinite(comp)) and np.all(vals >= COMPOSITION_DOMINANCE * comp))
 
 
 def split_window_rdp(
@@ -1070,9 +1269,12 @@ def pabi_sgd(run: Run, query: Query) -> Result:
         assumptions=assumptions + [f"lr={eta:g} <= 2/M (contraction c={c:g})"],
     )
     res = _with_choice(res, window_curve)
-    if query.delta is not None:
+    if query.delta is not None and not locating():  # a locating estimate needs no limit
         lim = refined_split_window_curve(query, n_max=math.inf, **{**params, "T": math.inf})
-        res = dataclasses.replace(res, details={**res.details, **rdp_epsilon_limit(lim, query)})
+        memo = lim.__dict__.setdefault("_limit_details", {})  # the curve is cached per query
+        if query.delta not in memo:
+            memo[query.delta] = rdp_epsilon_limit(lim, query)
+        res = dataclasses.replace(res, details={**res.details, **memo[query.delta]})
     return res
 
 

@@ -42,7 +42,9 @@ __all__ = [
     "alpha_star",
     "lemma_2_12_applies",
     "lemma_2_12_bound",
+    "literal_split_upper",
     "literal_taylor_upper",
+    "mixture_first_integer_grid",
     "rdp_linear_to_epsilon",
     "rdp_to_delta",
     "rdp_to_epsilon",
@@ -440,6 +442,68 @@ def _best_on_table(
     return best
 
 
+#: the vectorised refinement of :func:`_refine_callable`: rounds of ``_ZOOM_POINTS`` orders
+#: spanning the two grid steps around the best point (each round shrinks the step 16x: after
+#: ``_ZOOM_ROUNDS`` rounds it is ~8e-11 in log(alpha - 1)); a curve's ``kink_orders`` are tried too;
+#: 0 rounds: the bounded scalar minimisation of every other callable, the reference the tests
+#: compare with)
+_ZOOM_POINTS = 33
+_ZOOM_ROUNDS = 8
+
+
+def _refine_vectorised(
+    many: Callable[[np.ndarray], np.ndarray],
+    delta: float,
+    formulas: list[tuple[str, _Formula]],
+    u_grid: np.ndarray,
+    vals: np.ndarray,
+) -> dict[str, float]:
+    """For each formula, the ``u = log(alpha - 1)`` of its smallest value found by zooming: the
+    two grid steps around its best point are re-gridded with :data:`_ZOOM_POINTS` orders, and
+    again around the best of those, :data:`_ZOOM_ROUNDS` times; every round evaluates the curve at
+    all formulas' points in ONE call of its vectorised ``values`` (``many``).  Only tightness
+    depends on it: the caller reports the formula at the returned order."""
+    alphas = 1.0 + np.exp(u_grid)
+    state: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for m, f in formulas:
+        state[m] = (u_grid, _formula_on_orders(f, alphas, vals, delta))
+    best_u: dict[str, float] = {}
+    best_e: dict[str, float] = {}
+    for _ in range(_ZOOM_ROUNDS):
+        windows: list[tuple[str, np.ndarray]] = []
+        for m, f in formulas:
+            us, e = state[m]
+            k = int(np.argmin(e))
+            if not math.isfinite(e[k]):
+                continue
+            if e[k] < best_e.get(m, math.inf):
+                best_u[m], best_e[m] = float(us[k]), float(e[k])
+            lo, hi = us[max(k - 1, 0)], us[min(k + 1, us.size - 1)]
+            if not hi > lo:
+                continue
+            windows.append((m, np.linspace(lo, hi, _ZOOM_POINTS)))
+        if not windows:
+            break
+        u_all = np.concatenate([w for _, w in windows])
+        a_all = 1.0 + np.exp(u_all)
+        v_all = np.asarray(many(a_all), dtype=float)
+        if v_all.shape != a_all.shape or np.isnan(v_all).any() or (v_all < 0).any():
+            raise ParameterError("rdp", many, "must return values >= 0 (vectorised)")
+        start = 0
+        for m, w in windows:
+            f = dict(formulas)[m]
+            sl = slice(start, start + w.size)
+            e = _formula_on_orders(f, a_all[sl], v_all[sl], delta)
+            state[m] = (w, e)
+            start += w.size
+    for m, _f in formulas:
+        us, e = state[m]
+        k = int(np.argmin(e))
+        if math.isfinite(e[k]) and e[k] < best_e.get(m, math.inf):
+            best_u[m] = float(us[k])
+    return best_u
+
+
 def _refine_callable(
     rdp: Callable[[float], float],
     delta: float,
@@ -449,6 +513,31 @@ def _refine_callable(
 ) -> DpConversion:
     alphas = 1.0 + np.exp(u_grid)
     best = _best_on_table(alphas, vals, delta, methods)
+    many = getattr(rdp, "values", None)
+    if callable(many) and _ZOOM_ROUNDS > 0:  # a vectorised curve: zoom, all formulas at once
+        formulas = [(m, _EPS_FORMULAS[m]) for m in methods if m in _EPS_FORMULAS and m != "kl-tv"]
+        if "balle2020" in methods:
+            # Mironov's value exceeds Balle et al.'s at every order (their difference, log(1 -
+            # 1/a) - log(a)/(a - 1), is negative): its optimum can never be the smaller one
+            formulas = [(m, fm) for m, fm in formulas if m != "mironov"]
+        zoomed = _refine_vectorised(many, delta, formulas, u_grid, vals)
+        # a tabulated curve is piecewise smooth with kinks at its table orders, where the optimum
+        # often sits: those orders are candidates too (one more vectorised call)
+        kinks = np.asarray(getattr(rdp, "kink_orders", ()), dtype=float)
+        kinks = kinks[(kinks > alphas[0]) & (kinks < alphas[-1])]
+        kink_vals = np.asarray(many(kinks), dtype=float) if kinks.size else kinks
+        for m, fm in formulas:
+            candidates = [1.0 + math.exp(zoomed[m])] if m in zoomed else []
+            if kinks.size:
+                e = _formula_on_orders(fm, kinks, kink_vals, delta)
+                candidates.append(float(kinks[int(np.argmin(e))]))
+            for a in candidates:
+                r = _rdp_value(rdp, a)  # the reported value: the formula at this order
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    val = float(fm(np.asarray(a), np.asarray(r), delta))
+                if math.isfinite(val) and val < best.epsilon:
+                    best = DpConversion(val, a, m)
+        return best
     for m in methods:
         f = _EPS_FORMULAS.get(m)
         if f is None or m == "kl-tv":
@@ -497,6 +586,9 @@ def rdp_to_epsilon(
     """
     d = _check_delta(delta)
     ms = _check_methods(methods)
+    memo = getattr(rdp, "_conversion_memo", None)  # a curve that was converted while built
+    if isinstance(memo, dict) and methods is None and alpha_bounds is None and d in memo:
+        return memo[d]
     if isinstance(rdp, RdpCurve):
         best = _best_on_table(rdp.orders, rdp.epsilons, d, ms)
         if rdp.linear_rho is not None:
@@ -703,6 +795,63 @@ def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:
     return out
 
 
+@lru_cache(maxsize=32)
+def _integer_order_layout(
+    alphas: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The terms' layout of :func:`_log_a_int` for several integer orders, concatenated: ``k`` (2..
+    alpha for each order), ``alpha - k``, the log binomial coefficients ``log C(alpha, k)``
+    (``gammaln``, as there) and the first index of each order's segment.  It depends on the
+    orders only, so a search over the noise or the rate reuses it (cached)."""
+    k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
+    alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
+    log_c = (
+        special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(alpha - k + 1.0)
+    )
+    starts = np.concatenate([[0], np.cumsum([a - 1 for a in alphas])[:-1]]).astype(np.intp)
+    for arr in (k, alpha, log_c, starts):
+        arr.setflags(write=False)
+    return k, alpha - k, log_c, starts
+
+
+def mixture_first_integer_grid(
+    q: float, noise_multipliers: ArrayLike, orders: ArrayLike
+) -> np.ndarray:
+    """The mixture-first sampled-Gaussian RDP ``log(A_alpha)/(alpha - 1)`` (Mironov-Talwar-Zhang
+    2019, docs/theorems.md 1.9) for every noise multiplier (rows) at every INTEGER order >= 2
+    (columns), in one numpy pass: the closed form of :func:`_log_a_int` (the ``A_alpha - 1`` sum,
+    positive terms), each order's segment summed by a segmented log-sum-exp, with the relative
+    margin of :func:`sampled_gaussian_rdp`.  Equal to the scalar closed form up to floating-point
+    rounding (a few ulps; tested to 1e-12 relative), NOT rounded upwards beyond that margin.
+
+    Only the locating pass of the RDP window bounds uses it (``bounds.pabi``: the order and the
+    split where the exact, two-direction table is then placed); no reported value comes from it.
+    ``0 < q < 1``.
+    """
+    qq = check_in_range("q", q, 0.0, 1.0, low_open=True, high_open=True)
+    s = np.atleast_1d(np.asarray(noise_multipliers, dtype=float))
+    if s.ndim != 1 or not np.all(s > 0) or not np.all(np.isfinite(s)):
+        raise ParameterError("noise_multipliers", noise_multipliers, "must be finite and > 0")
+    a = _check_orders(orders)
+    if not np.all(a == np.round(a)) or np.any(a < 2):
+        raise ParameterError("orders", orders, "must be integers >= 2")
+    k, a_minus_k, log_c, starts = _integer_order_layout(tuple(int(x) for x in a.tolist()))
+    base = log_c + k * math.log(qq) + a_minus_k * math.log1p(-qq)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x = (k * k - k)[None, :] / (2.0 * s * s)[:, None]  # > 0 (k >= 2)
+        # log(e^x - 1) = x + log(1 - e^-x); the second term is above -1e-17 for x > 40: only the
+        # small arguments need it (the terms are then larger by < 1e-17 relative: upwards)
+        small = x < 40.0
+        terms = base[None, :] + x
+        terms[small] += np.log(-np.expm1(-x[small]))
+        m = np.maximum.reduceat(terms, starts, axis=1)
+        m_safe = np.where(np.isfinite(m), m, 0.0)
+        rest = np.exp(terms - np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1))
+        log_s = np.where(np.isfinite(m), m_safe + np.log(np.add.reduceat(rest, starts, axis=1)), m)
+        log_a = np.logaddexp(0.0, log_s)
+    return np.maximum(0.0, log_a / (a - 1.0)[None, :] * (1.0 + _RDP_REL_MARGIN))
+
+
 def _log_half_gauss_tail_term(k: np.ndarray, z0: float, sigma: float, upper: bool) -> np.ndarray:
     """``(k^2 - k)/(2 s^2) + log Phi(x)`` with ``x = (z0 - k)/s`` (upper=False) or ``(k - z0)/s``
     (upper=True).
@@ -729,7 +878,11 @@ _FRAC_REL_STOP = math.log(1e-13)
 
 
 def _log_a_frac(
-    q: float, sigma: float, alpha: float, series: str = "signed"
+    q: float,
+    sigma: float,
+    alpha: float,
+    series: str = "signed",
+    start: tuple[float, float, int] | None = None,
 ) -> tuple[float, float] | None:
     """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (docs/theorems.md 1.9), and a bound
     on its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both
@@ -752,15 +905,19 @@ def _log_a_frac(
 
     Returns ``(log A, err)`` with ``err = 16 u (P + N)/A`` (``P``, ``N`` the sums of positive /
     negative terms, ``u`` the unit roundoff): the cancellation-amplified rounding error of ``log
-    A``. Returns ``None`` when the series has not converged within 50,000 terms (this happens only
-    for extreme parameters, e.g. ``q`` within ~1e-10 of 1, where the terms decay polynomially);
-    the caller then uses :func:`_log_a_quadrature`.
+    A``.  ``start = (log P, log N, i0)`` continues from the sums of the terms below ``i0`` (as
+    :func:`_log_a_frac_first_chunk_many` leaves them). Returns ``None`` when the series has not
+    converged within 50,000 terms (this happens only for extreme parameters, e.g. ``q`` within
+    ~1e-10 of 1, where the terms decay polynomially); the caller then uses
+    :func:`_log_a_quadrature`.
     """
     log_q, log_1mq = math.log(q), math.log1p(-q)
     z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
     log_gamma_a1 = special.gammaln(alpha + 1.0)
     log_p = log_n = -math.inf
     i0 = 0
+    if start is not None:  # the sums of the first chunks, already made (the same numbers)
+        log_p, log_n, i0 = start
     while i0 < _FRAC_MAX_TERMS:
         i = np.arange(i0, i0 + _FRAC_CHUNK, dtype=float)
         j = alpha - i
@@ -788,6 +945,84 @@ def _log_a_frac(
             amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
             return log_a, 16.0 * _U * amplification
     return None
+
+
+def _log_a_frac_first_chunk_many(
+    q: float, sigma: float, alphas: list[float], series: str
+) -> list[tuple[float, float] | tuple[float, float, int]]:
+    """:func:`_log_a_frac` at several fractional orders, the first chunk of terms of every order
+    in one numpy pass (the same elementwise operations), then each order's sums, stopping rule,
+    tail and error bound exactly as there: ``(log A, err)`` for an order whose series converged,
+    else ``(log P, log N, i0)``, the sums so far, from which :func:`_log_a_frac` continues."""
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
+    a = np.asarray(alphas, dtype=float)[:, None]
+    i = np.arange(0, _FRAC_CHUNK, dtype=float)[None, :]
+    j = a - i
+    log_c = special.gammaln(a + 1.0) - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
+    sign = special.gammasgn(j + 1.0)
+    ii = np.broadcast_to(i, j.shape)
+    s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(ii, z0, sigma, upper=False)
+    s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+    mags = np.logaddexp(s0, s1)
+    out: list[tuple[float, float] | tuple[float, float, int]] = []
+    for row, alpha in enumerate(alphas):
+        mag, sg = mags[row], sign[row]
+        log_p = log_n = -math.inf
+        if series == "absolute":
+            log_p = float(np.logaddexp(log_p, _logsumexp(mag)))
+        else:
+            if (sg > 0).any():
+                log_p = float(np.logaddexp(log_p, _logsumexp(mag[sg > 0])))
+            if (sg < 0).any():
+                log_n = float(np.logaddexp(log_n, _logsumexp(mag[sg < 0])))
+        result: tuple[float, float] | tuple[float, float, int] = (log_p, log_n, _FRAC_CHUNK)
+        if log_n < log_p:
+            log_total = log_p + math.log1p(-math.exp(log_n - log_p))
+            last = float(mag[-1])
+            decreasing = bool(np.all(np.diff(mag[-_FRAC_CHUNK // 4 :]) <= 0))
+            if _FRAC_CHUNK - 1 > alpha + 2 and decreasing and last < log_total + _FRAC_REL_STOP:
+                tail = last + math.log(_FRAC_CHUNK) if series == "absolute" else last
+                log_a = float(np.logaddexp(log_total, tail))
+                amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
+                result = (log_a, 16.0 * _U * amplification)
+        out.append(result)
+    return out
+
+
+#: mixture-first values at fractional orders computed by the vectorised path, by (q, s, alpha,
+#: series) (the scalar path has its own cache)
+_FRAC_CACHE: dict[tuple[float, float, float, str], float] = {}
+_FRAC_CACHE_MAX = 200_000
+
+
+def _mixture_first_fractional_many(
+    q: float, sigma: float, alphas: list[float], series: str
+) -> dict[float, float]:
+    """:func:`_rdp_mixture_first_scalar` at several fractional orders (the same values): those
+    whose series converges in one chunk through :func:`_log_a_frac_first_chunk_many`, the others
+    through the scalar function."""
+    out: dict[float, float] = {}
+    missing = []
+    for a in alphas:
+        v = _FRAC_CACHE.get((q, sigma, a, series))
+        if v is None:
+            missing.append(a)
+        else:
+            out[a] = v
+    if missing:
+        if len(_FRAC_CACHE) > _FRAC_CACHE_MAX:
+            _FRAC_CACHE.clear()
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            got = _log_a_frac_first_chunk_many(q, sigma, missing, series)
+        for a, res in zip(missing, got):
+            if len(res) == 3:  # not converged in one chunk: the scalar series continues
+                v = _rdp_mixture_first_from(q, sigma, a, series, res)  # type: ignore[arg-type]
+            else:
+                log_a, err = res  # type: ignore[misc]
+                v = max(0.0, (log_a + err) / (a - 1.0) * (1.0 + _RDP_REL_MARGIN))
+            _FRAC_CACHE[(q, sigma, a, series)] = out[a] = v
+    return out
 
 
 def _log_mix(z: np.ndarray, log_q: float, log_1mq: float, s2: float) -> np.ndarray:
@@ -850,10 +1085,18 @@ def _log_a_quadrature(q: float, sigma: float, alpha: float) -> float:
 def _rdp_mixture_first_scalar(q: float, sigma: float, alpha: float, series: str) -> float:
     """``log(A_alpha)/(alpha - 1)`` rounded up: relative margin ``_RDP_REL_MARGIN`` and, for
     fractional orders, the absolute rounding bound of ``log A`` from :func:`_log_a_frac`."""
+    return _rdp_mixture_first_from(q, sigma, alpha, series, None)
+
+
+def _rdp_mixture_first_from(
+    q: float, sigma: float, alpha: float, series: str, start: tuple[float, float, int] | None
+) -> float:
+    """:func:`_rdp_mixture_first_scalar`, the fractional series continued from ``start`` (see
+    :func:`_log_a_frac`)."""
     if float(alpha).is_integer():
         log_a, err = _log_a_int(q, sigma, int(alpha)), 0.0
     else:
-        frac = _log_a_frac(q, sigma, alpha, series)
+        frac = _log_a_frac(q, sigma, alpha, series, start)
         if frac is None:  # documented: extreme q, series too slow -> exact integral by quadrature
             log_a, err = _log_a_quadrature(q, sigma, alpha), 1e-13
         else:
@@ -1003,8 +1246,9 @@ def sampled_gaussian_rdp(
     if qq == 1.0:
         return a / (2.0 * s * s)
     out = np.empty(a.shape)
-    # "max": the literal direction costs a quadrature per order; it is skipped where the closed-form
-    # bound of literal_taylor_upper already shows it below the mixture-first value
+    # "max": the literal direction costs a quadrature per order; it is skipped where a closed-form
+    # bound (literal_taylor_upper, then literal_split_upper) already shows it below the
+    # mixture-first value
     lit_upper = literal_taylor_upper(qq, s, a) if direction == "max" else None
     integer_mf: dict[float, float] = {}
     if direction in ("mixture-first", "max"):
@@ -1015,15 +1259,29 @@ def sampled_gaussian_rdp(
                 x: max(0.0, la / (x - 1.0) * (1.0 + _RDP_REL_MARGIN))
                 for x, la in zip(whole, log_as)
             }
-    for k, alpha in enumerate(a.tolist()):
-        mf = lit = 0.0
-        if direction in ("mixture-first", "max"):
+    mfs = np.zeros(a.shape)
+    if direction in ("mixture-first", "max"):
+        fractional = [float(x) for x in a.tolist() if not float(x).is_integer()]
+        if len(fractional) > 2:  # one vectorised pass over their series' first chunks
+            integer_mf.update(_mixture_first_fractional_many(qq, s, fractional, fractional_series))
+        for k, alpha in enumerate(a.tolist()):
             known = integer_mf.get(float(alpha))
-            mf = (
+            mfs[k] = (
                 known
                 if known is not None
                 else _rdp_mixture_first_scalar(qq, s, float(alpha), fractional_series)
             )
+    if lit_upper is not None:
+        # where the Taylor bound does not clear the mixture-first value, the tighter split bound
+        # (small noise) often does: only the orders that neither clears need a quadrature
+        unclear = ~(lit_upper * (1.0 + _FILTER_REL_MARGIN) <= mfs)
+        if unclear.any():
+            lit_upper = lit_upper.copy()
+            lit_upper[unclear] = np.minimum(
+                lit_upper[unclear], literal_split_upper(qq, s, a[unclear])
+            )
+    for k, alpha in enumerate(a.tolist()):
+        mf, lit = float(mfs[k]), 0.0
         if direction == "literal" or (
             lit_upper is not None and not lit_upper[k] * (1.0 + _FILTER_REL_MARGIN) <= mf
         ):
@@ -1095,6 +1353,101 @@ def literal_taylor_upper(q: float, noise_multiplier: float, orders: ArrayLike) -
     # (1 + X)^(-beta) <= (1 - q)^(-beta): the literal direction never exceeds log(1/(1-q)), the
     # better bound at small noise, where the moments above explode
     return np.minimum(out, -math.log1p(-qq) * (1.0 + 1e-12))
+
+
+def _truncated_lognormal_moments(
+    z_lo: np.ndarray | float, z_hi: np.ndarray | float, sigma: float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``E[r^j 1{z_lo < z < z_hi}]`` for j = 0..4, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0,
+    s^2)``: completing the square, ``exp(j (j - 1) t / 2) P(N(j, s^2) in (z_lo, z_hi))``, ``t =
+    1/s^2``.  Also a bound on each value's magnitude for the rounding margin (the two normal
+    tails whose difference is taken, each times the exponential factor)."""
+    t = 1.0 / (sigma * sigma)
+    vals, mags = [], []
+    for j in range(5):
+        lo = (np.asarray(z_lo, dtype=float) - j) / sigma
+        hi = (np.asarray(z_hi, dtype=float) - j) / sigma
+        upper_tail = lo > 0  # take the difference of the smaller tails (accurate)
+        a = np.where(upper_tail, special.ndtr(-lo), special.ndtr(hi))
+        b = np.where(upper_tail, special.ndtr(-hi), special.ndtr(lo))
+        e = math.exp(j * (j - 1) * t / 2.0)
+        vals.append(e * np.maximum(a - b, 0.0))
+        mags.append(e * (a + b))
+    return vals, mags
+
+
+def _polynomial_expectation(
+    coefs: list[np.ndarray | float],
+    q: float,
+    moments: tuple[list[np.ndarray], list[np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``E[sum_k coefs[k] X^k 1{region}]`` with ``X = q (r - 1)`` expanded in the truncated moments
+    of ``r`` (``(r - 1)^k`` by the binomial theorem), and the sum of the absolute values of the
+    terms (for the rounding margin)."""
+    vals, mags = moments
+    total = np.zeros(np.broadcast(*[np.asarray(c) for c in coefs], vals[0]).shape)
+    mag = np.zeros_like(total)
+    for k, ck in enumerate(coefs):
+        ck = np.asarray(ck, dtype=float)
+        for j in range(k + 1):
+            w = ck * (q**k * math.comb(k, j) * (-1.0) ** (k - j))
+            total = total + w * vals[j]
+            mag = mag + np.abs(w) * mags[j]
+    return total, mag
+
+
+def literal_split_upper(q: float, noise_multiplier: float, orders: ArrayLike) -> np.ndarray:
+    """A second closed-form UPPER bound on the literal direction ``D_alpha(N(0,s^2) || (1-q)N(0,s^2)
+    + qN(1,s^2))`` (AT22 Def. 2.10; docs/theorems.md 1.9), much tighter than
+    :func:`literal_taylor_upper` at small noise (s ~ 1), where that one's fourth moment explodes.
+
+    With ``X = q (r - 1)``, ``r = exp((2z - 1)/(2 s^2))``, ``z ~ N(0, s^2)``, ``beta = alpha - 1``
+    and ``f(x) = (1 + x)^(-beta)`` (decreasing, derivatives of alternating sign), the literal
+    direction is ``log E f(X) / beta`` and ``E f(X) - 1 = E[f(X) - 1 + beta X]`` (``E X = 0``).
+    Pointwise, with ``c_k = beta (beta+1) ... (beta+k-1) / k!`` and ``x* = c_3 / c_4 = 4/(beta+3)``:
+
+    * ``-q < x < 0`` (z < 1/2): Taylor with the Lagrange remainder of order 4,
+      ``f(x) <= 1 - beta x + c_2 x^2 - c_3 x^3 + c_4 (1 - q)^(-beta-4) x^4``;
+    * ``0 <= x <= x*``: the order-5 remainder is negative, ``f(x) <= 1 - beta x + c_2 x^2 - c_3 x^3
+      + c_4 x^4``;
+    * ``x > x*``: ``f(x) <= f(x*)`` (evaluated at ``x* (1 - 1e-9)``, below the rounded region
+      boundary).
+
+    Each region's polynomial in ``X`` has a closed-form expectation through the truncated moments
+    ``E[r^j 1{z in A}] = exp(j (j-1)/(2 s^2)) P(N(j, s^2) in A)``.  Rounding: ``1e-12`` times the
+    sum of the absolute values of all terms is added, and a relative margin ``1e-12`` on the
+    result.
+    ``inf`` where it overflows (``6/s^2 > 700``) or is not finite; vectorised over ``orders``.
+    """
+    a = _check_orders(orders)
+    qq = check_in_range("q", q, 0.0, 1.0)
+    s = check_positive("noise_multiplier", noise_multiplier)
+    if qq == 0.0:
+        return np.zeros(a.shape)
+    t = 1.0 / (s * s)
+    if qq == 1.0 or 6.0 * t > 700.0:
+        return np.full(a.shape, math.inf)
+    b = a - 1.0
+    c2 = b * (b + 1.0) / 2.0
+    c3 = c2 * (b + 2.0) / 3.0
+    c4 = c3 * (b + 3.0) / 4.0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        c4_neg = c4 * np.exp(-(b + 4.0) * math.log1p(-qq))
+        x_star = 4.0 / (b + 3.0)
+        z_star = 0.5 + s * s * np.log1p(x_star / qq)
+        f_star = np.exp(-b * np.log1p(x_star * (1.0 - 1e-9)))
+        neg = _polynomial_expectation(
+            [0.0, 0.0, c2, -c3, c4_neg], qq, _truncated_lognormal_moments(-math.inf, 0.5, s)
+        )
+        mid = _polynomial_expectation(
+            [0.0, 0.0, c2, -c3, c4], qq, _truncated_lognormal_moments(0.5, z_star, s)
+        )
+        top = _polynomial_expectation(
+            [f_star - 1.0, b], qq, _truncated_lognormal_moments(z_star, math.inf, s)
+        )
+        j = neg[0] + mid[0] + top[0] + 1e-12 * (neg[1] + mid[1] + top[1])
+        out = np.log1p(np.maximum(j, 0.0)) / b * (1.0 + 1e-12)
+    return np.where(np.isfinite(out), out, math.inf)
 
 
 # ------------------------------------------------------------------------------------------------
