@@ -93,6 +93,12 @@ def _epsilon_for_delta(pmf: _Pmf, d: float, delta: float) -> float:
     """
     if pmf.infinity_mass > delta:
         return math.inf
+    found = _epsilon_for_delta_top(pmf, d, delta)
+    return _epsilon_for_delta_full(pmf, d, delta) if found is None else found
+
+
+def _epsilon_for_delta_full(pmf: _Pmf, d: float, delta: float) -> float:
+    """:func:`_epsilon_for_delta` from sums over the whole PMF (``infinity_mass <= delta``)."""
     probs = pmf.probs
     n = len(probs)
     tail = np.cumsum(probs[::-1])[::-1] + pmf.infinity_mass  # U_j
@@ -123,6 +129,60 @@ def _epsilon_for_delta(pmf: _Pmf, d: float, delta: float) -> float:
             eps = hi if w[jj] <= 0.0 else lo_
         else:
             eps = math.log((u[jj] - delta) / w[jj]) + shift
+        eps = min(hi, max(lo_, eps))
+        return max(0.0, float(eps))
+
+
+#: first length of the top part of a PMF that :func:`_epsilon_for_delta_top` reads (grown 4x)
+_TOP_START = 4096
+
+
+def _epsilon_for_delta_top(pmf: _Pmf, d: float, delta: float) -> float | None:
+    """:func:`_epsilon_for_delta` reading only the top of the PMF: the same value, or None.
+
+    Both sums are reverse cumulative sums (``np.cumsum`` adds sequentially), so ``U_j`` and
+    ``W_j`` of a suffix ``j >= s`` are bit-identical to those of the whole PMF.  The suffix is grown
+    (4x) until it holds the first grid point with ``U_j <= delta`` and the crossing of the
+    profile strictly above its bottom; None (use the full computation) when the crossing would be
+    in the bottom bin of the full window, or the window would have to move down.  The profile at the
+    grid points decreases strictly where mass lies above, so the first point at or below ``delta``
+    found in the suffix is the first of the whole window.  Costs O(n - crossing) instead of O(n):
+    the epsilon of a long composition sits in its upper tail.
+    """
+    probs = pmf.probs
+    n = len(probs)
+    m = _TOP_START
+    while True:
+        s = max(0, n - m)
+        tail = np.cumsum(probs[s:][::-1])[::-1] + pmf.infinity_mass  # U_j, j >= s
+        above = np.nonzero(tail <= delta)[0]
+        if len(above) and above[0] == 0 and s > 0:
+            m *= 4  # U_s <= delta already: the first such point lies below the suffix
+            continue
+        j_top = min(s + int(above[0]) if len(above) else n, n - 1)
+        j_lo = max(0, j_top - int(600.0 / d))
+        if s < j_lo:
+            return None  # the window moves with j_top: leave it to the full computation
+        shift = (pmf.lower + j_top) * d
+        losses = (pmf.lower + np.arange(s, n)) * d
+        w = np.cumsum((probs[s:] * np.exp(shift - losses))[::-1])[::-1]
+        mm = j_top - s + 1
+        u_next = np.append(tail[1:], pmf.infinity_mass)[:mm]
+        w_next = np.append(w[1:], 0.0)[:mm]
+        d_grid = u_next - np.exp(losses[:mm] - shift) * w_next
+        ok = np.nonzero(d_grid <= delta)[0]
+        jj = int(ok[0]) if len(ok) else mm - 1
+        if jj == 0 and s > j_lo:
+            m *= 4  # the crossing may lie below the suffix
+            continue
+        if jj == 0 and j_lo > 0:
+            return None  # the full computation moves its window down
+        hi = losses[jj]
+        lo_ = losses[jj - 1] if jj > 0 else -math.inf
+        if w[jj] <= 0.0 or tail[jj] <= delta:
+            eps = hi if w[jj] <= 0.0 else lo_
+        else:
+            eps = math.log((tail[jj] - delta) / w[jj]) + shift
         eps = min(hi, max(lo_, eps))
         return max(0.0, float(eps))
 
@@ -249,17 +309,15 @@ def _chernoff_window(pmf: _Pmf, k: int, tail: float) -> tuple[int, int]:
     if tail <= 0 or n == 1:
         return 0, full_hi
     log_t = math.log(2.0 / tail)
-    k_up, k_dn, logp = _binned_cgf(pmf)
-    idx = np.arange(n, dtype=float)
+    k_up, k_dn, _logp = _binned_cgf(pmf)
     hi, lo = full_hi, 0
     for sign, kk in ((1.0, k_up), (-1.0, k_dn)):
         bound = (k * kk + log_t) / _LAMBDAS
         bound = np.where(np.isfinite(bound), bound, np.inf)
         j = int(np.argmin(bound))
-        cands = _LAMBDAS[max(0, j - 1) : j + 2]
-        exact = (
-            k * _logsumexp_rows(sign * cands[:, None] * idx[None, :] + logp[None, :], True) + log_t
-        ) / cands
+        picks = range(max(0, j - 1), min(len(_LAMBDAS), j + 2))
+        cands = _LAMBDAS[picks.start : picks.stop]
+        exact = (k * _exact_cgf(pmf, sign, picks) + log_t) / cands
         exact = exact[np.isfinite(exact)]
         if len(exact) == 0:
             continue
@@ -269,6 +327,31 @@ def _chernoff_window(pmf: _Pmf, k: int, tail: float) -> tuple[int, int]:
         else:
             lo = max(lo, math.floor(-best))
     return max(0, lo), max(min(hi, full_hi), max(0, lo))
+
+
+def _exact_cgf(pmf: _Pmf, sign: float, picks: range) -> np.ndarray:
+    r"""Exact :math:`K(\pm\lambda) = \log\sum_i p_i e^{\pm\lambda i}` at ``_LAMBDAS[picks]``.
+
+    T-independent, so it is remembered on the PMF per (sign, lambda): the k-fold compositions of
+    one one-step PMF for many k (a sweep over the number of steps, issue 11) evaluate each lambda
+    once.  Every value is computed alone (one row), so a remembered value is bit-identical to a
+    fresh one whatever the order of the calls.
+    """
+    memo = pmf._cache.setdefault("exact_cgf", {})
+    out = np.empty(len(picks))
+    logp = None
+    for m, i in enumerate(picks):
+        key = (sign, i)
+        hit = memo.get(key)
+        if hit is None:
+            if logp is None:
+                logp = _binned_cgf(pmf)[2]
+                idx = np.arange(len(logp), dtype=float)
+            row = (sign * _LAMBDAS[i]) * idx + logp
+            hit = float(_logsumexp_rows(row[None, :], True)[0])
+            memo[key] = hit
+        out[m] = hit
+    return out
 
 
 def _int_power(z: np.ndarray, k: int) -> np.ndarray:
@@ -482,7 +565,19 @@ class _Pass:
     log_scale: float
     bound: float
     relative: float
-    logxs: list[np.ndarray]
+    #: the untilted pass keeps the normalised factors and takes their logs only when an aliasing
+    #: bound asks for them (most compositions never do: their window's Chernoff tail suffices)
+    _logxs: list[np.ndarray | None]
+    _xs: list[np.ndarray]
+
+    @property
+    def logxs(self) -> list[np.ndarray]:
+        """The logs of the tilted, normalised factors (computed once, on first use)."""
+        for i, lx in enumerate(self._logxs):
+            if lx is None:
+                with np.errstate(divide="ignore"):
+                    self._logxs[i] = np.log(self._xs[i])
+        return self._logxs  # type: ignore[return-value]
 
 
 def _tilted_pass(
@@ -509,15 +604,15 @@ def _tilted_pass(
     n_half = n_fft // 2 + 1
     log_mod_up = np.zeros(n_half)
     log_scale = 0.0
-    logxs = []
+    logxs: list[np.ndarray | None] = []
+    xs: list[np.ndarray] = []
     spectra = []
     for p, k in zip(probs, powers):
         if lam == 0.0:
             total = float(np.sum(p))
             x = p / total
             log_scale += k * math.log(total)
-            with np.errstate(divide="ignore"):
-                logxs.append(np.log(x))
+            logxs.append(None)  # np.log(x) on demand (_Pass.logxs)
         else:
             with np.errstate(divide="ignore"):
                 lw = np.log(p) + lam * np.arange(len(p))
@@ -525,6 +620,7 @@ def _tilted_pass(
             log_scale += k * log_m
             logxs.append(lw - log_m)
             x = np.exp(logxs[-1])
+        xs.append(x)
         folds = -(-len(x) // n_fft)
         z = sp_fft.rfft(_fold(x, n_fft), n_fft)
         mod = np.abs(z)
@@ -565,7 +661,7 @@ def _tilted_pass(
     # the inputs x and the untilting factor are rounded: relative error per bin
     s_max = abs(offset) + n_fft
     relative = 8.0 * sum(powers) * _EPS + 8.0 * _EPS * (abs(log_scale) + abs(lam) * s_max)
-    return _Pass(lam, r, log_scale, bound, relative, logxs)
+    return _Pass(lam, r, log_scale, bound, relative, logxs, xs)
 
 
 def _blocks(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -632,8 +728,6 @@ def _compose_spectral(
     schedule: list[float] | None = None
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
-    with np.errstate(divide="ignore"):
-        logps = [_blocks(np.log(p)) for p in probs]
     for _ in range(_MAX_TILTS):
         ps = _tilted_pass(probs, powers, lam, n_fft, offset)
         passes.append(ps)
@@ -687,6 +781,8 @@ def _compose_spectral(
         if len(hits) == 0:
             break
         if schedule is None:
+            with np.errstate(divide="ignore"):  # only a tilted pass needs the factors' logs
+                logps = [_blocks(np.log(p)) for p in probs]
             # tilts on a geometric ladder below the one whose mode reaches the top of the window
             # (per-bin selection keeps the best pass for each bin, so the ladder need not be exact)
             top = min(
