@@ -637,23 +637,35 @@ def _tilted_pass(
         for z, mod, k, a in spectra:
             log_mod_up += k * np.log(mod + a)
         live = log_mod_up > -700.0
-    spec = np.zeros(n_half, dtype=complex)
-    spec[live] = 1.0
-    log_mod = np.zeros(int(np.count_nonzero(live)))
+    n_live = int(np.count_nonzero(live))
+    # every frequency live (the usual case): views instead of masked copies, same values
+    sel: slice | np.ndarray = slice(None) if n_live == n_half else live
+    log_mod = np.zeros(n_live)
+    spec: np.ndarray | None = None
     for z, mod, k, _a in spectra:
         with np.errstate(divide="ignore"):
-            log_mod += k * np.log(mod[live])
-        spec[live] *= _int_power(z[live], k)
+            log_mod += k * np.log(mod[sel])
+        power = _int_power(z[sel], k)
+        if spec is None and n_live == n_half:
+            spec = power  # 1 * power (up to the sign of a zero)
+        else:
+            if spec is None:
+                spec = np.zeros(n_half, dtype=complex)
+                spec[live] = 1.0
+            spec[sel] *= power
+    assert spec is not None
     rounding = (2.0 * math.ceil(math.log2(max(2, max(powers)))) * len(powers) + 2.0) * 3.0 * _EPS
     with np.errstate(over="ignore", invalid="ignore"):
-        up = np.exp(log_mod_up[live])
-        prop = up * -np.expm1(log_mod - log_mod_up[live])  # (|w| + a)^k - |w|^k, stable
+        up = np.exp(log_mod_up[sel])
+        prop = up * -np.expm1(log_mod - log_mod_up[sel])  # (|w| + a)^k - |w|^k, stable
     # frequency f counts twice in the real inverse transform, except 0 and (even n_fft) n_fft / 2
     terms = prop + (rounding + g) * up
     single = [0] + ([n_half - 1] if n_fft % 2 == 0 else [])
-    live_idx = np.flatnonzero(live)
-    once = np.isin(live_idx, single)
-    bound = float(2.0 * np.sum(terms) - np.sum(terms[once])) / n_fft
+    if n_live == n_half:
+        once_terms = terms[single]
+    else:
+        once_terms = terms[np.isin(np.flatnonzero(live), single)]
+    bound = float(2.0 * np.sum(terms) - np.sum(once_terms)) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
     if offset:
