@@ -729,12 +729,12 @@ def _compose_spectral(
     not yet below ``_TILT_RELATIVE_ERROR`` of the bin (each bin keeps the pass with the smallest
     bound), at most ``_MAX_TILTS`` passes.
     """
-    idx = offset + np.arange(out_len, dtype=float)
-    best_log_err = np.full(out_len, np.inf)
-    sel_log_err = np.full(out_len, np.inf)
-    value = np.zeros(out_len)
-    rel = np.zeros(out_len)
-    source = np.zeros(out_len, dtype=np.int64)
+    # per-bin bookkeeping exists only once a tilted pass competes with the untilted one (most
+    # compositions need a single pass, whose error bound is one number for every bin)
+    idx: np.ndarray | None = None
+    best_log_err = sel_log_err = rel = source = np.empty(0)
+    first_log_err = 0.0
+    value = np.empty(out_len)
     passes: list[_Pass] = []
     lam = 0.0
     schedule: list[float] | None = None
@@ -744,7 +744,15 @@ def _compose_spectral(
         ps = _tilted_pass(probs, powers, lam, n_fft, offset)
         passes.append(ps)
         # (the untilted pass is constant in the bin: scalars, no per-bin exponentials)
-        factor_log: np.ndarray | float = ps.log_scale if lam == 0.0 else ps.log_scale - lam * idx
+        if lam != 0.0 and idx is None:
+            idx = offset + np.arange(out_len, dtype=float)
+            best_log_err = np.full(out_len, first_log_err)
+            sel_log_err = np.full(out_len, first_log_err)
+            rel = np.full(out_len, passes[0].relative)
+            source = np.zeros(out_len, dtype=np.int64)
+        factor_log: np.ndarray | float = (
+            ps.log_scale if lam == 0.0 else ps.log_scale - lam * idx  # type: ignore[operator]
+        )
         log_err = factor_log + (math.log(ps.bound) if ps.bound > 0.0 else -math.inf)
         # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
         # pass may wrap in much more, which must steer the choice of pass away from it
@@ -761,12 +769,9 @@ def _compose_spectral(
         else:
             log_sel = log_err
         with np.errstate(over="ignore", invalid="ignore"):
-            if lam == 0.0:  # the first pass takes every bin
+            if lam == 0.0:  # the first pass takes every bin (log_sel == log_err: no alias term)
                 np.multiply(ps.r[:out_len], np.exp(ps.log_scale), out=value)
-                best_log_err[:] = log_err
-                sel_log_err[:] = log_sel
-                rel[:] = ps.relative
-                source[:] = len(passes) - 1
+                first_log_err = float(log_err)  # type: ignore[arg-type]
             else:
                 take = log_sel < sel_log_err
                 value[take] = ps.r[:out_len][take] * np.exp(np.asarray(factor_log)[take])
@@ -775,20 +780,20 @@ def _compose_spectral(
                 np.copyto(rel, ps.relative, where=take)
                 np.copyto(source, len(passes) - 1, where=take)
         # coverage: bins above the mode whose bound is not yet small relative to the bin
+        mode = int(np.argmax(value))
+        # (only bins above the mode are examined: the tails below are the same numbers)
         with np.errstate(over="ignore"):
             if len(passes) == 1:  # one constant bound: its tail sums in closed form
                 err: np.ndarray | float = math.exp(min(709.0, float(log_err)))
-                tail_err = err * np.arange(out_len, 0, -1, dtype=float)
+                tail_err = err * np.arange(out_len - mode - 1, 0, -1, dtype=float)
             else:
                 err_bins = np.exp(best_log_err)
-                err = err_bins
-                tail_err = np.cumsum(err_bins[::-1])[::-1]
-        mode = int(np.argmax(value))
+                err = err_bins[mode + 1 :]
+                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
         floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
-        bad = (err > rho * np.maximum(value, 0.0)) & (tail_err > tilt_delta_floor())
-        bad[: mode + 1] = False
+        bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
         hits = np.nonzero(bad)[0]
         if len(hits) == 0:
             break
@@ -819,7 +824,7 @@ def _compose_spectral(
         if len(passes) == 1:
             error = np.abs(value)
             error *= passes[0].relative
-            error += np.exp(best_log_err[0])
+            error += np.exp(first_log_err)
         else:
             error = np.exp(best_log_err) + rel * np.abs(value)
     alias_total = 0.0
@@ -827,7 +832,7 @@ def _compose_spectral(
         # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
         # mass from below on bins t <= t1 only from indices <= offset + t1 - n_fft
         for i, ps in enumerate(passes):
-            taken = np.nonzero(source == i)[0]
+            taken = np.arange(out_len) if len(passes) == 1 else np.nonzero(source == i)[0]
             if len(taken) == 0:
                 continue
             t0, t1 = int(taken[0]), int(taken[-1])
