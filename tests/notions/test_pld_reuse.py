@@ -43,14 +43,16 @@ def test_top_of_pmf_gives_the_full_epsilon_bit_for_bit(p: float, mu: float, k: i
 
 
 def test_top_of_pmf_grows_past_its_first_suffix() -> None:
-    """A delta whose crossing lies far below the first 4096 bins (the suffix must grow)."""
+    """A delta whose crossing lies below the first suffix read (the suffix must grow)."""
     pmf = _composed(0.025, 0.6, 600)._remove
-    assert len(pmf.probs) > 4 * kernels._TOP_START
+    n = len(pmf.probs)
+    first = max(kernels._TOP_START, int(kernels._TOP_FRACTION * n))
+    assert n > first
     delta = 0.3
     full = kernels._epsilon_for_delta_full(pmf, 1e-4, delta)
     assert kernels._epsilon_for_delta_top(pmf, 1e-4, delta) == full
     j = int(round(full / 1e-4)) - pmf.lower
-    assert len(pmf.probs) - j > kernels._TOP_START
+    assert n - j > first
 
 
 def test_remembered_cgfs_give_a_fresh_pmfs_windows() -> None:

@@ -133,8 +133,11 @@ def _epsilon_for_delta_full(pmf: _Pmf, d: float, delta: float) -> float:
         return max(0.0, float(eps))
 
 
-#: first length of the top part of a PMF that :func:`_epsilon_for_delta_top` reads (grown 4x)
+#: first length of the top part of a PMF that :func:`_epsilon_for_delta_top` reads (grown 4x):
+#: this many points or this fraction of the PMF (measured: the epsilon at delta = 1e-5 of DP-SGD
+#: compositions, 40 to 2000 steps, lies 25-45% of the window below its top)
 _TOP_START = 4096
+_TOP_FRACTION = 0.5
 
 
 def _epsilon_for_delta_top(pmf: _Pmf, d: float, delta: float) -> float | None:
@@ -151,7 +154,7 @@ def _epsilon_for_delta_top(pmf: _Pmf, d: float, delta: float) -> float | None:
     """
     probs = pmf.probs
     n = len(probs)
-    m = _TOP_START
+    m = max(_TOP_START, int(_TOP_FRACTION * n))
     while True:
         s = max(0, n - m)
         tail = np.cumsum(probs[s:][::-1])[::-1] + pmf.infinity_mass  # U_j, j >= s
