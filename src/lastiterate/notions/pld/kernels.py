@@ -564,7 +564,9 @@ class _Pass:
     (for the aliasing bound)."""
 
     lam: float
-    r: np.ndarray
+    #: the inverse transform before the rotation by the window's offset (see :attr:`r`)
+    raw: np.ndarray
+    shift: int
     log_scale: float
     bound: float
     relative: float
@@ -572,6 +574,19 @@ class _Pass:
     #: bound asks for them (most compositions never do: their window's Chernoff tail suffices)
     _logxs: list[np.ndarray | None]
     _xs: list[np.ndarray]
+
+    @property
+    def r(self) -> np.ndarray:
+        """Bin t of the window is ``r[t]`` (the inverse transform rotated by the offset)."""
+        return np.roll(self.raw, -self.shift) if self.shift else self.raw
+
+    def head_into(self, out: np.ndarray, scale: float) -> None:
+        """``out[:] = r[:len(out)] * scale`` without materialising the rotation (same values)."""
+        m, n, s = len(out), len(self.raw), self.shift
+        first = min(m, n - s)
+        np.multiply(self.raw[s : s + first], scale, out=out[:first])
+        if first < m:
+            np.multiply(self.raw[: m - first], scale, out=out[first:])
 
     @property
     def logxs(self) -> list[np.ndarray]:
@@ -671,12 +686,10 @@ def _tilted_pass(
     bound = float(2.0 * np.sum(terms) - np.sum(once_terms)) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
-    if offset:
-        r = np.roll(r, -(offset % n_fft))
     # the inputs x and the untilting factor are rounded: relative error per bin
     s_max = abs(offset) + n_fft
     relative = 8.0 * sum(powers) * _EPS + 8.0 * _EPS * (abs(log_scale) + abs(lam) * s_max)
-    return _Pass(lam, r, log_scale, bound, relative, logxs, xs)
+    return _Pass(lam, r, offset % n_fft, log_scale, bound, relative, logxs, xs)
 
 
 def _blocks(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -773,7 +786,7 @@ def _compose_spectral(
             log_sel = log_err
         with np.errstate(over="ignore", invalid="ignore"):
             if lam == 0.0:  # the first pass takes every bin (log_sel == log_err: no alias term)
-                np.multiply(ps.r[:out_len], np.exp(ps.log_scale), out=value)
+                ps.head_into(value, np.exp(ps.log_scale))
                 first_log_err = float(log_err)  # type: ignore[arg-type]
             else:
                 take = log_sel < sel_log_err
@@ -794,7 +807,7 @@ def _compose_spectral(
                 err = err_bins[mode + 1 :]
                 tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
-        floor = min(floor, ps.bound / max(float(np.max(ps.r)), 1e-300))
+        floor = min(floor, ps.bound / max(float(np.max(ps.raw)), 1e-300))  # (rotation-free)
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
         bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
         hits = np.nonzero(bad)[0]
