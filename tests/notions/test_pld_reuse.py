@@ -51,7 +51,7 @@ def test_top_of_pmf_grows_past_its_first_suffix() -> None:
     delta = 0.3
     full = kernels._epsilon_for_delta_full(pmf, 1e-4, delta)
     assert kernels._epsilon_for_delta_top(pmf, 1e-4, delta) == full
-    j = int(round(full / 1e-4)) - pmf.lower
+    j = round(full / 1e-4) - pmf.lower
     assert n - j > first
 
 

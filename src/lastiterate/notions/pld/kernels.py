@@ -636,8 +636,9 @@ def _tilted_pass(
                 lw = np.log(p) + lam * np.arange(len(p))
             log_m = float(special.logsumexp(lw))
             log_scale += k * log_m
-            logxs.append(lw - log_m)
-            x = np.exp(logxs[-1])
+            tilted = lw - log_m
+            logxs.append(tilted)
+            x = np.exp(tilted)
         xs.append(x)
         folds = -(-len(x) // n_fft)
         z = sp_fft.rfft(_fold(x, n_fft), n_fft)
