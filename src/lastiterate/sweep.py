@@ -30,9 +30,13 @@ Reuse across points (only where it cannot change a value):
   can be neither the best bound nor a tie.  A bound left out can only make a row's epsilon
   larger, never smaller; the tests check every row against a fresh ``account``.
 
-Where the time goes (issue 11's 50 x 20 grid of a sampled run, benchmarks/sweep.py): about 85%
+Where the time goes (issue 11's 50 x 20 grid of a sampled run, benchmarks/sweep.py): about 80%
 of a point is Thm 4.8's composition C_p(G_mu)^{⊗T} (the PLD engine's T-fold FFT power with its
-optimistic twin), which is T-dependent and must be the accountant's own to give its values.
+optimistic twin), which is T-dependent and must be the accountant's own to give its values.  What
+of it does not depend on T is remembered on the one-step PMF that this module shares across T
+(the exact log-CGFs of the Chernoff window, :func:`lastiterate.notions.pld.kernels._exact_cgf`);
+the rest (the forward transform on a T-dependent FFT length, the power, the inverse transform,
+epsilon from the composed PMF's upper tail) is the same arithmetic as ``account``'s, bit for bit.
 
 A point that :class:`Run` refuses (e.g. a batch size above n, a learning rate schedule of the wrong
 length) is a row with ``status == "invalid"`` and the refusal in ``reason``; a valid point where
