@@ -80,6 +80,21 @@ def _dp_accounting_epsilon(q: float, z: float, steps: int, delta: float) -> floa
     return float(one.self_compose(steps).get_epsilon_for_delta(delta))
 
 
+def _certified_lower(q: float, z: float, steps: int, delta: float) -> float:
+    """A certified LOWER bound on the exact epsilon from a source independent of ours and of
+    dp_accounting: the closed form G_{sqrt(T)/z} at q = 1, else prv_accountant's lower end."""
+    if q == 1.0:
+        return gdp_epsilon(delta, math.sqrt(steps) / z)
+    from prv_accountant import PRVAccountant
+    from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
+
+    prv = PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=z)
+    acc = PRVAccountant(
+        prvs=[prv], max_self_compositions=[steps], eps_error=1e-3, delta_error=delta * 1e-3
+    )
+    return float(acc.compute_epsilon(delta=delta, num_self_compositions=[steps])[0])
+
+
 def _check_against_dp_accounting(q: float, z: float, steps: int, delta: float) -> None:
     ours = P.poisson_subsampled_gaussian_epsilon(q, z, steps, delta, with_lower=True)
     theirs = _dp_accounting_epsilon(q, z, steps, delta)
@@ -87,7 +102,18 @@ def _check_against_dp_accounting(q: float, z: float, steps: int, delta: float) -
     width = ours.upper - ours.lower
     # ours may be below theirs only by our stated bracket (theirs has no FFT error bound and its
     # connect-the-dots error is the same as ours); it must not be far above either
-    assert ours.upper >= theirs - width - 1e-9 * theirs, (q, z, steps, delta, ours, theirs)
+    if ours.upper < theirs - width - 1e-9 * theirs:
+        # at delta <= 1e-10 dp_accounting's own FFT round-off (no error bound) can sit above the
+        # exact value (q = 1: 389.9132 against the closed form 389.9121); then ours must still be
+        # above an independent certified lower bound
+        assert ours.upper >= _certified_lower(q, z, steps, delta) * (1 - 1e-12), (
+            q,
+            z,
+            steps,
+            delta,
+            ours,
+            theirs,
+        )
     assert ours.upper <= theirs * (1 + 1e-3) + 1e-9, (q, z, steps, delta, ours, theirs)
 
 
