@@ -926,25 +926,45 @@ def _log_a_frac(
         s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(i, z0, sigma, upper=False)
         s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
         mag = np.logaddexp(s0, s1)
-        if series == "absolute":
-            log_p = float(np.logaddexp(log_p, _logsumexp(mag)))
-        else:
-            if (sign > 0).any():
-                log_p = float(np.logaddexp(log_p, _logsumexp(mag[sign > 0])))
-            if (sign < 0).any():
-                log_n = float(np.logaddexp(log_n, _logsumexp(mag[sign < 0])))
+        log_p, log_n = _add_chunk(log_p, log_n, mag, sign, series)
         i0 += _FRAC_CHUNK
-        if not log_n < log_p:  # pragma: no cover - impossible once the leading terms are in
-            continue
-        log_total = log_p + math.log1p(-math.exp(log_n - log_p))
-        last = float(mag[-1])
-        decreasing = bool(np.all(np.diff(mag[-_FRAC_CHUNK // 4 :]) <= 0))
-        if i[-1] > alpha + 2 and decreasing and last < log_total + _FRAC_REL_STOP:
-            tail = last + math.log(i0) if series == "absolute" else last
-            log_a = float(np.logaddexp(log_total, tail))
-            amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
-            return log_a, 16.0 * _U * amplification
+        done = _frac_series_converged(log_p, log_n, mag, float(i[-1]), i0, alpha, series)
+        if done is not None:
+            return done
     return None
+
+
+def _add_chunk(
+    log_p: float, log_n: float, mag: np.ndarray, sign: np.ndarray, series: str
+) -> tuple[float, float]:
+    """The running log-sums of positive / negative terms with one chunk of term magnitudes added
+    (``series="absolute"``: every term counts as positive)."""
+    if series == "absolute":
+        return float(np.logaddexp(log_p, _logsumexp(mag))), log_n
+    if (sign > 0).any():
+        log_p = float(np.logaddexp(log_p, _logsumexp(mag[sign > 0])))
+    if (sign < 0).any():
+        log_n = float(np.logaddexp(log_n, _logsumexp(mag[sign < 0])))
+    return log_p, log_n
+
+
+def _frac_series_converged(
+    log_p: float, log_n: float, mag: np.ndarray, i_last: float, i0: int, alpha: float, series: str
+) -> tuple[float, float] | None:
+    """The stopping rule of :func:`_log_a_frac` after the terms below ``i0`` (``mag``: the last
+    chunk's magnitudes, ``i_last`` its last index): ``(log A, err)`` with the tail bound added, or
+    None while the series has not converged."""
+    if not log_n < log_p:
+        return None
+    log_total = log_p + math.log1p(-math.exp(log_n - log_p))
+    last = float(mag[-1])
+    decreasing = bool(np.all(np.diff(mag[-_FRAC_CHUNK // 4 :]) <= 0))
+    if not (i_last > alpha + 2 and decreasing and last < log_total + _FRAC_REL_STOP):
+        return None
+    tail = last + math.log(i0) if series == "absolute" else last
+    log_a = float(np.logaddexp(log_total, tail))
+    amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
+    return log_a, 16.0 * _U * amplification
 
 
 def _log_a_frac_first_chunk_many(
@@ -967,26 +987,12 @@ def _log_a_frac_first_chunk_many(
     mags = np.logaddexp(s0, s1)
     out: list[tuple[float, float] | tuple[float, float, int]] = []
     for row, alpha in enumerate(alphas):
-        mag, sg = mags[row], sign[row]
-        log_p = log_n = -math.inf
-        if series == "absolute":
-            log_p = float(np.logaddexp(log_p, _logsumexp(mag)))
-        else:
-            if (sg > 0).any():
-                log_p = float(np.logaddexp(log_p, _logsumexp(mag[sg > 0])))
-            if (sg < 0).any():
-                log_n = float(np.logaddexp(log_n, _logsumexp(mag[sg < 0])))
-        result: tuple[float, float] | tuple[float, float, int] = (log_p, log_n, _FRAC_CHUNK)
-        if log_n < log_p:
-            log_total = log_p + math.log1p(-math.exp(log_n - log_p))
-            last = float(mag[-1])
-            decreasing = bool(np.all(np.diff(mag[-_FRAC_CHUNK // 4 :]) <= 0))
-            if _FRAC_CHUNK - 1 > alpha + 2 and decreasing and last < log_total + _FRAC_REL_STOP:
-                tail = last + math.log(_FRAC_CHUNK) if series == "absolute" else last
-                log_a = float(np.logaddexp(log_total, tail))
-                amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
-                result = (log_a, 16.0 * _U * amplification)
-        out.append(result)
+        mag = mags[row]
+        log_p, log_n = _add_chunk(-math.inf, -math.inf, mag, sign[row], series)
+        done = _frac_series_converged(
+            log_p, log_n, mag, float(_FRAC_CHUNK - 1), _FRAC_CHUNK, alpha, series
+        )
+        out.append(done if done is not None else (log_p, log_n, _FRAC_CHUNK))
     return out
 
 
