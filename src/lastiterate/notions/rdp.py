@@ -758,18 +758,7 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
     is obtained with full RELATIVE accuracy even when the RDP is tiny (q small, sigma large), where
     summing the original terms loses digits (log A ~ 1e-10 with an absolute error ~1e-16).
     """
-    k = np.arange(2, alpha + 1, dtype=float)
-    log_c = (
-        special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(alpha - k + 1.0)
-    )
-    terms = (
-        log_c
-        + k * math.log(q)
-        + (alpha - k) * math.log1p(-q)
-        + _log_expm1((k * k - k) / (2.0 * sigma * sigma))
-    )
-    log_s = float(_logsumexp(terms))
-    return float(np.logaddexp(0.0, log_s))
+    return _log_a_int_many(q, sigma, [alpha])[0]
 
 
 def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:

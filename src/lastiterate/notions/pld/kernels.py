@@ -123,14 +123,23 @@ def _epsilon_for_delta_full(pmf: _Pmf, d: float, delta: float) -> float:
         if jj == 0 and j_lo > 0:
             j_top = j_lo  # the crossing lies below the window: move the window down
             continue
-        hi = losses[jj]
-        lo_ = losses[jj - 1] if jj > 0 else -math.inf
-        if w[jj] <= 0.0 or u[jj] <= delta:
-            eps = hi if w[jj] <= 0.0 else lo_
-        else:
-            eps = math.log((u[jj] - delta) / w[jj]) + shift
-        eps = min(hi, max(lo_, eps))
-        return max(0.0, float(eps))
+        return _crossing_epsilon(losses, u, w, jj, delta, shift)
+
+
+def _crossing_epsilon(
+    losses: np.ndarray, u: np.ndarray, w: np.ndarray, jj: int, delta: float, shift: float
+) -> float:
+    """The epsilon where the profile ``U_J - e^eps W_J`` crosses ``delta`` in the bin
+    ``(losses[jj-1], losses[jj]]`` (``w`` scaled by ``e^shift``), clamped to the bin and to
+    ``eps >= 0``."""
+    hi = losses[jj]
+    lo_ = losses[jj - 1] if jj > 0 else -math.inf
+    if w[jj] <= 0.0 or u[jj] <= delta:
+        eps = hi if w[jj] <= 0.0 else lo_
+    else:
+        eps = math.log((u[jj] - delta) / w[jj]) + shift
+    eps = min(hi, max(lo_, eps))
+    return max(0.0, float(eps))
 
 
 #: first length of the top part of a PMF that :func:`_epsilon_for_delta_top` reads (grown 4x):
@@ -180,14 +189,7 @@ def _epsilon_for_delta_top(pmf: _Pmf, d: float, delta: float) -> float | None:
             continue
         if jj == 0 and j_lo > 0:
             return None  # the full computation moves its window down
-        hi = losses[jj]
-        lo_ = losses[jj - 1] if jj > 0 else -math.inf
-        if w[jj] <= 0.0 or tail[jj] <= delta:
-            eps = hi if w[jj] <= 0.0 else lo_
-        else:
-            eps = math.log((tail[jj] - delta) / w[jj]) + shift
-        eps = min(hi, max(lo_, eps))
-        return max(0.0, float(eps))
+        return _crossing_epsilon(losses, tail, w, jj, delta, shift)
 
 
 def _truncate(probs: np.ndarray, tail: float) -> tuple[int, np.ndarray, float]:
