@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive
+from lastiterate.notions.roots import brent_root
 
 __all__ = [
     "GaussianDP",
@@ -163,16 +164,6 @@ def _delta_scalar(eps: float, mu: float) -> float:
     return float(_gdp_delta_unchecked(np.asarray(eps, dtype=float), mu))
 
 
-def _nudge_up_until(pred_ok: Callable[[float], bool], x: float) -> float:
-    """First of ``x, x + s, x + 3s, x + 7s, ...`` (``s = ulp``-sized, doubling) satisfying
-    ``pred_ok``: an upward nudge that terminates for any predicate that holds for large x."""
-    step = max(abs(x), 1e-300) * 2.0**-52
-    while not pred_ok(x):
-        x = x + step
-        step *= 2.0
-    return x
-
-
 def smallest_epsilon(
     delta_of_epsilon: Callable[[float], float],
     delta: float,
@@ -181,26 +172,19 @@ def smallest_epsilon(
     max_epsilon: float = math.inf,
 ) -> float:
     """Smallest ``eps >= 0`` with ``delta_of_epsilon(eps) <= delta`` for a non-increasing privacy
-    profile: 0 if it already holds at 0; otherwise an expanding bracket from ``hi`` (``inf`` once
-    the bracket passes ``max_epsilon``), ``scipy.optimize.brentq``, then an upward nudge until the
-    inequality holds exactly in floating point, so the result never under-reports."""
+    profile, to within ``1e-14 + 4 eps_mach * eps``: 0 if it already holds at 0; otherwise an
+    expanding bracket from ``hi`` (``inf`` once the bracket passes ``max_epsilon``), then Brent's
+    method (:func:`lastiterate.notions.roots.brent_root`).  The upper end of the final bracket is
+    returned: there the inequality holds exactly in floating point (``x - y <= 0`` iff ``x <= y``
+    for doubles), so the result never under-reports."""
     if delta_of_epsilon(0.0) <= delta:
         return 0.0
     while delta_of_epsilon(hi) > delta:
         hi *= 2.0
         if hi > max_epsilon or not math.isfinite(hi):
             return math.inf
-    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
-
-    eps = optimize.brentq(
-        lambda e: delta_of_epsilon(e) - delta,
-        0.0,
-        hi,
-        xtol=1e-14,
-        rtol=4 * np.finfo(float).eps,
-        maxiter=500,
-    )
-    return float(_nudge_up_until(lambda e: delta_of_epsilon(e) <= delta, float(eps)))
+    root = brent_root(lambda e: delta_of_epsilon(e) - delta, 0.0, hi, xtol=1e-14)
+    return root.nonpositive_end
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:
@@ -208,9 +192,10 @@ def gdp_epsilon(delta: float, mu: float) -> float:
 
     ``delta`` in (0, 1), ``mu >= 0``. Returns 0 when ``delta(0; mu) = 2 Phi(mu/2) - 1 <= delta``.
     Otherwise brackets the root with an expanding upper end (no fixed cap: for mu = 40 and delta =
-    1e-15 the answer exceeds 1000) and solves with ``scipy.optimize.brentq``. The result is then
-    nudged upwards until ``gdp_delta(eps, mu) <= delta`` holds exactly in floating point, so it
-    never under-reports. Golden values: mu = 1, delta = 1e-5 -> 4.37718; mu = 4.71405 -> 30.506.
+    1e-15 the answer exceeds 1000) and solves with Brent's method (:func:`smallest_epsilon`); the
+    end of the final bracket where ``gdp_delta(eps, mu) <= delta`` holds exactly in floating point
+    is returned, so it never under-reports. Golden values: mu = 1, delta = 1e-5 -> 4.37718; mu =
+    4.71405 -> 30.506.
     """
     d = _check_delta_open(delta)
     m = _check_mu(mu)
@@ -227,9 +212,10 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     mu) <= delta``.
 
     ``epsilon >= 0`` finite, ``delta`` in (0, 1). ``delta(eps; mu)`` increases in mu (from 0 at mu =
-    0 to 1), so the root is unique; it is bracketed with an expanding upper end, solved by brentq
-    and then nudged downwards until ``gdp_delta(epsilon, mu) <= delta`` holds exactly in floating
-    point (docs/theorems.md 1.2).
+    0 to 1), so the root is unique; it is bracketed with an expanding upper end and solved by
+    Brent's method (:func:`lastiterate.notions.roots.brent_root`, ``xtol = 1e-15``); the lower end
+    of the final bracket, where ``gdp_delta(epsilon, mu) <= delta`` holds exactly in floating
+    point, is returned (docs/theorems.md 1.2).
     """
     e = check_nonnegative("epsilon", epsilon)
     d = _check_delta_open(delta)
@@ -238,22 +224,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         hi *= 2.0
         if hi > 1e300:  # pragma: no cover
             raise ParameterError("epsilon", epsilon, "is too large for a finite mu")
-    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
-
-    mu = optimize.brentq(
-        lambda m: _delta_scalar(e, m) - d if m > 0 else -d,
-        0.0,
-        hi,
-        xtol=1e-15,
-        rtol=4 * np.finfo(float).eps,
-        maxiter=500,
-    )
-    mu = float(mu)
-    step = max(mu, 1e-300) * 2.0**-52
-    while mu > 0 and _delta_scalar(e, mu) > d:
-        mu = max(mu - step, 0.0)
-        step *= 2.0
-    return mu
+    root = brent_root(lambda m: _delta_scalar(e, m) - d if m > 0 else -d, 0.0, hi, xtol=1e-15)
+    return root.nonpositive_end
 
 
 def gdp_to_rdp(mu: float, orders: ArrayLike) -> np.ndarray:

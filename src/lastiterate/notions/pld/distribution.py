@@ -42,6 +42,7 @@ from lastiterate.notions.pld.profiles import (
     _replace_parts,
     _subsampled_parts,
 )
+from lastiterate.notions.roots import brent_root
 
 # ---------------------------------------------------------------------------------------------
 # Public result types
@@ -436,7 +437,15 @@ def _check_log_bound(b: float) -> float:
 def _top_index(
     parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], d: float, log_bound: float
 ) -> int:
-    """Smallest grid index n >= 1 with delta(n * d) <= exp(log_bound)."""
+    """Smallest grid index n >= 1 with delta(n * d) <= exp(log_bound) (the profile is
+    non-increasing).
+
+    The crossing of ``log delta`` with ``log_bound`` is bracketed by doubling and narrowed to a
+    quarter of a grid step by Brent's method (:func:`lastiterate.notions.roots.brent_root`); the
+    scan for the first grid point that meets the bound starts at the lower end of that bracket,
+    where ``delta`` is still above the bound, so the index does not depend on which end the root
+    finder stops at.
+    """
     target = math.exp(log_bound)
 
     def delta_at(x: float) -> float:
@@ -451,12 +460,8 @@ def _top_index(
             raise ParameterError(
                 "mu", "(profile)", "the privacy profile does not decay (mu too large)"
             )
-    from scipy import optimize  # lazy: ~0.2 s of start-up (issue 11)
-
-    x = optimize.brentq(
-        lambda t: math.log(max(delta_at(t), 1e-320)) - log_bound, 0.0, hi, xtol=d / 4
-    )
-    n = max(1, math.ceil(x / d))
+    root = brent_root(lambda t: math.log(max(delta_at(t), 1e-320)) - log_bound, 0.0, hi, xtol=d / 4)
+    n = max(1, math.ceil(root.nonnegative_end / d))
     while delta_at(n * d) > target:
         n += 1
     if n > max_grid_points():
