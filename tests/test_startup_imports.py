@@ -110,11 +110,14 @@ def test_help_imports_neither_scipy_nor_numpy_nor_torch(args: list[str]) -> None
 
 def test_account_one_bound_imports_only_what_that_bound_uses() -> None:
     """``account --bound pld-composition`` (the benchmark's start-up command): no training,
-    table, plot or peer library, none of scipy's statistics or quadrature, and none of the other
-    theorems' modules (the registry imports the module of the bound asked for)."""
+    table, plot or peer library, none of scipy's statistics, quadrature or optimisation (the root
+    finding is notions.roots), and none of the other theorems' modules (the registry imports the
+    module of the bound asked for)."""
     modules = _imported_by([*POISSON_SGD, "--bound", "pld-composition", "--json"])
     unwanted = [
-        p for p in (*NOT_FOR_ACCOUNTING, "scipy.stats", "scipy.integrate") if _loaded(modules, p)
+        p
+        for p in (*NOT_FOR_ACCOUNTING, "scipy.stats", "scipy.integrate", "scipy.optimize")
+        if _loaded(modules, p)
     ]
     assert not unwanted, f"account --bound pld-composition imports {unwanted}"
     others = {f"lastiterate.bounds.{m}" for m in BOUND_MODULES.values()} - {
@@ -124,8 +127,12 @@ def test_account_one_bound_imports_only_what_that_bound_uses() -> None:
 
 
 def test_account_of_every_bound_needs_no_training_or_peer_library() -> None:
+    """The benchmark's all-bounds start-up command: composition bounds only (no geometry), so
+    no scipy.optimize either (the sampled-Gaussian PLD and GDP inverses use notions.roots)."""
     modules = _imported_by([*POISSON_SGD, "--json"])
-    unwanted = [p for p in (*NOT_FOR_ACCOUNTING, "scipy.stats") if _loaded(modules, p)]
+    unwanted = [
+        p for p in (*NOT_FOR_ACCOUNTING, "scipy.stats", "scipy.optimize") if _loaded(modules, p)
+    ]
     assert not unwanted, f"account imports {unwanted}"
 
 
