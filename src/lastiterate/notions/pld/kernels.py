@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import fft as sp_fft
 from scipy import special
 
 from lastiterate.notions.pld._common import (
@@ -240,7 +239,7 @@ def _compose_two(a: _Pmf, b: _Pmf, tail: float, pessimistic: bool) -> tuple[_Pmf
         value, error = other.probs * c, (0.0 if c == 1.0 else 2.0 * _EPS) * other.probs * c
     else:
         n_out = len(a.probs) + len(b.probs) - 1
-        n_fft = sp_fft.next_fast_len(n_out, real=True)
+        n_fft = next_fast_len_real(n_out)
         value, error, _ = _compose_spectral([a.probs, b.probs], [1, 1], n_fft, 0, n_out, False)
     inf = a.infinity_mass + b.infinity_mass - a.infinity_mass * b.infinity_mass
     if pessimistic:
@@ -395,6 +394,31 @@ radices."""
 _TILT_RELATIVE_ERROR = 1e-7
 """Tilted passes are added until the FFT error bound is below this fraction of each upper bin ..."""
 _MAX_TILTS = 5
+
+
+def next_fast_len_real(n: int) -> int:
+    """Smallest ``2^a 3^b 5^c >= n`` (``n >= 1``): a length that pocketfft transforms fast.
+
+    The transforms are ``numpy.fft.rfft``/``irfft``: NumPy 2 and ``scipy.fft`` run the same
+    pocketfft (C++) code and return the same bits, and ``numpy.fft`` is loaded with NumPy's array
+    API namespace anyway, while importing ``scipy.fft`` costs ~25 ms of the command-line start-up
+    (issue 11).  This is the length ``scipy.fft.next_fast_len(n, real=True)`` returns (tested
+    against it), so the grids, and the error model of :func:`_fft_level_error` (radices 2, 3 and
+    5), are unchanged.
+    """
+    if n < 1:
+        raise ValueError(f"next_fast_len_real: n={n!r} must be >= 1")
+    best = 1 << (n - 1).bit_length()  # the power of two
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            # the smallest p35 * 2^k >= n
+            q = -(-n // p35)
+            best = min(best, p35 << (q - 1).bit_length())
+            p35 *= 3
+        p5 *= 5
+    return best
 
 
 def _fft_level_error(n_fft: int) -> float:
@@ -643,7 +667,7 @@ def _tilted_pass(
             x = np.exp(tilted)
         xs.append(x)
         folds = -(-len(x) // n_fft)
-        z = sp_fft.rfft(_fold(x, n_fft), n_fft)
+        z = np.fft.rfft(_fold(x, n_fft), n_fft)
         mod = np.abs(z)
         a = g + folds * _EPS
         spectra.append((z, mod, k, a))
@@ -688,7 +712,7 @@ def _tilted_pass(
         once_terms = terms[np.isin(np.flatnonzero(live), single)]
     bound = float(2.0 * np.sum(terms) - np.sum(once_terms)) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
-    r = sp_fft.irfft(spec, n_fft)
+    r = np.fft.irfft(spec, n_fft)
     # the inputs x and the untilting factor are rounded: relative error per bin
     s_max = abs(offset) + n_fft
     relative = 8.0 * sum(powers) * _EPS + 8.0 * _EPS * (abs(log_scale) + abs(lam) * s_max)
@@ -891,7 +915,7 @@ def _self_compose(
         a, width, truncated = 0, full, False
     else:
         truncated = True
-    n_fft = sp_fft.next_fast_len(width + n_extra - 1, real=True)
+    n_fft = next_fast_len_real(width + n_extra - 1)
     if n_fft > max_grid_points():
         raise _GridTooLarge(n_fft)
     factors = [probs] if extra is None else [probs, extra.probs]
