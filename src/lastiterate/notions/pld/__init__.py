@@ -90,8 +90,8 @@ the grid.  Here the one-step PMF is closed-form vectorised, self-composition is 
 raised to the k-th power by repeated squaring on an optimised Chernoff window, and epsilon/delta
 use cumulative sums.  Two-PLD composition is the same spectral kernel with one factor each (the
 real FFTs are ``numpy.fft``'s pocketfft, bit-identical to ``scipy.fft``'s and cheaper to import),
-with the same pessimistic truncation as dp_accounting.  The tests check agreement with dp_accounting to 1e-6
-(typically 1e-9).
+with the same pessimistic truncation as dp_accounting.  The tests check agreement with
+dp_accounting to 1e-6 (typically 1e-9).
 
 :class:`SubsampledGaussianComposer` serves accountants that minimise
 :math:`\varepsilon(C_p(G_a)^{\otimes k} \otimes G_b)` over the window length k (paper 000,
