@@ -443,8 +443,8 @@ def _top_index(
     The crossing of ``log delta`` with ``log_bound`` is bracketed by doubling and narrowed to a
     quarter of a grid step by Brent's method (:func:`lastiterate.notions.roots.brent_root`); the
     scan for the first grid point that meets the bound starts at the lower end of that bracket,
-    where ``delta`` is still above the bound, so the index does not depend on which end the root
-    finder stops at.
+    where ``delta`` is not below the bound (a strictly decreasing profile is above it at every
+    earlier grid point), so the index does not depend on which end the root finder stops at.
     """
     target = math.exp(log_bound)
 
@@ -460,7 +460,10 @@ def _top_index(
             raise ParameterError(
                 "mu", "(profile)", "the privacy profile does not decay (mu too large)"
             )
-    root = brent_root(lambda t: math.log(max(delta_at(t), 1e-320)) - log_bound, 0.0, hi, xtol=d / 4)
+    log_target = math.log(target)  # not log_bound: the sign of f must agree with the scan's test
+    root = brent_root(
+        lambda t: math.log(max(delta_at(t), 1e-320)) - log_target, 0.0, hi, xtol=d / 4
+    )
     n = max(1, math.ceil(root.nonnegative_end / d))
     while delta_at(n * d) > target:
         n += 1
