@@ -196,3 +196,43 @@ def test_registered_ids_import_only_their_modules_and_keep_the_canonical_order()
     assert [k for k in canonical if k[0] == "pld-composition"] == [
         (s.id, s.theorem) for s in registered(["pld-composition"])
     ]
+
+
+# ------------------------------------------------------------------ the BLAS pool at numpy's load
+def _openblas_threads_after(code: str, env: dict[str, str]) -> tuple[int, str | None]:
+    """OpenBLAS's pool size (threadpoolctl) and ``OPENBLAS_NUM_THREADS`` after ``code`` runs in
+    a fresh interpreter with ``env``."""
+    probe = (
+        f"{code}\n"
+        "import json, os\n"
+        "from threadpoolctl import threadpool_info\n"
+        "sizes = [i['num_threads'] for i in threadpool_info() if i['internal_api'] == 'openblas']\n"
+        "print(json.dumps([sizes[0] if sizes else None, os.environ.get('OPENBLAS_NUM_THREADS')]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    size, var = json.loads(out.splitlines()[-1])
+    return size, var
+
+
+def test_account_loads_numpy_with_a_one_thread_blas_pool_unless_the_user_chose() -> None:
+    """Accounting makes no BLAS call; an OpenBLAS pool spins ~0.1 s of CPU per extra core at
+    numpy's load (issue 11).  ``account`` loads numpy with one thread and removes the variable
+    again; a size the user set is kept (compared with numpy loaded directly under that value)."""
+    pytest.importorskip("threadpoolctl")
+    import os
+
+    run_account = (
+        "import sys\n"
+        "from lastiterate.cli import main\n"
+        f"assert main([*{list(POISSON_SGD)!r}, '--bound', 'gdp-composition', '--json']) == 0\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    default_size, _ = _openblas_threads_after("import numpy", env)
+    if default_size is None or default_size == 1:
+        pytest.skip("numpy has no multi-thread OpenBLAS pool here (another BLAS, or one core)")
+    assert _openblas_threads_after(run_account, env) == (1, None)
+    chosen = {**env, "OPENBLAS_NUM_THREADS": "2"}
+    expected_size, _ = _openblas_threads_after("import numpy", chosen)
+    assert _openblas_threads_after(run_account, chosen) == (expected_size, "2")

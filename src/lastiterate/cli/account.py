@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +37,35 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_account)
 
 
+BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
+
+
+@contextmanager
+def single_threaded_blas_at_numpy_load() -> Iterator[None]:
+    """Load numpy with a one-thread OpenBLAS pool, unless the user chose a size or numpy is loaded.
+
+    Accounting makes no BLAS call, while the pool that OpenBLAS starts when numpy is imported
+    spins on every extra core before it sleeps: on the 2-core benchmark machine that is ~0.1 s of
+    CPU, a fifth of the command's start-up budget (issue 11), and more on larger machines.
+    ``OPENBLAS_NUM_THREADS`` is read once, when the library loads, so it is set only around the
+    first import of numpy and removed afterwards (child processes and the caller's environment
+    are unchanged); a value the user set is kept.  Called in process (``main([...])``) before
+    numpy was imported, the process keeps a one-thread OpenBLAS pool.
+    """
+    set_here = "numpy" not in sys.modules and BLAS_THREADS_VARIABLE not in os.environ
+    if set_here:
+        os.environ[BLAS_THREADS_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if set_here:
+            os.environ.pop(BLAS_THREADS_VARIABLE, None)
+
+
 def cmd_account(args: argparse.Namespace) -> int:
     # lazy: the accountant loads numpy/scipy and every bound (CLI start-up, --help)
-    from lastiterate.accountant import account
+    with single_threaded_blas_at_numpy_load():
+        from lastiterate.accountant import account
 
     apply_config(args)
     run = run_from_args(args)
