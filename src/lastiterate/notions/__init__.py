@@ -9,6 +9,8 @@
 * :mod:`~lastiterate.notions.pld`: numerical composition of privacy-loss distributions
   with rigorous error;
 * :mod:`~lastiterate.notions.clt`: central-limit approximations (estimates, never bounds).
+* :mod:`~lastiterate.notions.roots`: bracketed root finding (Brent's method) for the inverses
+  above, returning the final bracket so that callers round in the safe direction.
 
 Submodules are imported on demand (``from lastiterate.notions.gdp import gdp_epsilon``) to keep the
 command-line tool's start-up cheap.
