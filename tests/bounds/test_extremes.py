@@ -1,0 +1,81 @@
+"""Accounting at the extremes (issue 11 section 1): T up to 1e7 steps, delta down to 1e-12,
+sampling rates near 1.  The fast paths must give the values of the definitions they shortcut,
+or upper bounds on them, never less.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lastiterate.bounds import composition
+from lastiterate.notions.gdp import _gdp_delta_unchecked
+
+
+@pytest.mark.parametrize(
+    ("T", "q"),
+    [(1000, 0.00427), (10**7, 0.00427), (10**7, 0.99998), (10**12, 0.5), (7, 0.9), (10**5, 1e-9)],
+)
+def test_binomial_bulk_tails_bound_the_exact_tails(T: int, q: float) -> None:
+    from scipy import stats
+
+    ks, w, tails = composition.binomial_bulk(T, q)
+    dist = stats.binom(T, q)
+    exact = float(dist.cdf(ks[0] - 1) + dist.sf(ks[-1]))  # mass outside the bulk
+    assert tails >= exact
+    assert tails <= 2 * composition._TAIL_MASS
+    assert math.fsum(w.tolist()) == pytest.approx(1.0, abs=1e-12)
+    assert len(ks) <= composition._MAX_COMPONENTS
+
+
+def _term_by_term_delta(T: int, q: float, mu: float, eps: float) -> float:
+    """The revealed-sampling mixture's delta by its definition: every k in 1..T."""
+    from scipy import stats
+
+    k = np.arange(1, T + 1)
+    w = stats.binom.pmf(k, T, q)
+    return math.fsum((w * _gdp_delta_unchecked(np.asarray(eps), mu * np.sqrt(k))).tolist())
+
+
+@pytest.mark.parametrize(
+    ("T", "q", "mu", "epsilons"),
+    [
+        (10**6, 0.3, 0.05, (30.0, 490.9, 566.8)),  # a binned bulk (about 11000 values)
+        (2 * 10**6, 0.00427, 0.39, (805.0, 908.0)),  # the benchmark's rate
+        (10**6, 0.99998, 0.0017, (8.0, 13.0)),  # rate near 1: the bulk is a few hundred values
+    ],
+)
+def test_revealed_sampling_bulk_is_an_upper_bound_within_1e_4(
+    T: int, q: float, mu: float, epsilons: tuple[float, ...]
+) -> None:
+    mix = composition.RevealedSamplingComposition(T, q, mu)
+    for eps in epsilons:
+        reference = _term_by_term_delta(T, q, mu, eps)
+        assert reference > 1e-14  # the points test something
+        got = mix.delta(eps)
+        assert got >= reference * (1 - 1e-12)
+        assert got <= reference * (1 + 1e-4)
+
+
+def test_revealed_sampling_at_ten_million_steps_is_fast_and_matches_a_coarse_definition() -> None:
+    import time
+
+    T, q, mu = 10**7, 256 / 60000, 2 / (256 * 0.02)
+    t0 = time.process_time()
+    mix = composition.RevealedSamplingComposition(T, q, mu)
+    eps = mix.epsilon(1e-5)
+    assert time.process_time() - t0 < 1.0  # was 1.8 s: every k of 1e7 evaluated
+    # the definition on the bulk that scipy's pmf says holds all but 1e-20 of the mass
+    from scipy import stats
+
+    k = np.arange(38000, 47500)
+    w = stats.binom.pmf(k, T, q)
+    assert 1 - w.sum() < 1e-15
+    at = math.fsum((w * _gdp_delta_unchecked(np.asarray(eps), mu * np.sqrt(k))).tolist())
+    assert at <= 1e-5  # the reported epsilon meets delta by the definition
+    below = eps * (1 - 1e-6)
+    assert math.fsum((w * _gdp_delta_unchecked(np.asarray(below), mu * np.sqrt(k))).tolist()) > (
+        1e-5 * (1 - 1e-9)
+    )  # and is tight
