@@ -184,11 +184,12 @@ def test_fast_calibration_at_the_extremes(
     assert abs(math.log(fast.noise_std / slow.noise_std)) <= 2 * math.log1p(RTOL)
 
 
-def test_focused_search_checks_the_bad_end_with_every_bound(
+def test_focused_search_checks_the_bad_end_with_every_rival(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The bracket is closed with the best bound alone; if another bound meets the target at its
-    bad end, the full search takes over (never a bracket that only one bound vouches for)."""
+    """The bracket is closed with the best bound alone; then the good end gets a full accounting
+    (the report) and the bad end is checked with every bound that came within the rival factor of
+    the target at the good end (never a bracket that only one bound vouches for)."""
     run = poisson_run(steps=200)
     real = accountant_module._best_epsilon
     calls: list[tuple[str, ...] | None] = []
@@ -201,6 +202,44 @@ def test_focused_search_checks_the_bad_end_with_every_bound(
     monkeypatch.setattr(accountant_module, "_best_epsilon", spy)
     cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
     assert any(c is not None and len(c) == 1 for c in calls)  # the focused phase ran
-    assert calls[-2:] == [None, None]  # both ends checked with every bound
+    assert None in calls  # the good end: every bound
+    rivals = accountant_module._rivals(cal.report, 0.5)
+    assert {"gdp-composition", "pld-composition"} <= rivals  # equal values here: both rivals
+    checked = {b for c in calls[calls.index(None) :] if c is not None for b in c}
+    assert rivals <= checked | {cal.report.best.bound}  # type: ignore[union-attr]
     monkeypatch.setattr(accountant_module, "_best_epsilon", real)
     _assert_noise_answer(run, cal, 0.5)
+
+
+def test_a_rival_that_meets_the_target_at_the_bad_end_hands_over_to_the_full_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """If a rival bound meets the target at the bad end, the focused bracket is not trusted: the
+    full search restarts there and still returns a tight, never-overshooting answer."""
+    run = poisson_run(steps=200)
+    seen: list[object] = []
+    real_focused = accountant_module._focused_noise_bracket
+
+    def focused(*args: object, **kwargs: object) -> object:
+        out = real_focused(*args, **kwargs)  # type: ignore[arg-type]
+        seen.append(out)
+        return out
+
+    # every bound is a rival of every other at the bad end: the check runs with all of them
+    monkeypatch.setattr(accountant_module, "_RIVAL_FACTOR", math.inf)
+    monkeypatch.setattr(accountant_module, "_focused_noise_bracket", focused)
+    cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
+    assert seen and seen[0][0] is not None  # type: ignore[index]  # the rivals stay above here
+    _assert_noise_answer(run, cal, 0.5)
+
+
+def test_rivals_are_the_bounds_within_the_factor_of_the_target() -> None:
+    run = uniform_diameter_run()
+    rep = account(run, delta=DELTA)
+    eps = {r.bound: r.epsilon for r in rep.results if r.kind == "bound"}
+    target = min(eps.values()) * 1.01
+    got = accountant_module._rivals(rep, target)
+    assert got == {b for b, e in eps.items() if e <= accountant_module._RIVAL_FACTOR * target}
+    assert rep.best is not None and rep.best.bound in got
+    estimate_only = {r.bound for r in rep.results if r.kind == "estimate"} - set(eps)
+    assert estimate_only and not (estimate_only & got)  # an estimate is never a rival

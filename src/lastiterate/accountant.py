@@ -410,7 +410,15 @@ def calibrate_noise(
     located = _locate(lambda: _noise_bracket(estimates, start, epsilon), estimates, estimates)
     if located is not None:
         bracket, restart = _focused_noise_bracket(
-            excess, reports, located, width, run, delta, target, progress
+            excess,
+            reports,
+            located,
+            width,
+            run,
+            delta,
+            target,
+            progress,
+            named=estimates.best_at.get(located.x),
         )
         start = start if restart is None else restart
     if bracket is None:  # no estimate, or it misled: the full search
@@ -432,36 +440,47 @@ def _focused_noise_bracket(
     delta: float,
     target: float,
     progress: Callable[[str], None] | None,
+    named: str | None = None,
 ) -> tuple[Bracket | None, float | None]:
     """Close the noise bracket next to a located root with the bound that is best there only,
     then check both ends with full accountings.
 
-    A full accounting at the located noise names its best bound B; the bracket is then searched
-    with B alone (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``;
-    full accountings at its two ends give the report (good end) and check that no other bound
-    meets the target at the bad end.  Returns ``(bracket, start)``: the checked bracket, or None
-    and the point from which the caller's full search starts (the located noise, or the bad end
-    that another bound turned out to meet; None: the run's own noise)."""
+    The bound B is ``named`` (the locating estimates' best at the located noise), or, when None,
+    the best of a full accounting at the located noise; the bracket is then searched with B alone
+    (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``; full
+    accountings at its two ends give the report (good end) and check that no other bound meets
+    the target at the bad end, so a B the estimates named wrongly costs evaluations, never a
+    wrong answer.  Returns ``(bracket, start)``: the checked bracket, or None and the point from
+    which the caller's full search starts (the located noise, or the bad end that another bound
+    turned out to meet; None: the run's own noise)."""
     x1 = min(max(located.x, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
-    try:
-        g1 = excess(x1)
-    except ParameterError:  # a noise the run or a bound refuses: search from the run's noise
-        return None, None
-    best = reports[x1].best
-    if best is None or not math.isfinite(g1):
-        return None, None
+    if named is None:
+        try:
+            g1 = excess(x1)
+        except ParameterError:  # a noise the run or a bound refuses: search from the run's noise
+            return None, None
+        best = reports[x1].best
+        if best is None or not math.isfinite(g1):
+            return None, None
+        named = best.bound
+    bound_b = named
+
+    b_values: dict[float, float] = {}
 
     def excess_b(log_sigma: float) -> float:
         if log_sigma in reports:
             return excess(log_sigma)  # a full accounting already made: its best is <= eps_B
+        if log_sigma in b_values:
+            return b_values[log_sigma]
         sigma = math.exp(log_sigma)
         try:
-            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [best.bound])[0]
+            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [bound_b])[0]
         except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
-            return math.inf
+            eps = math.inf
         if progress is not None:
-            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({best.bound})")
-        return _log_excess(eps, target)
+            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({bound_b})")
+        b_values[log_sigma] = _log_excess(eps, target)
+        return b_values[log_sigma]
 
     near = _bracket_near(excess_b, located, width, _SIGMA_RANGE)
     if near is None:
@@ -470,10 +489,42 @@ def _focused_noise_bracket(
         excess_b, near, done=lambda bad, good: abs(good - bad) <= width, close_within=width
     )
     g_good = excess(near.good)  # full: the report; <= eps_B, so still within the target
-    g_bad = excess(near.bad)  # full: does any other bound meet the target here?
+    # does any other bound meet the target at the bad end?  Every bound that comes within
+    # _RIVAL_FACTOR of the target at the good end is evaluated there (B's value is known)
+    rivals = _rivals(reports[near.good], target) - {bound_b}
+    g_bad = excess_b(near.bad)
+    if rivals and g_bad > 0:
+        sigma_bad = math.exp(near.bad)
+        try:
+            eps_r = _best_epsilon(run.replace(noise_std=sigma_bad), delta, sorted(rivals))[0]
+        except NotApplicable:
+            eps_r = math.inf
+        if progress is not None:
+            progress(f"sigma={sigma_bad:.6g} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
+        g_bad = min(g_bad, _log_excess(eps_r, target))
     if g_bad > 0 >= g_good:
         return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
     return None, near.bad if g_bad <= 0 else x1
+
+
+#: a bound whose epsilon at the good end of a focused noise bracket exceeds the target by more
+#: than this factor is not evaluated at the bad end (see :func:`_rivals`)
+_RIVAL_FACTOR = 1.05
+
+
+def _rivals(report: Report, target: float) -> set[str]:
+    """The bound ids whose epsilon at the good end of a focused noise bracket is within
+    ``_RIVAL_FACTOR`` of the target: the only ones that may meet it at the bad end.
+
+    The bad end has LESS noise, by at most the bracket's relative width (``rtol``, 2e-4 by
+    default); every bound evaluates a privacy loss that does not decrease with less noise (a
+    noisier Gaussian is a post-processing of a less noisy one), up to numerical effects (grids,
+    discrete searches) far below 5%.  So a bound 5% above the target at the good end stays above
+    it at the bad end; skipping its evaluation there can only affect how TIGHT the answer is
+    (the bad end's role), never the answer's guarantee (the good end's full accounting)."""
+    return {
+        r.bound for r in report.results if r.kind == "bound" and r.epsilon <= _RIVAL_FACTOR * target
+    }
 
 
 #: the log-noise range a Run accepts (less a hair), for the searches
