@@ -10,8 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from lastiterate.bounds import composition
+from lastiterate.bounds import Query, composition
+from lastiterate.bounds import shifted_interpolation as si
+from lastiterate.errors import NotApplicable
 from lastiterate.notions.gdp import _gdp_delta_unchecked
+from lastiterate.run import Run
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,67 @@ def test_revealed_sampling_at_ten_million_steps_is_fast_and_matches_a_coarse_def
     assert math.fsum((w * _gdp_delta_unchecked(np.asarray(below), mu * np.sqrt(k))).tolist()) > (
         1e-5 * (1 - 1e-9)
     )  # and is tight
+
+
+# ------------------------------------------------------------ Thms 4.9 + 4.10 (NoisySGD, sc + D)
+def _sgd_sc_d(D: float, T: int) -> Run:
+    return Run(
+        algorithm="sgd",
+        n=1000,
+        batch_size=100,
+        steps=T,
+        lr=0.5,
+        noise_std=0.1,
+        sensitivity=2.0,
+        strong_convexity=0.1,
+        smoothness=1.0,
+        diameter=D,
+        sampling="uniform",
+    )
+
+
+@pytest.mark.parametrize(
+    ("D", "T", "skips"), [(100.0, 200, True), (100.0, 2000, True), (5.0, 2000, False)]
+)
+@pytest.mark.parametrize(
+    "query", [Query(delta=1e-5), Query(delta=1e-12), Query(delta=None, epsilon=2.0)]
+)
+def test_combined_sgd_theorem_equals_the_minimum_of_both_searches(
+    D: float, T: int, skips: bool, query: Query
+) -> None:
+    """Where Thm 4.10's windows provably cannot beat Thm 4.9 (their Gaussian factor alone is
+    larger), the combined theorem skips them; its value and limit must still be the minimum of
+    both theorems computed in full (independently, through the memoized single theorems)."""
+    run = _sgd_sc_d(D, T)
+    combined = si.noisy_sgd_strongly_convex_bounded(run, query)
+    a = si.noisy_sgd_strongly_convex(run, query)
+    b = si.noisy_sgd_bounded_convex(run, query)
+    eta, _ = si._sgd_checks(run)
+    if query.delta is not None:
+        assert si._thm410_cannot_improve(run, query, a, D / (eta * run.sigma)) is skips
+    key = "epsilon" if query.delta is not None else "delta"
+    lk = "epsilon_limit" if query.delta is not None else "delta_limit"
+    assert getattr(combined, key) == min(getattr(a, key), getattr(b, key))
+    assert combined.details[lk] == min(a.details[lk], b.details[lk])
+    if skips:  # what the skip relies on
+        assert getattr(b, key) >= getattr(a, key) and b.details[lk] >= a.details[lk]
+
+
+def test_thm410_alone_defers_to_the_combined_theorem_only_where_it_applies() -> None:
+    q = Query(delta=1e-5)
+    with pytest.raises(NotApplicable, match="superseded"):
+        si.noisy_sgd_bounded_convex_alone(_sgd_sc_d(100.0, 200), q)
+    convex = _sgd_sc_d(100.0, 200).replace(strong_convexity=None, convex=True)
+    assert si.noisy_sgd_bounded_convex_alone(convex, q) == si.noisy_sgd_bounded_convex(convex, q)
+    # the accountant keeps the combined theorem, whose value is the minimum of both
+    from lastiterate.accountant import account
+
+    run = _sgd_sc_d(100.0, 2000)
+    kept = account(run, delta=1e-5, bounds=["shifted-interpolation"]).result(
+        "shifted-interpolation"
+    )
+    assert kept is not None and kept.theorem == si.THM_SGD_BOTH
+    full = min(
+        si.noisy_sgd_strongly_convex(run, q).epsilon, si.noisy_sgd_bounded_convex(run, q).epsilon
+    )
+    assert kept.epsilon == full
