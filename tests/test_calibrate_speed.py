@@ -243,3 +243,21 @@ def test_rivals_are_the_bounds_within_the_factor_of_the_target() -> None:
     assert rep.best is not None and rep.best.bound in got
     estimate_only = {r.bound for r in rep.results if r.kind == "estimate"} - set(eps)
     assert estimate_only and not (estimate_only & got)  # an estimate is never a rival
+
+
+@pytest.mark.parametrize("slope_factor", [0.5, 0.9, 1.0, 1.5, 4.0])
+def test_integer_bracket_near_keeps_both_full_evaluations(slope_factor: float) -> None:
+    """The located number of epochs and the prediction from it are both full evaluations: when
+    they fall on opposite sides they ARE the bracket (issue 11: the old search dropped the first
+    and stepped back 1, 2, 4, ... epochs from the second: ten full accountings at T = 1e7)."""
+    calls: list[float] = []
+
+    def full(e: float) -> float:
+        calls.append(e)
+        return 0.5 * math.log(e / 24139.6)
+
+    true_slope = 0.5 / 24139.6
+    b = accountant_module._integer_bracket_near(full, (20966, true_slope * slope_factor), 1e9)
+    assert b is not None and full(b.good) <= 0 < full(b.bad)
+    assert b.good <= 24139 < b.bad
+    assert len(calls) - 2 <= (2 if slope_factor <= 1.0 else 5)  # the two checks above: 2 calls

@@ -830,18 +830,35 @@ def _locate_epochs(
 def _integer_bracket_near(
     full: Callable[[float], float], located: tuple[int, float | None], max_epochs: float
 ) -> Bracket | None:
-    """A bracket [good, bad] of the FULL excess around a located number of epochs: the located
-    value, then the largest integer below the root predicted from its full excess and the
-    estimates' slope, then its neighbour (one step apart: done), then steps of 2, 4, ... epochs
-    until the sign changes.  None past ``max_epochs`` (the caller's doubling then reports it)."""
+    """A bracket [good, bad] of the FULL excess around a located number of epochs.
+
+    The located value is evaluated; then the integer just past the root predicted from the
+    latest full excess (the first bad integer from a good point, the last good one from a bad
+    point), with the estimates' slope at first and then the secant of the two latest full
+    evaluations (the estimates may be off by a nearly constant factor, the secant is not); a
+    prediction on the other side closes the bracket, which :func:`shrink_bracket` then narrows to
+    adjacent integers.  Without a usable slope, or after ``_PREDICTIONS`` predictions that stay on
+    one side, steps of 1, 2, 4, ... epochs until the sign changes.  None past ``max_epochs`` (the
+    caller's doubling then reports it)."""
     e = max(1, located[0])
     g = full(e)
     slope = located[1]  # excess per epoch of the estimates near their answer
-    if slope is not None and math.isfinite(g):
-        # the estimates may be off by a nearly constant factor: step to the root they predict
-        predicted = min(max(1, math.floor(e - g / slope)), int(max_epochs))
-        if predicted != e:
-            e, g = predicted, full(predicted)
+    for _ in range(_PREDICTIONS):
+        if slope is None or not math.isfinite(g):
+            break
+        root = e - g / slope  # the excess grows with the number of epochs
+        nxt = math.floor(root) + 1 if g <= 0 else math.floor(root)
+        nxt = min(max(1, nxt), int(max_epochs))
+        if nxt == e:
+            nxt = e + (1 if g <= 0 else -1)
+        if nxt < 1 or nxt > max_epochs:
+            return None
+        g_new = full(nxt)
+        if (g_new > 0) != (g > 0):
+            return _ordered_bracket(e, g, nxt, g_new)
+        secant = (g_new - g) / (nxt - e)
+        slope = secant if math.isfinite(secant) and secant > 0 else slope
+        e, g = nxt, g_new
     direction = 1 if g <= 0 else -1
     step = 1
     while True:
@@ -850,13 +867,20 @@ def _integer_bracket_near(
             return None
         g_new = full(e_new)
         if (g_new > 0) != (g > 0):
-            return (
-                Bracket(bad=float(e), good=float(e_new), g_bad=g, g_good=g_new)
-                if g > 0
-                else Bracket(bad=float(e_new), good=float(e), g_bad=g_new, g_good=g)
-            )
+            return _ordered_bracket(e, g, e_new, g_new)
         e, g = e_new, g_new
         step *= 2
+
+
+#: predictions of the root from full evaluations before :func:`_integer_bracket_near` steps
+_PREDICTIONS = 4
+
+
+def _ordered_bracket(x: float, g: float, y: float, g_y: float) -> Bracket:
+    """The bracket of two evaluations on opposite sides (``g > 0``: x is the bad end)."""
+    if g > 0:
+        return Bracket(bad=float(x), good=float(y), g_bad=g, g_good=g_y)
+    return Bracket(bad=float(y), good=float(x), g_bad=g_y, g_good=g)
 
 
 def _z(run: Run) -> float | None:
