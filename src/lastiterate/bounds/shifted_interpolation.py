@@ -1508,7 +1508,10 @@ def _thm410_cannot_improve(run: Run, query: Query, a: Result, r: float) -> bool:
         return False
     if _gaussian_value(r / math.sqrt(theta_low * NU_SEARCH_MAX), query) < limit_a:
         return False
-    return _thm48_composition(run, query)[0] >= value_a
+    try:
+        return _thm48_composition(run, query)[0] >= value_a
+    except NotApplicable:  # no composition value to compare with: search as before
+        return False
 
 
 def noisy_sgd_bounded_convex_alone(run: Run, query: Query) -> Result:
