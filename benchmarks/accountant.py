@@ -352,6 +352,49 @@ def extremes_table(
     return "\n".join(rows), profiles
 
 
+#: the settings of the extremes table whose calibrations are timed (the sampled runs, where a
+#: full accounting costs the most)
+EXTREME_CALIBRATIONS = (
+    "sgd uniform strongly convex",
+    "sgd uniform convex + D, clip",
+    "sgd poisson add-remove, clip",
+    "sgd poisson replace (sensitivity only)",
+)
+
+
+def extreme_calibration_table(steps: tuple[int, ...] = (10**5, 10**7)) -> str:
+    """``calibrate_noise`` and ``calibrate_epochs`` (delta 1e-5, target 0.7 x the run's best
+    epsilon, so that the answer lies away from the run itself) of the sampled extreme runs, CPU
+    seconds against CALIBRATE_TARGET."""
+    rows = [
+        (
+            "| setting | T | target epsilon | calibrate noise (wall / CPU s; target "
+            f"{CALIBRATE_TARGET:g}) | sigma | calibrate epochs (wall / CPU s) | epochs |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
+    settings = dict(EXTREME_SETTINGS)
+    for name in EXTREME_CALIBRATIONS:
+        for T in steps:
+            run = extreme_run(settings[name], T)
+            run = run.replace(noise_std=run.sigma * (1 + 1e-9 * next(_FRESH)))
+            best = account(run, delta=DELTA).best
+            assert best is not None
+            target = 0.7 * best.epsilon
+            t0, c0 = time.perf_counter(), time.process_time()
+            cal = calibrate_noise(run, epsilon=target, delta=DELTA)
+            noise = (time.perf_counter() - t0, time.process_time() - c0)
+            t0, c0 = time.perf_counter(), time.process_time()
+            cal_e = calibrate_epochs(run, epsilon=target, delta=DELTA, max_epochs=1e9)
+            epochs = (time.perf_counter() - t0, time.process_time() - c0)
+            rows.append(
+                f"| {name} | {T:.0e} | {target:.4g} | {_timed(noise, CALIBRATE_TARGET)} | "
+                f"{cal.noise_std:.6g} | {_timed(epochs, CALIBRATE_TARGET)} | "
+                f"{'unlimited' if cal_e.epochs is None else f'{cal_e.epochs:g}'} |"
+            )
+    return "\n".join(rows)
+
+
 def _peer_epsilons(q: float, z: float, steps: int) -> dict[str, float]:
     """What the peers report for the run treated as Poisson DP-SGD (add/remove, every iterate)."""
     import dp_accounting
@@ -578,6 +621,11 @@ def main() -> None:
         )
         table, profiles = extremes_table(profile=args.profile)
         print(table)
+        print(
+            "\n## Extremes: calibrations of the sampled runs (delta 1e-5, target 0.7 x the "
+            "run's epsilon)\n"
+        )
+        print(extreme_calibration_table())
         for p in profiles:
             print("\n" + p)
         if args.extremes_only:
