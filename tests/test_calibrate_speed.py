@@ -261,3 +261,38 @@ def test_integer_bracket_near_keeps_both_full_evaluations(slope_factor: float) -
     assert b is not None and full(b.good) <= 0 < full(b.bad)
     assert b.good <= 24139 < b.bad
     assert len(calls) - 2 <= (2 if slope_factor <= 1.0 else 5)  # the two checks above: 2 calls
+
+
+def test_a_wrongly_named_bound_hands_over_to_the_one_best_at_the_good_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The locating estimates may name the wrong best bound (the coarse Poisson composition is
+    12-27% high): the focused search then runs once more with the bound that a full accounting
+    finds best at the good end, and the answer is the same tight, never-overshooting one."""
+    run = poisson_run(steps=200)
+    real_call = accountant_module._Estimates.__call__
+
+    def misnaming(self: accountant_module._Estimates, x: float) -> float:
+        out = real_call(self, x)
+        self.best_at[x] = "rdp-composition"  # the full accountings find the PLD tighter
+        return out
+
+    real = accountant_module._best_epsilon
+    calls: list[tuple[str, ...] | None] = []
+
+    def spy(r: Run, delta: float, bounds: object) -> object:
+        if not locating():
+            calls.append(None if bounds is None else tuple(bounds))  # type: ignore[arg-type]
+        return real(r, delta, bounds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(accountant_module._Estimates, "__call__", misnaming)
+    monkeypatch.setattr(accountant_module, "_best_epsilon", spy)
+    cal = calibrate_noise(run, epsilon=0.5, delta=DELTA)
+    assert cal.report.best is not None and cal.report.best.bound != "rdp-composition"
+    first_rdp = calls.index(("rdp-composition",))
+    later = calls[first_rdp:]
+    assert (cal.report.best.bound,) in later  # the refocused phase ran with the right bound
+    monkeypatch.setattr(accountant_module, "_best_epsilon", real)
+    _assert_noise_answer(run, cal, 0.5)
+    unforced = calibrate_noise(poisson_run(steps=200), epsilon=0.5, delta=DELTA)
+    assert abs(math.log(cal.noise_std / unforced.noise_std)) <= 2 * math.log1p(RTOL)

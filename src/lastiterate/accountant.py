@@ -441,6 +441,7 @@ def _focused_noise_bracket(
     target: float,
     progress: Callable[[str], None] | None,
     named: str | None = None,
+    retry: bool = True,
 ) -> tuple[Bracket | None, float | None]:
     """Close the noise bracket next to a located root with the bound that is best there only,
     then check both ends with full accountings.
@@ -450,9 +451,13 @@ def _focused_noise_bracket(
     (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``; full
     accountings at its two ends give the report (good end) and check that no other bound meets
     the target at the bad end, so a B the estimates named wrongly costs evaluations, never a
-    wrong answer.  Returns ``(bracket, start)``: the checked bracket, or None and the point from
-    which the caller's full search starts (the located noise, or the bad end that another bound
-    turned out to meet; None: the run's own noise)."""
+    wrong answer.  When another bound meets the target at the bad end and a different bound B'
+    is best at the good end (the estimates named the wrong one), the search is made once more
+    with B', from the good end (``retry``; without the bad end's check when B' is 1% below the
+    target there, far more than the bracket's width can change).  Returns ``(bracket, start)``:
+    the checked bracket, or None and the point from which the caller's full search starts (the
+    located noise, or the bad end that another bound turned out to meet; None: the run's own
+    noise)."""
     x1 = min(max(located.x, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
     if named is None:
         try:
@@ -482,6 +487,14 @@ def _focused_noise_bracket(
         b_values[log_sigma] = _log_excess(eps, target)
         return b_values[log_sigma]
 
+    def _refocus(bound: str) -> tuple[Bracket | None, float | None]:
+        """The estimates named the wrong bound: the one best at the good end (by a full
+        accounting) takes over, from there."""
+        again = _Located(x=near.good, slope=located.slope, bad_direction=located.bad_direction)
+        return _focused_noise_bracket(
+            excess, reports, again, width, run, delta, target, progress, named=bound, retry=False
+        )
+
     near = _bracket_near(excess_b, located, width, _SIGMA_RANGE)
     if near is None:
         return None, x1
@@ -489,6 +502,10 @@ def _focused_noise_bracket(
         excess_b, near, done=lambda bad, good: abs(good - bad) <= width, close_within=width
     )
     g_good = excess(near.good)  # full: the report; <= eps_B, so still within the target
+    best_good = reports[near.good].best
+    wrong_name = best_good is not None and best_good.bound != bound_b
+    if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
+        return _refocus(best_good.bound)  # type: ignore[union-attr]
     # does any other bound meet the target at the bad end?  Every bound that comes within
     # _RIVAL_FACTOR of the target at the good end is evaluated there (B's value is known)
     rivals = _rivals(reports[near.good], target) - {bound_b}
@@ -504,6 +521,8 @@ def _focused_noise_bracket(
         g_bad = min(g_bad, _log_excess(eps_r, target))
     if g_bad > 0 >= g_good:
         return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
+    if retry and g_bad <= 0 and wrong_name:
+        return _refocus(best_good.bound)  # type: ignore[union-attr]
     return None, near.bad if g_bad <= 0 else x1
 
 
