@@ -582,13 +582,25 @@ class _Estimates:
         with locating_estimates():
             eps, rep = _best_epsilon(self.make_run(x), self.delta, self.bounds)
         if rep.best is not None:
-            self.best_at[x] = rep.best.bound
+            self.best_at[x] = _named_of_ties(rep)
         return _log_excess(eps, self.target)
 
     def focus(self, b: Bracket) -> None:
         ids = {self.best_at.get(b.bad), self.best_at.get(b.good)}
         if None not in ids:
             self.bounds = sorted(i for i in ids if i is not None)
+
+
+def _named_of_ties(report: Report) -> str:
+    """The best bound of a report, a composition bound among exactly tied ones: a last-iterate
+    bound that equals composition has fallen back to it (Thm 4.8 for NoisySGD, tau = 0) and
+    costs its whole window search on top, so a search focused on it pays more for the same
+    values."""
+    best = report.best
+    assert best is not None
+    tied = [r.bound for r in report.results if r.kind == "bound" and r.epsilon == best.epsilon]
+    composition = [b for b in tied if b in COMPOSITION_BOUNDS]
+    return composition[0] if composition else best.bound
 
 
 def _locate(

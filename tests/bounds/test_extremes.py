@@ -146,3 +146,33 @@ def test_thm410_alone_defers_to_the_combined_theorem_only_where_it_applies() -> 
         si.noisy_sgd_strongly_convex(run, q).epsilon, si.noisy_sgd_bounded_convex(run, q).epsilon
     )
     assert kept.epsilon == full
+
+
+def test_a_locating_pass_never_leaks_into_a_full_accounting_of_the_same_run() -> None:
+    """Thms 4.9 / 4.10 remember their results per run and query; inside a calibration's locating
+    pass their Thm 4.8 fallback is the coarse locating composition, which must not come back from
+    a full accounting of the same run (it did: a calibration's full evaluation at a point its
+    locating pass had visited returned the estimate)."""
+    from lastiterate.accountant import account
+    from lastiterate.bounds.base import locating_estimates
+
+    run = Run(
+        algorithm="sgd",
+        n=60000,
+        batch_size=256,
+        steps=100_000,
+        lr=0.05,
+        noise_std=0.02717871,
+        sensitivity=2.0,
+        strong_convexity=0.002,
+        smoothness=1.0,
+        sampling="uniform",
+    )
+    with locating_estimates():
+        rough = account(run, delta=1e-5).result("shifted-interpolation")
+    full = account(run, delta=1e-5)
+    si_full = full.result("shifted-interpolation")
+    comp = full.result("gdp-composition")
+    assert rough is not None and si_full is not None and comp is not None
+    assert si_full.details["chosen"].startswith("composition")  # Thm 4.8: the composition PLD
+    assert si_full.epsilon == comp.epsilon < rough.epsilon

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
+from lastiterate.bounds.base import Kind, Query, Result, gdp_result, locating, register
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.clt import clt_h as _clt_h
 from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
@@ -1104,12 +1104,16 @@ _LIMIT_SKIP_FACTOR = 4.0
 
 def _memoized(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Result]:
     """Remember the last few results (and refusals) of an expensive bound: the combined NoisySGD
-    theorem re-uses the results of Thms 4.9 and 4.10 computed for the same run and query."""
+    theorem re-uses the results of Thms 4.9 and 4.10 computed for the same run and query.
+
+    A calibration's locating pass (:func:`lastiterate.bounds.base.locating_estimates`) is
+    remembered apart: there Thm 4.8's composition is the coarse locating estimate, which must
+    never come back from a full accounting of the same run and query."""
     cache: dict[str, Result | NotApplicable] = {}
 
     @functools.wraps(func)
     def wrapper(run: Run, query: Query) -> Result:
-        key = repr(run) + "|" + repr(query)
+        key = repr(run) + "|" + repr(query) + ("|locating" if locating() else "")
         if key not in cache:
             if len(cache) >= 16:
                 cache.pop(next(iter(cache)))
