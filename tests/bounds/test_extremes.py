@@ -176,3 +176,37 @@ def test_a_locating_pass_never_leaks_into_a_full_accounting_of_the_same_run() ->
     assert rough is not None and si_full is not None and comp is not None
     assert si_full.details["chosen"].startswith("composition")  # Thm 4.8: the composition PLD
     assert si_full.epsilon == comp.epsilon < rough.epsilon
+
+
+@pytest.mark.parametrize("T", [2000, 10**7])
+def test_locating_estimate_of_the_sgd_windows_is_pessimistic_and_stays_apart(T: int) -> None:
+    """In a calibration's locating pass Thms 4.9 / 4.10 evaluate only the CLT's window on the
+    search grid (no window search, no fine grid): a valid window on a pessimistic grid, so not
+    below the reported value; and a full accounting afterwards reports exactly what it reported
+    before the locating pass (nothing of the pass is remembered for it)."""
+    from lastiterate.accountant import account
+    from lastiterate.bounds.base import locating_estimates
+
+    run = Run(
+        algorithm="sgd",
+        n=60000,
+        batch_size=256,
+        steps=T,
+        lr=0.05,
+        noise_std=0.0247,
+        sensitivity=2.0,
+        strong_convexity=0.002,
+        smoothness=1.0,
+        sampling="uniform",
+    )
+    before = account(run, delta=1e-5).result("shifted-interpolation")
+    with locating_estimates():
+        rough = account(run.replace(noise_std=0.0247 * (1 + 1e-12)), delta=1e-5).result(
+            "shifted-interpolation"
+        )
+        rough_same = account(run, delta=1e-5).result("shifted-interpolation")
+    after = account(run, delta=1e-5).result("shifted-interpolation")
+    assert before is not None and rough is not None and rough_same is not None
+    assert after == before
+    assert rough.epsilon >= before.epsilon * (1 - 1e-6)
+    assert rough_same.epsilon >= before.epsilon * (1 - 1e-6)

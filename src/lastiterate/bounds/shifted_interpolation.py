@@ -892,6 +892,8 @@ def _search_window_theta(
     lo_t, hi_t = _THETA_RANGE
     theta = round(min(max(theta_clt, lo_t), hi_t), 4)
     guess = int(max(1, min(hi, round(clt_nu(theta)))))
+    if locating():  # a calibration's locating pass: the CLT's window only (a valid bound)
+        return value(guess, theta), guess, theta
     lo_b, hi_b = max(1, guess // 8), min(hi, max(guess * 8, 16))
     nu, val = _golden_integer_min(lambda k: value(k, theta), lo_b, hi_b, guess=guess, rel=0.15)
     if theta != 0.5:
@@ -1059,7 +1061,9 @@ def _sgd_window_result(
             coarse.append(search(T - 1) + ("window",))
     best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
     disc = _final_discretization(best_coarse, query)
-    if theta is None:  # Thm 4.8 is composition: the same (cached) PLD as the composition bounds
+    if locating():  # a calibration's locating pass: the coarse value (itself a valid bound)
+        value, comp_disc = best_coarse, SEARCH_DISCRETIZATION
+    elif theta is None:  # Thm 4.8 is composition: the same (cached) PLD as the composition bounds
         value, comp_disc = _thm48_composition(run, query)
     else:
         value, comp_disc = window_value(nu, theta, disc), SEARCH_DISCRETIZATION
@@ -1140,7 +1144,7 @@ def _limit_search_once(
     # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions.pld import max_grid_points, tilt_delta_floor
 
-    full = (*key, query.delta, query.epsilon, max_grid_points(), tilt_delta_floor())
+    full = (*key, query.delta, query.epsilon, max_grid_points(), tilt_delta_floor(), locating())
     hit = _LIMIT_SEARCHES.get(full)
     if hit is None:
         hit = search()
