@@ -296,3 +296,60 @@ def test_a_wrongly_named_bound_hands_over_to_the_one_best_at_the_good_end(
     _assert_noise_answer(run, cal, 0.5)
     unforced = calibrate_noise(poisson_run(steps=200), epsilon=0.5, delta=DELTA)
     assert abs(math.log(cal.noise_std / unforced.noise_std)) <= 2 * math.log1p(RTOL)
+
+
+def _epoch_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...] | None]:
+    real = accountant_module._best_epsilon
+    calls: list[tuple[str, ...] | None] = []
+
+    def spy(r: Run, delta: float, bounds: object) -> object:
+        if not locating():
+            calls.append(None if bounds is None else tuple(bounds))  # type: ignore[arg-type]
+        return real(r, delta, bounds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(accountant_module, "_best_epsilon", spy)
+    return calls
+
+
+def _assert_epoch_answer(run: Run, cal: accountant_module.Calibration, target: float) -> None:
+    assert cal.epochs is not None
+    e = int(cal.epochs)
+    assert account(run.replace(epochs=e), delta=DELTA).best.epsilon <= target  # type: ignore[union-attr]
+    assert account(run.replace(epochs=e + 1), delta=DELTA).best.epsilon > target  # type: ignore[union-attr]
+
+
+def test_focused_epoch_search_uses_the_named_bound_and_two_checked_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 11: the epochs are bracketed with the bound the estimates name (cheap), then the
+    good end gets one full accounting and the bad end the rivals only."""
+    run = poisson_run(steps=1000)
+    calls = _epoch_calls(monkeypatch)
+    cal = calibrate_epochs(run, epsilon=2.0, delta=DELTA)
+    singles = [c for c in calls if c is not None and len(c) == 1]
+    assert singles  # the focused phase ran
+    assert calls.count(None) <= 2  # one epoch (the start) and the good end
+    monkeypatch.undo()
+    _assert_epoch_answer(run, cal, 2.0)
+
+
+def test_a_wrongly_named_bound_hands_the_epoch_search_to_the_right_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = poisson_run(steps=1000)
+    real_call = accountant_module._Estimates.__call__
+
+    def misnaming(self: accountant_module._Estimates, x: float) -> float:
+        out = real_call(self, x)
+        self.best_at[x] = "rdp-composition"  # the full accountings find the PLD tighter
+        return out
+
+    monkeypatch.setattr(accountant_module._Estimates, "__call__", misnaming)
+    calls = _epoch_calls(monkeypatch)
+    cal = calibrate_epochs(run, epsilon=2.0, delta=DELTA)
+    assert cal.report.best is not None and cal.report.best.bound != "rdp-composition"
+    after = calls[calls.index(("rdp-composition",)) :]
+    assert (cal.report.best.bound,) in after  # the refocused phase ran with the right bound
+    monkeypatch.undo()
+    _assert_epoch_answer(run, cal, 2.0)
+    assert cal.epochs == calibrate_epochs(run, epsilon=2.0, delta=DELTA).epochs

@@ -788,7 +788,13 @@ def calibrate_epochs(
     bracket = None
     located = _locate_epochs(estimates, g1, max_epochs)
     if located is not None:
-        bracket = _integer_bracket_near(full, located, max_epochs)
+        named = estimates.best_at.get(float(located[0]))
+        if named is not None:
+            bracket, located = _focused_epoch_bracket(
+                full, seen, located, max_epochs, run, delta, target, named, progress
+            )
+        if bracket is None:
+            bracket = _integer_bracket_near(full, located, max_epochs)
     if bracket is None:  # no estimate, or it misled: doubling with full accountings
         lo, hi = 1, 2
         g_lo = g1
@@ -808,6 +814,81 @@ def calibrate_epochs(
     best = int(bracket.good)
     _, rep = evaluate(best)
     return Calibration(run.sigma, _z(run), float(best), rep)
+
+
+def _focused_epoch_bracket(
+    full: Callable[[float], float],
+    seen: dict[int, tuple[float, Report]],
+    located: tuple[int, float | None],
+    max_epochs: float,
+    run: Run,
+    delta: float,
+    target: float,
+    named: str,
+    progress: Callable[[str], None] | None,
+    retry: bool = True,
+) -> tuple[Bracket | None, tuple[int, float | None]]:
+    """Close the epoch bracket next to a located number of epochs with the bound B the locating
+    estimates name there (:func:`_integer_bracket_near` and :func:`shrink_bracket` on B alone:
+    ``eps_B >= eps_best``, so a number of epochs B finds good is good), then check its ends: a
+    full accounting at the good end (the report) and, at the bad end (one epoch more), every
+    bound within ``_RIVAL_FACTOR`` of the target at the good end (:func:`_rivals`; every bound
+    is non-decreasing in the number of steps, which the registry contract tests, so the others
+    stay above the target there).  When the good end's full accounting finds another bound B'
+    best, 1% below the target (the estimates named the wrong one), the search runs once more with
+    B' from the good end (``retry``).  Returns ``(bracket, start)``: the checked bracket
+    (adjacent integers), or None and where the caller's full search starts (the good end when
+    another bound turned out to meet the target at the bad end, else the located value)."""
+    values: dict[int, float] = {}
+
+    def full_b(e: float) -> float:
+        k = int(e)
+        if k in seen:
+            return full(k)  # a full accounting already made: its best is <= eps_B
+        if k not in values:
+            try:
+                eps = _best_epsilon(run.replace(epochs=k), delta, [named])[0]
+            except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
+                eps = math.inf
+            if progress is not None:
+                progress(f"epochs={k} -> epsilon={eps:.6g} ({named})")
+            values[k] = _log_excess(eps, target)
+        return values[k]
+
+    near = _integer_bracket_near(full_b, located, max_epochs)
+    if near is None:
+        return None, located
+    near = shrink_bracket(full_b, near, done=lambda bad, good: bad - good <= 1, integer=True)
+    good, bad = int(near.good), int(near.bad)
+    g_good = full(good)  # full: the report; <= eps_B, so within the target
+    best_good = seen[good][1].best
+    wrong_name = best_good is not None and best_good.bound != named
+    if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
+        return _focused_epoch_bracket(
+            full,
+            seen,
+            (good, located[1]),
+            max_epochs,
+            run,
+            delta,
+            target,
+            best_good.bound,  # type: ignore[union-attr]
+            progress,
+            retry=False,
+        )
+    rivals = _rivals(seen[good][1], target) - {named}
+    g_bad = full_b(bad)
+    if rivals and g_bad > 0:
+        try:
+            eps_r = _best_epsilon(run.replace(epochs=bad), delta, sorted(rivals))[0]
+        except NotApplicable:
+            eps_r = math.inf
+        if progress is not None:
+            progress(f"epochs={bad} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
+        g_bad = min(g_bad, _log_excess(eps_r, target))
+    if g_bad > 0 >= g_good:
+        return Bracket(bad=float(bad), good=float(good), g_bad=g_bad, g_good=g_good), located
+    return None, (good if g_bad <= 0 else located[0], located[1])
 
 
 def _locate_epochs(
