@@ -15,8 +15,9 @@ Tables printed (Markdown):
 4. extremes (in the full run, not with ``--quick``): one cold ``account`` of every algorithm,
    sampling and geometry the accountant supports at T = 1e3, 1e5 and 1e7 steps, delta = 1e-5 and
    1e-12, and at a sampling rate near 1, so that "any single run within 0.2 s" is measured, not
-   assumed.  ``--extremes-only`` prints only this table; ``--profile`` adds the top functions
-   (cProfile, cumulative time) of the slowest cells.
+   assumed; then ``calibrate_noise`` / ``calibrate_epochs`` of the sampled extreme runs at
+   T = 1e5 and 1e7.  ``--extremes-only`` prints only these tables; ``--profile K`` adds the top
+   functions (cProfile, cumulative time) of the K slowest cells.
 """
 
 from __future__ import annotations

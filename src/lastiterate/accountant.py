@@ -487,10 +487,10 @@ def _focused_noise_bracket(
         b_values[log_sigma] = _log_excess(eps, target)
         return b_values[log_sigma]
 
-    def _refocus(bound: str) -> tuple[Bracket | None, float | None]:
+    def _refocus(bound: str, good: float) -> tuple[Bracket | None, float | None]:
         """The estimates named the wrong bound: the one best at the good end (by a full
         accounting) takes over, from there."""
-        again = _Located(x=near.good, slope=located.slope, bad_direction=located.bad_direction)
+        again = _Located(x=good, slope=located.slope, bad_direction=located.bad_direction)
         return _focused_noise_bracket(
             excess, reports, again, width, run, delta, target, progress, named=bound, retry=False
         )
@@ -505,7 +505,7 @@ def _focused_noise_bracket(
     best_good = reports[near.good].best
     wrong_name = best_good is not None and best_good.bound != bound_b
     if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
-        return _refocus(best_good.bound)  # type: ignore[union-attr]
+        return _refocus(best_good.bound, near.good)  # type: ignore[union-attr]
     # does any other bound meet the target at the bad end?  Every bound that comes within
     # _RIVAL_FACTOR of the target at the good end is evaluated there (B's value is known)
     rivals = _rivals(reports[near.good], target) - {bound_b}
@@ -522,7 +522,7 @@ def _focused_noise_bracket(
     if g_bad > 0 >= g_good:
         return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
     if retry and g_bad <= 0 and wrong_name:
-        return _refocus(best_good.bound)  # type: ignore[union-attr]
+        return _refocus(best_good.bound, near.good)  # type: ignore[union-attr]
     return None, near.bad if g_bad <= 0 else x1
 
 
