@@ -62,14 +62,12 @@ def test_revealed_sampling_bulk_is_an_upper_bound_within_1e_4(
         assert got <= reference * (1 + 1e-4)
 
 
-def test_revealed_sampling_at_ten_million_steps_is_fast_and_matches_a_coarse_definition() -> None:
-    import time
-
+def test_revealed_sampling_at_ten_million_steps_matches_the_definition() -> None:
+    """T = 1e7 (the extremes benchmark's run; speed is the benchmark's business, not a test's):
+    the reported epsilon meets delta by the definition, tightly."""
     T, q, mu = 10**7, 256 / 60000, 2 / (256 * 0.02)
-    t0 = time.process_time()
     mix = composition.RevealedSamplingComposition(T, q, mu)
     eps = mix.epsilon(1e-5)
-    assert time.process_time() - t0 < 1.0  # was 1.8 s: every k of 1e7 evaluated
     # the definition on the bulk that scipy's pmf says holds all but 1e-20 of the mass
     from scipy import stats
 
@@ -77,7 +75,7 @@ def test_revealed_sampling_at_ten_million_steps_is_fast_and_matches_a_coarse_def
     w = stats.binom.pmf(k, T, q)
     assert 1 - w.sum() < 1e-15
     at = math.fsum((w * _gdp_delta_unchecked(np.asarray(eps), mu * np.sqrt(k))).tolist())
-    assert at <= 1e-5  # the reported epsilon meets delta by the definition
+    assert at <= 1e-5  # the definition on the bulk (a lower bound on it) meets delta there
     below = eps * (1 - 1e-6)
     assert math.fsum((w * _gdp_delta_unchecked(np.asarray(below), mu * np.sqrt(k))).tolist()) > (
         1e-5 * (1 - 1e-9)
