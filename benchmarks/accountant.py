@@ -12,6 +12,12 @@ Tables printed (Markdown):
    (they charge every iterate).
 3. start-up: ``lastiterate account`` for plain DP-SGD composition as a whole process against a
    plain Python script computing the same epsilon with dp_accounting's PLD.
+4. extremes (in the full run, not with ``--quick``): one cold ``account`` of every algorithm,
+   sampling and geometry the accountant supports at T = 1e3, 1e5 and 1e7 steps, delta = 1e-5 and
+   1e-12, and at a sampling rate near 1, so that "any single run within 0.2 s" is measured, not
+   assumed; then ``calibrate_noise`` / ``calibrate_epochs`` of the sampled extreme runs at
+   T = 1e5 and 1e7.  ``--extremes-only`` prints only these tables; ``--profile K`` adds the top
+   functions (cProfile, cumulative time) of the K slowest cells.
 """
 
 from __future__ import annotations
@@ -226,6 +232,170 @@ def speed_table(repeats: int, calibrate: bool) -> str:
     return "\n".join(rows)
 
 
+#: the run of the extremes table (the lead's measurement of issue 11): n = 60000, b = 256,
+#: lr = 0.05, sigma = 0.02, L = 2 (or clip 1: L = 2C), M = 1; each setting adds its geometry
+EXTREME_BASE: dict[str, Any] = {
+    "n": 60000,
+    "batch_size": 256,
+    "lr": 0.05,
+    "noise_std": 0.02,
+    "sensitivity": 2.0,
+    "smoothness": 1.0,
+}
+_SC = {"strong_convexity": 0.002}
+_CONVEX_D = {"convex": True, "diameter": 10.0}
+_SC_D = {"strong_convexity": 0.002, "diameter": 10.0}
+_NONCONVEX_D = {"diameter": 10.0}
+_CLIP = {"sensitivity": None, "clip": 1.0}
+_RATE_1 = {"batch_size": 59999}  # sampling rate 0.99998
+
+#: (name, what the setting adds to EXTREME_BASE): every algorithm, sampling and geometry the
+#: accountant supports (None removes a key of the base)
+EXTREME_SETTINGS: list[tuple[str, dict[str, Any]]] = [
+    ("gd, no geometry", {"algorithm": "gd", "batch_size": None}),
+    ("gd strongly convex", {"algorithm": "gd", "batch_size": None, **_SC}),
+    ("gd convex + D, clip", {"algorithm": "gd", "batch_size": None, **_CONVEX_D, **_CLIP}),
+    ("gd strongly convex + D", {"algorithm": "gd", "batch_size": None, **_SC_D}),
+    (
+        "gd smooth non-convex + D, clip",
+        {"algorithm": "gd", "batch_size": None, **_NONCONVEX_D, **_CLIP},
+    ),
+    ("cgd, no geometry", {"algorithm": "cgd"}),
+    ("cgd strongly convex", {"algorithm": "cgd", **_SC}),
+    ("cgd convex + D, clip", {"algorithm": "cgd", **_CONVEX_D, **_CLIP}),
+    ("cgd strongly convex + D", {"algorithm": "cgd", **_SC_D}),
+    ("sgd shuffle", {"algorithm": "sgd", "sampling": "shuffle", **_SC}),
+    ("sgd uniform, no geometry", {"algorithm": "sgd", "sampling": "uniform"}),
+    ("sgd uniform strongly convex", {"algorithm": "sgd", "sampling": "uniform", **_SC}),
+    ("sgd uniform convex + D", {"algorithm": "sgd", "sampling": "uniform", **_CONVEX_D}),
+    (
+        "sgd uniform convex + D, clip",
+        {"algorithm": "sgd", "sampling": "uniform", **_CONVEX_D, **_CLIP},
+    ),
+    (
+        "sgd uniform strongly convex + D, clip",
+        {"algorithm": "sgd", "sampling": "uniform", **_SC_D, **_CLIP},
+    ),
+    (
+        "sgd uniform smooth non-convex + D, clip",
+        {"algorithm": "sgd", "sampling": "uniform", **_NONCONVEX_D, **_CLIP},
+    ),
+    ("sgd poisson replace (sensitivity only)", {"algorithm": "sgd", "sampling": "poisson"}),
+    ("sgd poisson replace, clip", {"algorithm": "sgd", "sampling": "poisson", **_CLIP}),
+    (
+        "sgd poisson add-remove, clip",
+        {"algorithm": "sgd", "sampling": "poisson", "adjacency": "add-remove", **_CLIP},
+    ),
+    (
+        "sgd uniform sc + D, clip, rate ~1",
+        {"algorithm": "sgd", "sampling": "uniform", **_SC_D, **_CLIP, **_RATE_1},
+    ),
+    ("sgd poisson replace, rate ~1", {"algorithm": "sgd", "sampling": "poisson", **_RATE_1}),
+    (
+        "sgd poisson add-remove, clip, rate ~1",
+        {"algorithm": "sgd", "sampling": "poisson", "adjacency": "add-remove", **_CLIP, **_RATE_1},
+    ),
+]
+EXTREME_STEPS = (10**3, 10**5, 10**7)
+EXTREME_DELTAS = (1e-5, 1e-12)
+
+
+def extreme_run(extra: dict[str, Any], steps: int) -> Run:
+    """The extremes table's run of one setting at ``steps``."""
+    kw = {**EXTREME_BASE, **extra, "steps": steps}
+    return Run(**{k: v for k, v in kw.items() if v is not None})
+
+
+def extremes_table(
+    steps: tuple[int, ...] = EXTREME_STEPS, profile: int = 0
+) -> tuple[str, list[str]]:
+    """One cold ``account`` per setting, T and delta (CPU seconds; target ACCOUNT_TARGET), and
+    the cProfile top functions of the ``profile`` slowest cells."""
+    import cProfile
+    import io
+    import pstats
+
+    for _, extra in EXTREME_SETTINGS:  # imports (scipy.stats, the PLD engine), not caches
+        account(extreme_run(extra, 10), delta=DELTA)
+    rows = [
+        (
+            "| setting | T | delta | best bound | epsilon | account (wall / CPU s; target "
+            f"{ACCOUNT_TARGET:g}) |"
+        ),
+        "|---|---|---|---|---|---|",
+    ]
+    slow: list[tuple[float, str, Run, float]] = []
+    for name, extra in EXTREME_SETTINGS:
+        for T in steps:
+            for delta in EXTREME_DELTAS:
+                run = extreme_run(extra, T)
+                fresh = run.replace(noise_std=run.sigma * (1 + 1e-9 * next(_FRESH)))
+                t0, c0 = time.perf_counter(), time.process_time()
+                report = account(fresh, delta=delta)
+                secs = (time.perf_counter() - t0, time.process_time() - c0)
+                best = report.best
+                eps = f"{best.epsilon:.4g}" if best else "-"
+                rows.append(
+                    f"| {name} | {T:.0e} | {delta:g} | {best.bound if best else '-'} | {eps} | "
+                    f"{_timed(secs, ACCOUNT_TARGET, digits=3)} |"
+                )
+                slow.append((secs[1], f"{name}, T={T:.0e}, delta={delta:g}", run, delta))
+    profiles = []
+    for cpu, label, run, delta in sorted(slow, key=lambda x: -x[0])[:profile]:
+        fresh = run.replace(noise_std=run.sigma * (1 + 1e-9 * next(_FRESH)))
+        prof = cProfile.Profile()
+        prof.enable()
+        account(fresh, delta=delta)
+        prof.disable()
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(12)
+        profiles.append(f"### {label} ({cpu:.3f} CPU s)\n\n```\n{out.getvalue().strip()}\n```")
+    return "\n".join(rows), profiles
+
+
+#: the settings of the extremes table whose calibrations are timed (the sampled runs, where a
+#: full accounting costs the most)
+EXTREME_CALIBRATIONS = (
+    "sgd uniform strongly convex",
+    "sgd uniform convex + D, clip",
+    "sgd poisson add-remove, clip",
+    "sgd poisson replace (sensitivity only)",
+)
+
+
+def extreme_calibration_table(steps: tuple[int, ...] = (10**5, 10**7)) -> str:
+    """``calibrate_noise`` and ``calibrate_epochs`` (delta 1e-5, target 0.7 x the run's best
+    epsilon, so that the answer lies away from the run itself) of the sampled extreme runs, CPU
+    seconds against CALIBRATE_TARGET."""
+    rows = [
+        (
+            "| setting | T | target epsilon | calibrate noise (wall / CPU s; target "
+            f"{CALIBRATE_TARGET:g}) | sigma | calibrate epochs (wall / CPU s) | epochs |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
+    settings = dict(EXTREME_SETTINGS)
+    for name in EXTREME_CALIBRATIONS:
+        for T in steps:
+            run = extreme_run(settings[name], T)
+            run = run.replace(noise_std=run.sigma * (1 + 1e-9 * next(_FRESH)))
+            best = account(run, delta=DELTA).best
+            assert best is not None
+            target = 0.7 * best.epsilon
+            t0, c0 = time.perf_counter(), time.process_time()
+            cal = calibrate_noise(run, epsilon=target, delta=DELTA)
+            noise = (time.perf_counter() - t0, time.process_time() - c0)
+            t0, c0 = time.perf_counter(), time.process_time()
+            cal_e = calibrate_epochs(run, epsilon=target, delta=DELTA, max_epochs=1e9)
+            epochs = (time.perf_counter() - t0, time.process_time() - c0)
+            rows.append(
+                f"| {name} | {T:.0e} | {target:.4g} | {_timed(noise, CALIBRATE_TARGET)} | "
+                f"{cal.noise_std:.6g} | {_timed(epochs, CALIBRATE_TARGET)} | "
+                f"{'unlimited' if cal_e.epochs is None else f'{cal_e.epochs:g}'} |"
+            )
+    return "\n".join(rows)
+
+
 def _peer_epsilons(q: float, z: float, steps: int) -> dict[str, float]:
     """What the peers report for the run treated as Poisson DP-SGD (add/remove, every iterate)."""
     import dp_accounting
@@ -422,6 +592,18 @@ def main() -> None:
         "--quick", action="store_true", help="fewer repeats, no calibration timings"
     )
     parser.add_argument(
+        "--extremes-only",
+        action="store_true",
+        help="print only the extremes table (T up to 1e7, delta 1e-12, sampling rate near 1)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with the extremes table: cProfile of its K slowest cells",
+    )
+    parser.add_argument(
         "--startup-only",
         action="store_true",
         help="print only the start-up table (whole-process timings of the CLI)",
@@ -433,6 +615,23 @@ def main() -> None:
         f"# lastiterate accountant benchmark\n\nmachine: {os.cpu_count()} cores, Python "
         f"{platform.python_version()}\n"
     )
+    if args.extremes_only or not (args.startup_only or args.quick):
+        print(
+            "## Extremes: one cold account per run (T up to 1e7, delta down to 1e-12, sampling "
+            "rate near 1)\n"
+        )
+        table, profiles = extremes_table(profile=args.profile)
+        print(table)
+        print(
+            "\n## Extremes: calibrations of the sampled runs (delta 1e-5, target 0.7 x the "
+            "run's epsilon)\n"
+        )
+        print(extreme_calibration_table())
+        for p in profiles:
+            print("\n" + p)
+        if args.extremes_only:
+            return
+        print()
     if not args.startup_only:
         print("## Seconds per call (in process, median)\n")
         print(speed_table(repeats, calibrate=not args.quick))

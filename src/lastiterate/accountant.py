@@ -410,7 +410,15 @@ def calibrate_noise(
     located = _locate(lambda: _noise_bracket(estimates, start, epsilon), estimates, estimates)
     if located is not None:
         bracket, restart = _focused_noise_bracket(
-            excess, reports, located, width, run, delta, target, progress
+            excess,
+            reports,
+            located,
+            width,
+            run,
+            delta,
+            target,
+            progress,
+            named=estimates.best_at.get(located.x),
         )
         start = start if restart is None else restart
     if bracket is None:  # no estimate, or it misled: the full search
@@ -432,36 +440,60 @@ def _focused_noise_bracket(
     delta: float,
     target: float,
     progress: Callable[[str], None] | None,
+    named: str | None = None,
+    retry: bool = True,
 ) -> tuple[Bracket | None, float | None]:
     """Close the noise bracket next to a located root with the bound that is best there only,
     then check both ends with full accountings.
 
-    A full accounting at the located noise names its best bound B; the bracket is then searched
-    with B alone (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``;
-    full accountings at its two ends give the report (good end) and check that no other bound
-    meets the target at the bad end.  Returns ``(bracket, start)``: the checked bracket, or None
-    and the point from which the caller's full search starts (the located noise, or the bad end
-    that another bound turned out to meet; None: the run's own noise)."""
+    The bound B is ``named`` (the locating estimates' best at the located noise), or, when None,
+    the best of a full accounting at the located noise; the bracket is then searched with B alone
+    (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``; full
+    accountings at its two ends give the report (good end) and check that no other bound meets
+    the target at the bad end, so a B the estimates named wrongly costs evaluations, never a
+    wrong answer.  When another bound meets the target at the bad end and a different bound B'
+    is best at the good end (the estimates named the wrong one), the search is made once more
+    with B', from the good end (``retry``; without the bad end's check when B' is 1% below the
+    target there, far more than the bracket's width can change).  Returns ``(bracket, start)``:
+    the checked bracket, or None and the point from which the caller's full search starts (the
+    located noise, or the bad end that another bound turned out to meet; None: the run's own
+    noise)."""
     x1 = min(max(located.x, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
-    try:
-        g1 = excess(x1)
-    except ParameterError:  # a noise the run or a bound refuses: search from the run's noise
-        return None, None
-    best = reports[x1].best
-    if best is None or not math.isfinite(g1):
-        return None, None
+    if named is None:
+        try:
+            g1 = excess(x1)
+        except ParameterError:  # a noise the run or a bound refuses: search from the run's noise
+            return None, None
+        best = reports[x1].best
+        if best is None or not math.isfinite(g1):
+            return None, None
+        named = best.bound
+    bound_b = named
+
+    b_values: dict[float, float] = {}
 
     def excess_b(log_sigma: float) -> float:
         if log_sigma in reports:
             return excess(log_sigma)  # a full accounting already made: its best is <= eps_B
+        if log_sigma in b_values:
+            return b_values[log_sigma]
         sigma = math.exp(log_sigma)
         try:
-            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [best.bound])[0]
+            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [bound_b])[0]
         except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
-            return math.inf
+            eps = math.inf
         if progress is not None:
-            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({best.bound})")
-        return _log_excess(eps, target)
+            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({bound_b})")
+        b_values[log_sigma] = _log_excess(eps, target)
+        return b_values[log_sigma]
+
+    def _refocus(bound: str, good: float) -> tuple[Bracket | None, float | None]:
+        """The estimates named the wrong bound: the one best at the good end (by a full
+        accounting) takes over, from there."""
+        again = _Located(x=good, slope=located.slope, bad_direction=located.bad_direction)
+        return _focused_noise_bracket(
+            excess, reports, again, width, run, delta, target, progress, named=bound, retry=False
+        )
 
     near = _bracket_near(excess_b, located, width, _SIGMA_RANGE)
     if near is None:
@@ -470,10 +502,48 @@ def _focused_noise_bracket(
         excess_b, near, done=lambda bad, good: abs(good - bad) <= width, close_within=width
     )
     g_good = excess(near.good)  # full: the report; <= eps_B, so still within the target
-    g_bad = excess(near.bad)  # full: does any other bound meet the target here?
+    best_good = reports[near.good].best
+    wrong_name = best_good is not None and best_good.bound != bound_b
+    if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
+        return _refocus(best_good.bound, near.good)  # type: ignore[union-attr]
+    # does any other bound meet the target at the bad end?  Every bound that comes within
+    # _RIVAL_FACTOR of the target at the good end is evaluated there (B's value is known)
+    rivals = _rivals(reports[near.good], target) - {bound_b}
+    g_bad = excess_b(near.bad)
+    if rivals and g_bad > 0:
+        sigma_bad = math.exp(near.bad)
+        try:
+            eps_r = _best_epsilon(run.replace(noise_std=sigma_bad), delta, sorted(rivals))[0]
+        except NotApplicable:
+            eps_r = math.inf
+        if progress is not None:
+            progress(f"sigma={sigma_bad:.6g} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
+        g_bad = min(g_bad, _log_excess(eps_r, target))
     if g_bad > 0 >= g_good:
         return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
+    if retry and g_bad <= 0 and wrong_name:
+        return _refocus(best_good.bound, near.good)  # type: ignore[union-attr]
     return None, near.bad if g_bad <= 0 else x1
+
+
+#: a bound whose epsilon at the good end of a focused noise bracket exceeds the target by more
+#: than this factor is not evaluated at the bad end (see :func:`_rivals`)
+_RIVAL_FACTOR = 1.05
+
+
+def _rivals(report: Report, target: float) -> set[str]:
+    """The bound ids whose epsilon at the good end of a focused noise bracket is within
+    ``_RIVAL_FACTOR`` of the target: the only ones that may meet it at the bad end.
+
+    The bad end has LESS noise, by at most the bracket's relative width (``rtol``, 2e-4 by
+    default); every bound evaluates a privacy loss that does not decrease with less noise (a
+    noisier Gaussian is a post-processing of a less noisy one), up to numerical effects (grids,
+    discrete searches) far below 5%.  So a bound 5% above the target at the good end stays above
+    it at the bad end; skipping its evaluation there can only affect how TIGHT the answer is
+    (the bad end's role), never the answer's guarantee (the good end's full accounting)."""
+    return {
+        r.bound for r in report.results if r.kind == "bound" and r.epsilon <= _RIVAL_FACTOR * target
+    }
 
 
 #: the log-noise range a Run accepts (less a hair), for the searches
@@ -512,13 +582,25 @@ class _Estimates:
         with locating_estimates():
             eps, rep = _best_epsilon(self.make_run(x), self.delta, self.bounds)
         if rep.best is not None:
-            self.best_at[x] = rep.best.bound
+            self.best_at[x] = _named_of_ties(rep)
         return _log_excess(eps, self.target)
 
     def focus(self, b: Bracket) -> None:
         ids = {self.best_at.get(b.bad), self.best_at.get(b.good)}
         if None not in ids:
             self.bounds = sorted(i for i in ids if i is not None)
+
+
+def _named_of_ties(report: Report) -> str:
+    """The best bound of a report, a composition bound among exactly tied ones: a last-iterate
+    bound that equals composition has fallen back to it (Thm 4.8 for NoisySGD, tau = 0) and
+    costs its whole window search on top, so a search focused on it pays more for the same
+    values."""
+    best = report.best
+    assert best is not None
+    tied = [r.bound for r in report.results if r.kind == "bound" and r.epsilon == best.epsilon]
+    composition = [b for b in tied if b in COMPOSITION_BOUNDS]
+    return composition[0] if composition else best.bound
 
 
 def _locate(
@@ -706,7 +788,13 @@ def calibrate_epochs(
     bracket = None
     located = _locate_epochs(estimates, g1, max_epochs)
     if located is not None:
-        bracket = _integer_bracket_near(full, located, max_epochs)
+        named = estimates.best_at.get(float(located[0]))
+        if named is not None:
+            bracket, located = _focused_epoch_bracket(
+                full, seen, located, max_epochs, run, delta, target, named, progress
+            )
+        if bracket is None:
+            bracket = _integer_bracket_near(full, located, max_epochs)
     if bracket is None:  # no estimate, or it misled: doubling with full accountings
         lo, hi = 1, 2
         g_lo = g1
@@ -726,6 +814,81 @@ def calibrate_epochs(
     best = int(bracket.good)
     _, rep = evaluate(best)
     return Calibration(run.sigma, _z(run), float(best), rep)
+
+
+def _focused_epoch_bracket(
+    full: Callable[[float], float],
+    seen: dict[int, tuple[float, Report]],
+    located: tuple[int, float | None],
+    max_epochs: float,
+    run: Run,
+    delta: float,
+    target: float,
+    named: str,
+    progress: Callable[[str], None] | None,
+    retry: bool = True,
+) -> tuple[Bracket | None, tuple[int, float | None]]:
+    """Close the epoch bracket next to a located number of epochs with the bound B the locating
+    estimates name there (:func:`_integer_bracket_near` and :func:`shrink_bracket` on B alone:
+    ``eps_B >= eps_best``, so a number of epochs B finds good is good), then check its ends: a
+    full accounting at the good end (the report) and, at the bad end (one epoch more), every
+    bound within ``_RIVAL_FACTOR`` of the target at the good end (:func:`_rivals`; every bound
+    is non-decreasing in the number of steps, which the registry contract tests, so the others
+    stay above the target there).  When the good end's full accounting finds another bound B'
+    best, 1% below the target (the estimates named the wrong one), the search runs once more with
+    B' from the good end (``retry``).  Returns ``(bracket, start)``: the checked bracket
+    (adjacent integers), or None and where the caller's full search starts (the good end when
+    another bound turned out to meet the target at the bad end, else the located value)."""
+    values: dict[int, float] = {}
+
+    def full_b(e: float) -> float:
+        k = int(e)
+        if k in seen:
+            return full(k)  # a full accounting already made: its best is <= eps_B
+        if k not in values:
+            try:
+                eps = _best_epsilon(run.replace(epochs=k), delta, [named])[0]
+            except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
+                eps = math.inf
+            if progress is not None:
+                progress(f"epochs={k} -> epsilon={eps:.6g} ({named})")
+            values[k] = _log_excess(eps, target)
+        return values[k]
+
+    near = _integer_bracket_near(full_b, located, max_epochs)
+    if near is None:
+        return None, located
+    near = shrink_bracket(full_b, near, done=lambda bad, good: bad - good <= 1, integer=True)
+    good, bad = int(near.good), int(near.bad)
+    g_good = full(good)  # full: the report; <= eps_B, so within the target
+    best_good = seen[good][1].best
+    wrong_name = best_good is not None and best_good.bound != named
+    if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
+        return _focused_epoch_bracket(
+            full,
+            seen,
+            (good, located[1]),
+            max_epochs,
+            run,
+            delta,
+            target,
+            best_good.bound,  # type: ignore[union-attr]
+            progress,
+            retry=False,
+        )
+    rivals = _rivals(seen[good][1], target) - {named}
+    g_bad = full_b(bad)
+    if rivals and g_bad > 0:
+        try:
+            eps_r = _best_epsilon(run.replace(epochs=bad), delta, sorted(rivals))[0]
+        except NotApplicable:
+            eps_r = math.inf
+        if progress is not None:
+            progress(f"epochs={bad} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
+        g_bad = min(g_bad, _log_excess(eps_r, target))
+    if g_bad > 0 >= g_good:
+        return Bracket(bad=float(bad), good=float(good), g_bad=g_bad, g_good=g_good), located
+    return None, (good if g_bad <= 0 else located[0], located[1])
 
 
 def _locate_epochs(
@@ -779,18 +942,35 @@ def _locate_epochs(
 def _integer_bracket_near(
     full: Callable[[float], float], located: tuple[int, float | None], max_epochs: float
 ) -> Bracket | None:
-    """A bracket [good, bad] of the FULL excess around a located number of epochs: the located
-    value, then the largest integer below the root predicted from its full excess and the
-    estimates' slope, then its neighbour (one step apart: done), then steps of 2, 4, ... epochs
-    until the sign changes.  None past ``max_epochs`` (the caller's doubling then reports it)."""
+    """A bracket [good, bad] of the FULL excess around a located number of epochs.
+
+    The located value is evaluated; then the integer just past the root predicted from the
+    latest full excess (the first bad integer from a good point, the last good one from a bad
+    point), with the estimates' slope at first and then the secant of the two latest full
+    evaluations (the estimates may be off by a nearly constant factor, the secant is not); a
+    prediction on the other side closes the bracket, which :func:`shrink_bracket` then narrows to
+    adjacent integers.  Without a usable slope, or after ``_PREDICTIONS`` predictions that stay on
+    one side, steps of 1, 2, 4, ... epochs until the sign changes.  None past ``max_epochs`` (the
+    caller's doubling then reports it)."""
     e = max(1, located[0])
     g = full(e)
     slope = located[1]  # excess per epoch of the estimates near their answer
-    if slope is not None and math.isfinite(g):
-        # the estimates may be off by a nearly constant factor: step to the root they predict
-        predicted = min(max(1, math.floor(e - g / slope)), int(max_epochs))
-        if predicted != e:
-            e, g = predicted, full(predicted)
+    for _ in range(_PREDICTIONS):
+        if slope is None or not math.isfinite(g):
+            break
+        root = e - g / slope  # the excess grows with the number of epochs
+        nxt = math.floor(root) + 1 if g <= 0 else math.floor(root)
+        nxt = min(max(1, nxt), int(max_epochs))
+        if nxt == e:
+            nxt = e + (1 if g <= 0 else -1)
+        if nxt < 1 or nxt > max_epochs:
+            return None
+        g_new = full(nxt)
+        if (g_new > 0) != (g > 0):
+            return _ordered_bracket(e, g, nxt, g_new)
+        secant = (g_new - g) / (nxt - e)
+        slope = secant if math.isfinite(secant) and secant > 0 else slope
+        e, g = nxt, g_new
     direction = 1 if g <= 0 else -1
     step = 1
     while True:
@@ -799,13 +979,20 @@ def _integer_bracket_near(
             return None
         g_new = full(e_new)
         if (g_new > 0) != (g > 0):
-            return (
-                Bracket(bad=float(e), good=float(e_new), g_bad=g, g_good=g_new)
-                if g > 0
-                else Bracket(bad=float(e_new), good=float(e), g_bad=g_new, g_good=g)
-            )
+            return _ordered_bracket(e, g, e_new, g_new)
         e, g = e_new, g_new
         step *= 2
+
+
+#: predictions of the root from full evaluations before :func:`_integer_bracket_near` steps
+_PREDICTIONS = 4
+
+
+def _ordered_bracket(x: float, g: float, y: float, g_y: float) -> Bracket:
+    """The bracket of two evaluations on opposite sides (``g > 0``: x is the bad end)."""
+    if g > 0:
+        return Bracket(bad=float(x), good=float(y), g_bad=g, g_good=g_y)
+    return Bracket(bad=float(y), good=float(x), g_bad=g_y, g_good=g)
 
 
 def _z(run: Run) -> float | None:

@@ -83,6 +83,8 @@ def shrink_bracket(
         probe = None
         if close_within is not None and not integer:
             probe = _closing_probe(b, last, close_within)
+        elif integer:
+            probe = _integer_closing_probe(b, last)
     return b
 
 
@@ -126,6 +128,31 @@ def _closing_probe(b: Bracket, last: list[tuple[float, float]], width: float) ->
     if distance > width / 2:
         return None
     step = distance + 0.45 * width
+    return x + math.copysign(step, other - x)
+
+
+def _integer_closing_probe(b: Bracket, last: list[tuple[float, float]]) -> float | None:
+    """Integer searches: the first integer past the secant prediction of the root, seen from the
+    point just evaluated, when it lies strictly inside the bracket (else None).  When the
+    prediction is right to within one unit, the next evaluation lands on the other side of the
+    root next to it, and one more closes the bracket to adjacent integers, where regula falsi
+    would creep towards the root from one side.  Only the choice of points changes; the
+    invariant is the same."""
+    x, g = last[1]
+    other = b.good if g > 0 else b.bad
+    span = abs(other - x)
+    if span <= 1 or not math.isfinite(g):
+        return None
+    slope = _secant_slope(last)
+    if slope is None:
+        if not math.isfinite(b.g_bad - b.g_good):
+            return None
+        slope = (b.g_bad - b.g_good) / abs(b.bad - b.good)
+        if not slope > 0:
+            return None
+    step = math.floor(abs(g) / slope) + 1
+    if step >= span:
+        return None
     return x + math.copysign(step, other - x)
 
 

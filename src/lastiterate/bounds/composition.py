@@ -386,23 +386,24 @@ class RevealedSamplingComposition:
 
         delta(eps) = sum_k P(K = k) * delta_G(eps; mu sqrt(k)),   mu = L/(b sigma)
 
-    (docs/theorems.md 1.2 for delta_G).  Binomial mass below 1e-30 relative is dropped and ADDED
-    to delta.
+    (docs/theorems.md 1.2 for delta_G).  Only the binomial's bulk is evaluated
+    (:func:`binomial_bulk`): the range of K outside which each tail holds less than
+    ``_TAIL_MASS``, found from the binomial's quantiles (so T = 1e7 steps cost a few thousand
+    components, not 1e7).  Mass below 1e-30 of the largest inside that range, and both tails,
+    are dropped and ADDED to delta (a component's delta is at most 1).  A bulk wider than
+    ``_MAX_COMPONENTS`` values is grouped into consecutive bins, each charged with its LARGEST k:
+    delta_G(eps; mu) increases with mu, so this is an upper bound on the mixture.
     """
 
     discretization = "none (exact binomial mixture of Gaussian profiles)"
 
     def __init__(self, T: int, q: float, mu: float) -> None:
-        # lazy: scipy.stats adds ~0.35 s to start-up and only this mixture needs it
-        from scipy import stats
-
-        k = np.arange(T + 1)
-        w = stats.binom.pmf(k, T, q)
+        ks, w, dropped = binomial_bulk(T, q)
         keep = w >= 1e-30 * w.max()
-        self._dropped = float(max(0.0, 1.0 - w[keep].sum()))
-        used = keep & (k > 0)  # K = 0: the example never entered a batch (delta_G = 0)
+        self._dropped = float(dropped + max(0.0, 1.0 - math.fsum(w[keep].tolist())))
+        used = keep & (ks > 0)  # K = 0: the example never entered a batch (delta_G = 0)
         self._w = w[used]
-        self._mus = mu * np.sqrt(k[used].astype(float))
+        self._mus = mu * np.sqrt(ks[used].astype(float))
 
     def delta(self, epsilon: float) -> float:
         """The mixture's delta at ``epsilon`` (all components at once, summed exactly)."""
@@ -413,6 +414,83 @@ class RevealedSamplingComposition:
 
     def epsilon(self, delta: float) -> float:
         return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
+
+
+#: each binomial tail left out of :class:`RevealedSamplingComposition` holds at most this mass
+#: (added to delta)
+_TAIL_MASS = 1e-30
+#: the most mixture components evaluated; a wider binomial bulk is grouped into bins
+_MAX_COMPONENTS = 8192
+
+
+def binomial_bulk(T: int, q: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The bulk of Binomial(T, q): ``(k, w, tails)`` where ``w[i]`` is the probability of the
+    i-th value or bin (charged at its largest value ``k[i]``) and ``tails`` (an upper bound on the
+    mass outside ``[k[0], k[-1]]``, at most ``2 _TAIL_MASS``) is to be ADDED to delta.
+
+    The range is cut where the Chernoff-Hoeffding bound ``P(K <= k) <= exp(-T KL(k/T || q))``
+    (k <= Tq; symmetrically ``P(K >= k)`` for k >= Tq) falls below ``_TAIL_MASS``; that bound,
+    not an estimate, is what ``tails`` adds.  Up to ``_MAX_COMPONENTS`` values the masses are
+    scipy's point probabilities; beyond, ``_MAX_COMPONENTS`` consecutive bins with their masses
+    from CDF differences (a bin charged at its largest k is an upper bound for any quantity that
+    increases with k).
+    """
+    # lazy: scipy.stats adds ~0.35 s to start-up and only this mixture needs it
+    from scipy import stats
+
+    lo, lower_tail = _chernoff_cut(T, q, upper=False)
+    hi, upper_tail = _chernoff_cut(T, q, upper=True)
+    tails = lower_tail + upper_tail
+    dist = stats.binom(T, q)
+    if hi - lo + 1 <= _MAX_COMPONENTS:
+        ks = np.arange(lo, hi + 1)
+        return ks, dist.pmf(ks), tails
+    edges = np.unique(np.linspace(lo - 1, hi, _MAX_COMPONENTS + 1).round().astype(np.int64))
+    cdf = dist.cdf(edges)  # bin i holds k in (edges[i], edges[i + 1]]
+    return edges[1:], np.maximum(np.diff(cdf), 0.0), tails
+
+
+def _binomial_chernoff_exponent(T: int, q: float, k: int) -> float:
+    """``T KL(k/T || q)``, the exponent of the Chernoff-Hoeffding bound on a binomial tail
+    beyond k (``inf`` for an impossible k)."""
+    a = k / T
+    term1 = 0.0 if k == 0 else (a * math.log(a / q) if q > 0 else math.inf)
+    if k == T:
+        term2 = 0.0
+    elif q >= 1.0:
+        term2 = math.inf
+    else:
+        term2 = (1 - a) * (math.log1p(-a) - math.log1p(-q))
+    return T * (term1 + term2)
+
+
+def _chernoff_cut(T: int, q: float, *, upper: bool) -> tuple[int, float]:
+    """The end of the binomial's bulk on one side and the mass beyond it (a Chernoff bound, at
+    most ``_TAIL_MASS``): lower side ``(lo, bound on P(K < lo))``, upper side ``(hi, bound on
+    P(K > hi))``.  Bisection on the integers between the mean and 0 (or T), where the exponent
+    is monotone."""
+    need = -math.log(_TAIL_MASS)
+    mean = T * q
+    if upper:
+        near, far = min(T, math.ceil(mean)), T
+    else:
+        near, far = max(0, math.floor(mean)), 0
+    g_far = _binomial_chernoff_exponent(T, q, far)
+    if g_far < need:  # even the extreme value is not rare enough: keep the whole side
+        return far, 0.0
+    # invariant: exponent(near) < need <= exponent(far) (near: the mean, exponent 0 or tiny)
+    if _binomial_chernoff_exponent(T, q, near) >= need:
+        far, g_far = near, _binomial_chernoff_exponent(T, q, near)
+        return (far - 1, math.exp(-g_far)) if upper else (far + 1, math.exp(-g_far))
+    while abs(far - near) > 1:
+        mid = (near + far) // 2
+        g = _binomial_chernoff_exponent(T, q, mid)
+        if g >= need:
+            far, g_far = mid, g
+        else:
+            near = mid
+    # every value beyond ``near`` is at least as far as ``far``: P(K beyond near) <= exp(-g_far)
+    return near, math.exp(-g_far)
 
 
 def _revealed_sampling_pld(run: Run) -> tuple[Any, str, str, dict[str, Any]]:

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Kind, Query, Result, gdp_result, register
+from lastiterate.bounds.base import Kind, Query, Result, gdp_result, locating, register
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.clt import clt_h as _clt_h
 from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
@@ -892,6 +892,8 @@ def _search_window_theta(
     lo_t, hi_t = _THETA_RANGE
     theta = round(min(max(theta_clt, lo_t), hi_t), 4)
     guess = int(max(1, min(hi, round(clt_nu(theta)))))
+    if locating():  # a calibration's locating pass: the CLT's window only (a valid bound)
+        return value(guess, theta), guess, theta
     lo_b, hi_b = max(1, guess // 8), min(hi, max(guess * 8, 16))
     nu, val = _golden_integer_min(lambda k: value(k, theta), lo_b, hi_b, guess=guess, rel=0.15)
     if theta != 0.5:
@@ -1059,7 +1061,9 @@ def _sgd_window_result(
             coarse.append(search(T - 1) + ("window",))
     best_coarse, nu, theta, chosen = min(coarse, key=lambda x: x[0])
     disc = _final_discretization(best_coarse, query)
-    if theta is None:  # Thm 4.8 is composition: the same (cached) PLD as the composition bounds
+    if locating():  # a calibration's locating pass: the coarse value (itself a valid bound)
+        value, comp_disc = best_coarse, SEARCH_DISCRETIZATION
+    elif theta is None:  # Thm 4.8 is composition: the same (cached) PLD as the composition bounds
         value, comp_disc = _thm48_composition(run, query)
     else:
         value, comp_disc = window_value(nu, theta, disc), SEARCH_DISCRETIZATION
@@ -1104,12 +1108,16 @@ _LIMIT_SKIP_FACTOR = 4.0
 
 def _memoized(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Result]:
     """Remember the last few results (and refusals) of an expensive bound: the combined NoisySGD
-    theorem re-uses the results of Thms 4.9 and 4.10 computed for the same run and query."""
+    theorem re-uses the results of Thms 4.9 and 4.10 computed for the same run and query.
+
+    A calibration's locating pass (:func:`lastiterate.bounds.base.locating_estimates`) is
+    remembered apart: there Thm 4.8's composition is the coarse locating estimate, which must
+    never come back from a full accounting of the same run and query."""
     cache: dict[str, Result | NotApplicable] = {}
 
     @functools.wraps(func)
     def wrapper(run: Run, query: Query) -> Result:
-        key = repr(run) + "|" + repr(query)
+        key = repr(run) + "|" + repr(query) + ("|locating" if locating() else "")
         if key not in cache:
             if len(cache) >= 16:
                 cache.pop(next(iter(cache)))
@@ -1136,7 +1144,7 @@ def _limit_search_once(
     # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
     from lastiterate.notions.pld import max_grid_points, tilt_delta_floor
 
-    full = (*key, query.delta, query.epsilon, max_grid_points(), tilt_delta_floor())
+    full = (*key, query.delta, query.epsilon, max_grid_points(), tilt_delta_floor(), locating())
     hit = _LIMIT_SEARCHES.get(full)
     if hit is None:
         hit = search()
@@ -1458,11 +1466,22 @@ def noisy_sgd_strongly_convex_clt(run: Run, query: Query) -> Result:
     )
 
 
+@_memoized
 def noisy_sgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
     """Thms 4.9 and 4.10 together (NoisySGD, strongly convex AND bounded domain): the smaller of
     the two f-DP bounds (each valid, so their pointwise best is), with ``epsilon_limit`` the
-    smaller of the two suprema over T (sup_T min(a, b) <= min(sup a, sup b)).  Both must apply."""
+    smaller of the two suprema over T (sup_T min(a, b) <= min(sup a, sup b)).  Both must apply.
+
+    Thm 4.10 is not searched when it provably cannot change the result
+    (:func:`_thm410_cannot_improve`): then the result is Thm 4.9's, exactly as the search would
+    have left it."""
     a = noisy_sgd_strongly_convex(run, query)
+    eta, _ = _sgd_checks(run)  # Thm 4.10's assumptions (the checks it makes first)
+    r = _require_diameter(run) / (eta * run.sigma)
+    if _thm410_cannot_improve(run, query, a, r):
+        details = dict(a.details)
+        details["chosen_theorem"] = a.theorem
+        return dataclasses.replace(a, theorem=THM_SGD_BOTH, details=details)
     b = noisy_sgd_bounded_convex(run, query)
     key = "epsilon" if query.delta is not None else "delta"
     best = a if getattr(a, key) <= getattr(b, key) else b
@@ -1471,6 +1490,52 @@ def noisy_sgd_strongly_convex_bounded(run: Run, query: Query) -> Result:
     lk = _limit_key(query)
     details[lk] = min(a.details[lk], b.details[lk])
     return dataclasses.replace(best, theorem=THM_SGD_BOTH, details=details)
+
+
+def _thm410_cannot_improve(run: Run, query: Query, a: Result, r: float) -> bool:
+    """Whether Thm 4.10 can change neither the value nor the limit of Thms 4.9 + 4.10, given
+    Thm 4.9's result ``a`` (exact lower bounds, no PLD):
+
+    * every Thm 4.10 window (any theta in the searched range, so ``1 - theta <= 0.95``, and any
+      length nu up to ``max(T - 1, NU_SEARCH_MAX)``) composes the Gaussian factor
+      ``G_{D/(eta sigma sqrt((1 - theta) nu))}``, and composing more mechanisms never lowers
+      epsilon (nor delta at a fixed epsilon): each window's value, on any pessimistic grid, is at
+      least that of ``G_{r / sqrt(0.95 nu_max)}``, ``r = D/(eta sigma)``.  If that exceeds
+      ``a``'s value, and Thm 4.10's other candidate, Thm 4.8's composition (the same cached PLD
+      as Thm 4.9's fallback), does not beat ``a`` either, then the pointwise minimum keeps ``a``.
+    * Thm 4.10's ``epsilon_limit`` is a window value over lengths up to ``NU_SEARCH_MAX`` (or
+      infinity when its search is skipped): at least the same Gaussian value at ``NU_SEARCH_MAX``;
+      if that is at least ``a``'s limit, the minimum of the two limits is ``a``'s.
+    """
+    lk = _limit_key(query)
+    key = "epsilon" if query.delta is not None else "delta"
+    value_a, limit_a = float(getattr(a, key)), float(a.details[lk])
+    theta_low = 1.0 - _THETA_RANGE[0]  # the largest share 1 - theta of the searched range
+    nu_max = max(run.T - 1, NU_SEARCH_MAX)
+    if _gaussian_value(r / math.sqrt(theta_low * nu_max), query) < value_a:
+        return False
+    if _gaussian_value(r / math.sqrt(theta_low * NU_SEARCH_MAX), query) < limit_a:
+        return False
+    try:
+        return _thm48_composition(run, query)[0] >= value_a
+    except NotApplicable:  # no composition value to compare with: search as before
+        return False
+
+
+def noisy_sgd_bounded_convex_alone(run: Run, query: Query) -> Result:
+    """Thm 4.10 as registered: :func:`noisy_sgd_bounded_convex`, except for runs where the
+    combined Thms 4.9 + 4.10 apply (strongly convex AND bounded domain), whose result is never
+    larger than Thm 4.10's alone and is the one the accountant keeps for this bound id (it is
+    registered first and wins ties); there Thm 4.10 alone refuses (NotApplicable, with the reason)
+    instead of repeating the window search that the combined theorem may have proved useless
+    (:func:`_thm410_cannot_improve`)."""
+    try:
+        noisy_sgd_strongly_convex_bounded(run, query)  # memoized: the accountant asked first
+    except NotApplicable:
+        return noisy_sgd_bounded_convex(run, query)
+    raise NotApplicable(
+        f"superseded by {THM_SGD_BOTH}, which applies to this run and is never larger"
+    )
 
 
 # ============================================================================ registration
@@ -1496,7 +1561,12 @@ _REGISTRATION: tuple[tuple[Callable[[Run, Query], Result], str, str, str], ...] 
     (noisy_cgd_strongly_convex, "Thm 4.5 (NoisyCGD, strongly convex)", "cgd", "bound"),
     (noisy_cgd_bounded_convex, "Thm 4.6 (NoisyCGD, convex, bounded domain)", "cgd", "bound"),
     (noisy_sgd_strongly_convex_bounded, THM_SGD_BOTH, "sgd", "bound"),
-    (noisy_sgd_bounded_convex, "Thm 4.10 (NoisySGD, convex, bounded domain)", "sgd", "bound"),
+    (
+        noisy_sgd_bounded_convex_alone,
+        "Thm 4.10 (NoisySGD, convex, bounded domain)",
+        "sgd",
+        "bound",
+    ),
     (noisy_sgd_strongly_convex, "Thm 4.9 (NoisySGD, strongly convex)", "sgd", "bound"),
     (
         noisy_sgd_bounded_convex_clt,
