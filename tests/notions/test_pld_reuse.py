@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -65,3 +68,89 @@ def test_remembered_cgfs_give_a_fresh_pmfs_windows() -> None:
             fresh, k, 1e-15
         )
     assert len(shared._cache["exact_cgf"]) < 6 * len(ks)  # some lambdas were reused
+
+
+# ---------------------------------------------------------------------- FFT-length ladder
+def _is_fast(n: int) -> bool:
+    for f in (2, 3, 5):
+        while n % f == 0:
+            n //= f
+    return n == 1
+
+
+@pytest.mark.parametrize("needed", [1, 2, 7, 100, 1000, 4097, 185_783, 216_001, 559_873, 2**20])
+def test_fft_length_is_a_fast_rung_at_most_9_percent_above(needed: int) -> None:
+    from scipy import fft as sp_fft
+
+    got = kernels._fft_length(needed)
+    assert got >= needed and _is_fast(got)
+    # a rung is next_fast_len of ceil(2^(i/8)): at most 2^(1/8) above, then the fast rounding
+    assert got <= sp_fft.next_fast_len(int(np.ceil(needed * 2 ** (1 / 8))), real=True)
+
+
+def test_fft_length_is_one_rung_for_a_range_of_needs() -> None:
+    """The length depends only on the need, in steps: many needs share one rung (what lets the
+    compositions of one PMF for nearby k share a transform), and it never decreases."""
+    needs = np.arange(200_000, 260_000, 7)
+    got = [kernels._fft_length(int(n)) for n in needs]
+    assert all(b >= a for a, b in itertools.pairwise(got))
+    assert len(set(got)) <= 4  # 2^(3/8) = 1.30 > 260/200: at most 4 rungs
+
+
+def test_fft_length_never_exceeds_a_budget_the_fast_length_fits() -> None:
+    from scipy import fft as sp_fft
+
+    needed = 1_000_001
+    rung = kernels._fft_length(needed)
+    fast = sp_fft.next_fast_len(needed, real=True)
+    assert rung > fast
+    with pld.grid_budget(fast):
+        assert kernels._fft_length(needed) == fast
+    with pld.grid_budget(rung):
+        assert kernels._fft_length(needed) == rung
+
+
+# ---------------------------------------------------------------------- remembered spectra
+def _pmfs(composed: pld.Pld) -> list[kernels._Pmf]:
+    return [p for p in (composed._remove, composed._add, composed._low_remove) if p is not None]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: pld.symmetric_subsampled_gaussian_pld(0.025, 0.8, with_lower=True),
+        lambda: pld.poisson_subsampled_gaussian_pld(0.01, 1.1, with_lower=True),
+    ],
+)
+def test_remembered_spectrum_gives_a_fresh_pmfs_compositions_bit_for_bit(make: Any) -> None:
+    """k-fold compositions of one shared one-step PLD, in any order of k (the spectrum of the
+    latest FFT length remembered on it), equal those of a fresh PLD for every k, bin for bin."""
+    shared = make()
+    ks = [40, 41, 44, 400, 80, 401, 2000, 42]
+    hits = 0
+    for k in ks:
+        before = shared._remove._cache.get("spectrum")
+        got = shared.self_compose(k)
+        hits += before is not None and shared._remove._cache.get("spectrum") is before
+        want = make().self_compose(k)
+        for a, b in zip(_pmfs(got), _pmfs(want), strict=True):
+            assert a.lower == b.lower and a.infinity_mass == b.infinity_mass
+            assert np.array_equal(a.probs, b.probs)
+        assert got.epsilon_with_error(1e-5) == want.epsilon_with_error(1e-5)
+    assert hits >= 1  # nearby k need one rung: the remembered spectrum was used
+
+
+def test_remembered_spectrum_is_that_of_the_factor() -> None:
+    one = pld.symmetric_subsampled_gaussian_pld(0.1, 1.0, discretization=1e-3)._remove
+    n1 = kernels._fft_length(len(one.probs))
+    spec = kernels._untilted_spectrum(one.probs, n1, one._cache)
+    assert one._cache["spectrum"] is spec
+    x = one.probs / one.probs.sum()
+    padded = np.zeros(n1)
+    padded[: len(x)] = x
+    np.testing.assert_allclose(spec.z, np.fft.rfft(padded), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(spec.mod, np.abs(spec.z))
+    assert kernels._untilted_spectrum(one.probs, n1, one._cache) is spec
+    n2 = kernels._fft_length(n1 + 1)
+    other = kernels._untilted_spectrum(one.probs, n2, one._cache)
+    assert other is not spec and one._cache["spectrum"] is other  # one length at a time

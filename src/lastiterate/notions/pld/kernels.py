@@ -600,12 +600,112 @@ class _Pass:
         return self._logxs  # type: ignore[return-value]
 
 
+class _Spectrum:
+    """The forward transform of one normalised factor ``x`` at one FFT length, with what a pass
+    derives from it per frequency (computed on first use): ``mod = |z|``, ``mod_a = |z| + a``
+    (``a``: the componentwise input error of the transform, :func:`_fft_level_error` plus the
+    folding), ``log_mod_a`` and ``log_mod``.  None of it depends on the power k."""
+
+    __slots__ = ("_log_mod", "_log_mod_a", "_mod_a", "a", "mod", "n_fft", "total", "x", "z")
+
+    def __init__(self, n_fft: int, total: float, x: np.ndarray) -> None:
+        self.n_fft = n_fft
+        self.total = total
+        self.x = x
+        self.z = sp_fft.rfft(_fold(x, n_fft), n_fft)
+        self.mod = np.abs(self.z)
+        self.a = _fft_level_error(n_fft) + -(-len(x) // n_fft) * _EPS
+        self._mod_a: np.ndarray | None = None
+        self._log_mod_a: np.ndarray | None = None
+        self._log_mod: np.ndarray | None = None
+
+    @property
+    def mod_a(self) -> np.ndarray:
+        if self._mod_a is None:
+            self._mod_a = self.mod + self.a
+        return self._mod_a
+
+    @property
+    def log_mod_a(self) -> np.ndarray:
+        if self._log_mod_a is None:
+            self._log_mod_a = np.log(self.mod_a)
+        return self._log_mod_a
+
+    @property
+    def log_mod(self) -> np.ndarray:
+        if self._log_mod is None:
+            with np.errstate(divide="ignore"):
+                self._log_mod = np.log(self.mod)
+        return self._log_mod
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.z, self.mod, self._mod_a, self._log_mod_a, self._log_mod)
+        return sum(0 if v is None else v.nbytes for v in arrays)
+
+
+#: the largest FFT length whose spectrum a one-step PMF remembers (a spectrum of this length holds
+#: about 20 bytes a point with its derived arrays: 40 MB here; the accountant's compositions use at
+#: most ``ACCOUNTING_GRID_POINTS`` = 2**20 points)
+_REMEMBERED_SPECTRUM_MAX = 2**21
+
+
+def _untilted_spectrum(p: np.ndarray, n_fft: int, memo: dict | None) -> _Spectrum:
+    """The spectrum of ``p / sum(p)`` at length ``n_fft``; remembered in ``memo`` (a PMF's cache:
+    one length at a time, the latest) and reused while the length stays the same.
+
+    The k-fold compositions of one one-step PMF (a sweep over the number of steps, a search over a
+    window length) share it: the FFT length comes from a k-independent ladder
+    (:func:`_fft_length`), so consecutive k usually need the same length.  A remembered spectrum is
+    the one a fresh computation gives (the same operations on the same input), so every value is
+    the same whether or not it is remembered.
+    """
+    if memo is not None:
+        hit = memo.get("spectrum")
+        if hit is not None and hit.n_fft == n_fft:
+            return hit
+    total = float(np.sum(p))
+    out = _Spectrum(n_fft, total, p / total)
+    if memo is not None and n_fft <= _REMEMBERED_SPECTRUM_MAX:
+        memo["spectrum"] = out
+    return out
+
+
+#: rungs per octave of the FFT-length ladder (:func:`_fft_length`)
+_LADDER_STEPS_PER_OCTAVE = 8
+
+
+def _fft_length(needed: int) -> int:
+    """The FFT length of a composition that needs ``needed`` points: the smallest rung of a fixed
+    ladder that holds them, ``next_fast_len(ceil(2 ** (i / 8)))`` (8 rungs an octave, at most 9%
+    above ``needed`` plus the fast-length rounding), or ``next_fast_len(needed)`` itself where the
+    rung would exceed the grid budget (:func:`max_grid_points`), so that the ladder never coarsens
+    a grid.
+
+    The rung does not depend on the number of steps k, only on the length the window needs, so the
+    compositions of one PMF for nearby k share one length and one forward transform
+    (:func:`_untilted_spectrum`); a single ``account`` uses the same rule, so a sweep's values are
+    those of ``account`` bit for bit.  A longer transform only widens the window: the Chernoff
+    window's tail bound and the FFT error bound are computed for the length used.
+    """
+    needed = max(1, int(needed))
+    fast = int(sp_fft.next_fast_len(needed, real=True))
+    i = math.ceil(_LADDER_STEPS_PER_OCTAVE * math.log2(needed))
+    while i > 0 and math.ceil(2.0 ** ((i - 1) / _LADDER_STEPS_PER_OCTAVE)) >= needed:
+        i -= 1
+    while math.ceil(2.0 ** (i / _LADDER_STEPS_PER_OCTAVE)) < needed:
+        i += 1
+    rung = int(sp_fft.next_fast_len(math.ceil(2.0 ** (i / _LADDER_STEPS_PER_OCTAVE)), real=True))
+    return fast if rung > max_grid_points() else rung
+
+
 def _tilted_pass(
     probs: Sequence[np.ndarray],
     powers: Sequence[int],
     lam: float,
     n_fft: int,
     offset: int,
+    memos: Sequence[dict | None] | None = None,
 ) -> _Pass:
     r"""Cyclic convolution :math:`\circledast_i x_i^{*k_i}` of the tilted, normalised factors.
 
@@ -619,6 +719,10 @@ def _tilted_pass(
     \prod(|w_i| + a)^{k_i} - \prod |w_i|^{k_i}`; the rounding of the powers and of the inverse
     transform is added; the sup norm of the output error is at most the weighted mean of the
     spectral errors.
+
+    ``memos`` (one per factor, or None): where the untilted pass remembers a factor's forward
+    transform (:func:`_untilted_spectrum`), so that the k-fold compositions of one one-step PMF for
+    many k on one FFT length (:func:`_fft_length`) transform it once.
     """
     g = _fft_level_error(n_fft)
     n_half = n_fft // 2 + 1
@@ -626,12 +730,11 @@ def _tilted_pass(
     log_scale = 0.0
     logxs: list[np.ndarray | None] = []
     xs: list[np.ndarray] = []
-    spectra = []
-    for p, k in zip(probs, powers):
+    spectra: list[tuple[_Spectrum, int]] = []
+    for i, (p, k) in enumerate(zip(probs, powers)):
         if lam == 0.0:
-            total = float(np.sum(p))
-            x = p / total
-            log_scale += k * math.log(total)
+            sp = _untilted_spectrum(p, n_fft, None if memos is None else memos[i])
+            log_scale += k * math.log(sp.total)
             logxs.append(None)  # np.log(x) on demand (_Pass.logxs)
         else:
             with np.errstate(divide="ignore"):
@@ -640,33 +743,31 @@ def _tilted_pass(
             log_scale += k * log_m
             tilted = lw - log_m
             logxs.append(tilted)
-            x = np.exp(tilted)
-        xs.append(x)
-        folds = -(-len(x) // n_fft)
-        z = sp_fft.rfft(_fold(x, n_fft), n_fft)
-        mod = np.abs(z)
-        a = g + folds * _EPS
-        spectra.append((z, mod, k, a))
+            sp = _Spectrum(n_fft, 1.0, np.exp(tilted))
+        xs.append(sp.x)
+        spectra.append((sp, k))
     # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
-    if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k), no logs
-        z, mod, k, a = spectra[0]
-        live = mod + a > math.exp(-700.0 / k)
-        with np.errstate(divide="ignore"):
+    if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k)
+        sp, k = spectra[0]
+        live = sp.mod_a > math.exp(-700.0 / k)
+        n_live = int(np.count_nonzero(live))
+        if n_live == n_half:
+            log_mod_up = k * sp.log_mod_a
+        else:
             log_mod_up = np.zeros(n_half)
-            log_mod_up[live] = k * np.log(mod[live] + a)
+            log_mod_up[live] = k * sp.log_mod_a[live]
     else:
-        for z, mod, k, a in spectra:
-            log_mod_up += k * np.log(mod + a)
+        for sp, k in spectra:
+            log_mod_up += k * sp.log_mod_a
         live = log_mod_up > -700.0
-    n_live = int(np.count_nonzero(live))
-    # every frequency live (the usual case): views instead of masked copies, same values
+        n_live = int(np.count_nonzero(live))
+    # every frequency live: views instead of masked copies, same values
     sel: slice | np.ndarray = slice(None) if n_live == n_half else live
     log_mod = np.zeros(n_live)
     spec: np.ndarray | None = None
-    for z, mod, k, _a in spectra:
-        with np.errstate(divide="ignore"):
-            log_mod += k * np.log(mod[sel])
-        power = _int_power(z[sel], k)
+    for sp, k in spectra:
+        log_mod += k * sp.log_mod[sel]
+        power = _int_power(sp.z[sel], k)
         if spec is None and n_live == n_half:
             spec = power  # 1 * power (up to the sign of a zero)
         else:
@@ -684,8 +785,10 @@ def _tilted_pass(
     single = [0] + ([n_half - 1] if n_fft % 2 == 0 else [])
     if n_live == n_half:
         once_terms = terms[single]
-    else:
-        once_terms = terms[np.isin(np.flatnonzero(live), single)]
+    else:  # the positions of the live frequencies 0 and n_half - 1 among the live ones
+        once_terms = terms[
+            [j for f, j in ((0, 0), (n_half - 1, n_live - 1)) if f in single and live[f]]
+        ]
     bound = float(2.0 * np.sum(terms) - np.sum(once_terms)) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
@@ -733,6 +836,7 @@ def _compose_spectral(
     aliasing: bool,
     need_alias: bool = True,
     window_tail: float | None = None,
+    memos: Sequence[dict | None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window
     ``offset .. offset + out_len - 1``.
@@ -760,7 +864,7 @@ def _compose_spectral(
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
     for _ in range(_MAX_TILTS):
-        ps = _tilted_pass(probs, powers, lam, n_fft, offset)
+        ps = _tilted_pass(probs, powers, lam, n_fft, offset, memos)
         passes.append(ps)
         # (the untilted pass is constant in the bin: scalars, no per-bin exponentials)
         if lam != 0.0 and idx is None:
@@ -891,14 +995,22 @@ def _self_compose(
         a, width, truncated = 0, full, False
     else:
         truncated = True
-    n_fft = sp_fft.next_fast_len(width + n_extra - 1, real=True)
+    n_fft = _fft_length(width + n_extra - 1)
     if n_fft > max_grid_points():
         raise _GridTooLarge(n_fft)
     factors = [probs] if extra is None else [probs, extra.probs]
     powers = [k] if extra is None else [k, 1]
     out_len = n_fft if truncated else width + n_extra - 1
     value, error, alias = _compose_spectral(
-        factors, powers, n_fft, a, out_len, truncated, need_alias=not pessimistic, window_tail=tail
+        factors,
+        powers,
+        n_fft,
+        a,
+        out_len,
+        truncated,
+        need_alias=not pessimistic,
+        window_tail=tail,
+        memos=[pmf._cache] if extra is None else [pmf._cache, extra._cache],
     )
     inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
     lower = k * pmf.lower + a
