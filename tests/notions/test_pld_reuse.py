@@ -154,3 +154,36 @@ def test_remembered_spectrum_is_that_of_the_factor() -> None:
     n2 = kernels._fft_length(n1 + 1)
     other = kernels._untilted_spectrum(one.probs, n2, one._cache)
     assert other is not spec and one._cache["spectrum"] is other  # one length at a time
+
+
+# ---------------------------------------------------------------------- one-pass coverage test
+def _uncovered_elementwise(
+    value: np.ndarray, mode: int, err: float, rho: float, tail_floor: float
+) -> bool:
+    """The element-wise form of the coverage test (the multi-pass code path's expression)."""
+    tail = err * np.arange(len(value) - mode - 1, 0, -1, dtype=float)
+    return bool(np.any((err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail > tail_floor)))
+
+
+def test_one_pass_coverage_test_equals_the_elementwise_one() -> None:
+    rng = np.random.default_rng(11)
+    checked = {True: 0, False: 0}
+    for _ in range(3000):
+        n = int(rng.integers(1, 60))
+        value = np.exp(-rng.uniform(0, 40, n)) * rng.choice([1.0, 1.0, 1.0, -1.0, 0.0], n)
+        mode = int(rng.integers(0, n))
+        err = float(rng.choice([0.0, 1e-300, 10.0 ** rng.uniform(-20, -1), 1e308]))
+        rho = float(10.0 ** rng.uniform(-9, 0))
+        tail_floor = float(rng.choice([1e-20, 1e-8, 10.0 ** rng.uniform(-25, 0)]))
+        with np.errstate(over="ignore"):
+            want = _uncovered_elementwise(value, mode, err, rho, tail_floor)
+            got = kernels._uncovered_above_mode(value, mode, err, rho, tail_floor)
+        assert got == want, (value, mode, err, rho, tail_floor)
+        checked[want] += 1
+    assert min(checked.values()) > 300  # both answers are exercised
+    # the boundary of the tail condition: one bin whose tail is exactly at the floor
+    value = np.array([1.0, 0.0, 0.0, 0.0])
+    for floor in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
+        assert kernels._uncovered_above_mode(value, 0, 1.0, 1e-7, floor) == (
+            _uncovered_elementwise(value, 0, 1.0, 1e-7, floor)
+        )

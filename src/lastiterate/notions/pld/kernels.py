@@ -750,19 +750,18 @@ def _tilted_pass(
     if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k)
         sp, k = spectra[0]
         live = sp.mod_a > math.exp(-700.0 / k)
-        n_live = int(np.count_nonzero(live))
-        if n_live == n_half:
-            log_mod_up = k * sp.log_mod_a
-        else:
-            log_mod_up = np.zeros(n_half)
-            log_mod_up[live] = k * sp.log_mod_a[live]
     else:
         for sp, k in spectra:
             log_mod_up += k * sp.log_mod_a
         live = log_mod_up > -700.0
-        n_live = int(np.count_nonzero(live))
-    # every frequency live: views instead of masked copies, same values
-    sel: slice | np.ndarray = slice(None) if n_live == n_half else live
+    n_live = int(np.count_nonzero(live))
+    # every frequency live: views; else the live frequencies' indices, so that every gather and
+    # scatter below touches only them (a long composition keeps few frequencies alive)
+    sel: slice | np.ndarray = slice(None) if n_live == n_half else np.flatnonzero(live)
+    if len(spectra) == 1:
+        log_mod_up = k * sp.log_mod_a[sel]
+    else:
+        log_mod_up = log_mod_up[sel]
     log_mod = np.zeros(n_live)
     spec: np.ndarray | None = None
     for sp, k in spectra:
@@ -770,25 +769,25 @@ def _tilted_pass(
         power = _int_power(sp.z[sel], k)
         if spec is None and n_live == n_half:
             spec = power  # 1 * power (up to the sign of a zero)
+        elif spec is None:
+            spec = np.zeros(n_half, dtype=complex)
+            spec[sel] = power
         else:
-            if spec is None:
-                spec = np.zeros(n_half, dtype=complex)
-                spec[live] = 1.0
             spec[sel] *= power
     assert spec is not None
     rounding = (2.0 * math.ceil(math.log2(max(2, max(powers)))) * len(powers) + 2.0) * 3.0 * _EPS
     with np.errstate(over="ignore", invalid="ignore"):
-        up = np.exp(log_mod_up[sel])
-        prop = up * -np.expm1(log_mod - log_mod_up[sel])  # (|w| + a)^k - |w|^k, stable
+        up = np.exp(log_mod_up)
+        prop = up * -np.expm1(log_mod - log_mod_up)  # (|w| + a)^k - |w|^k, stable
     # frequency f counts twice in the real inverse transform, except 0 and (even n_fft) n_fft / 2
     terms = prop + (rounding + g) * up
     single = [0] + ([n_half - 1] if n_fft % 2 == 0 else [])
     if n_live == n_half:
         once_terms = terms[single]
     else:  # the positions of the live frequencies 0 and n_half - 1 among the live ones
-        once_terms = terms[
-            [j for f, j in ((0, 0), (n_half - 1, n_live - 1)) if f in single and live[f]]
-        ]
+        assert isinstance(sel, np.ndarray)
+        ends = ((0, 0), (n_half - 1, n_live - 1)) if n_live else ()
+        once_terms = terms[[j for f, j in ends if f in single and sel[j] == f]]
     bound = float(2.0 * np.sum(terms) - np.sum(once_terms)) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = sp_fft.irfft(spec, n_fft)
@@ -825,6 +824,36 @@ def _tilted_moments(
         mean += k * m
         var += k * float(np.sum(w * (c - m) ** 2))
     return mean, var
+
+
+def _uncovered_above_mode(
+    value: np.ndarray, mode: int, err: float, rho: float, tail_floor: float
+) -> bool:
+    """Whether a bin above the mode is not yet covered by one pass whose error bound ``err`` is
+    the same for every bin: a bin t above the mode with ``err > rho * max(value[t], 0)`` whose
+    tail of bounds above it, ``err * (number of bins from t to the top)``, exceeds ``tail_floor``.
+
+    The same test as comparing every bin (:func:`_compose_spectral`'s multi-pass form) in one
+    pass over a slice: the tail condition holds on a prefix of the bins above the mode (``err *
+    c`` is non-decreasing in the count c under rounding), and ``x -> rho * max(x, 0)`` is
+    non-decreasing, so some bin of the prefix is uncovered iff its smallest value is.  A NaN bin
+    (never produced by finite inputs) is left to the element-wise form.
+    """
+    top = len(value) - mode - 1  # bins above the mode; the lowest of them counts `top` bins up
+    if top <= 0 or not err > 0.0 or not err * top > tail_floor:
+        return False
+    c = max(1, min(top, math.ceil(tail_floor / err)))  # the smallest count with err * c > floor
+    while c > 1 and err * (c - 1) > tail_floor:
+        c -= 1
+    while not err * c > tail_floor:
+        c += 1
+    prefix = value[mode + 1 : mode + 1 + (top - c + 1)]  # counts top .. c
+    low = float(np.min(prefix))
+    if math.isnan(low):
+        counts = np.arange(top, 0, -1, dtype=float)
+        tail = err * counts
+        return bool(np.any((err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail > tail_floor)))
+    return err > rho * max(low, 0.0)
 
 
 def _compose_spectral(
@@ -904,22 +933,22 @@ def _compose_spectral(
                 np.copyto(source, len(passes) - 1, where=take)
         # coverage: bins above the mode whose bound is not yet small relative to the bin
         mode = int(np.argmax(value))
-        # (only bins above the mode are examined: the tails below are the same numbers)
-        with np.errstate(over="ignore"):
-            if len(passes) == 1:  # one constant bound: its tail sums in closed form
-                err: np.ndarray | float = math.exp(min(709.0, float(log_err)))
-                tail_err = err * np.arange(out_len - mode - 1, 0, -1, dtype=float)
-            else:
-                err_bins = np.exp(best_log_err)
-                err = err_bins[mode + 1 :]
-                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
         floor = min(floor, ps.bound / max(float(np.max(ps.raw)), 1e-300))  # (rotation-free)
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
-        bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
-        hits = np.nonzero(bad)[0]
-        if len(hits) == 0:
-            break
+        # (only bins above the mode are examined: the tails below are the same numbers)
+        if len(passes) == 1:  # one constant bound: its tail sums in closed form
+            err1 = math.exp(min(709.0, float(log_err)))
+            if not _uncovered_above_mode(value, mode, err1, rho, tilt_delta_floor()):
+                break
+        else:
+            with np.errstate(over="ignore"):
+                err_bins = np.exp(best_log_err)
+                err = err_bins[mode + 1 :]
+                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
+            bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
+            if not np.any(bad):
+                break
         if schedule is None:
             with np.errstate(divide="ignore"):  # only a tilted pass needs the factors' logs
                 logps = [_blocks(np.log(p)) for p in probs]
@@ -1017,9 +1046,13 @@ def _self_compose(
     if extra is not None:
         inf = inf + extra.infinity_mass - inf * extra.infinity_mass
         lower += extra.lower
+    # (in place: the same values as max(value +- error, 0) without two window-long temporaries)
     if pessimistic:
-        out = np.maximum(value + error, 0.0)
+        out = np.add(value, error, out=error)
+        np.maximum(out, 0.0, out=out)
         add = tail / 2.0 if truncated else 0.0
         out[-1] += add  # the mass below the window, moved up to the top bin
         return _Pmf(lower, out, min(1.0, inf + add)), add
-    return _Pmf(lower, np.maximum(value - error, 0.0), inf), alias
+    out = np.subtract(value, error, out=error)
+    np.maximum(out, 0.0, out=out)
+    return _Pmf(lower, out, inf), alias
