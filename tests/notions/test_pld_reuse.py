@@ -187,3 +187,41 @@ def test_one_pass_coverage_test_equals_the_elementwise_one() -> None:
         assert kernels._uncovered_above_mode(value, 0, 1.0, 1e-7, floor) == (
             _uncovered_elementwise(value, 0, 1.0, 1e-7, floor)
         )
+
+
+# ---------------------------------------------------------------------- where the sums start
+@pytest.mark.parametrize(("p", "mu", "k"), CASES[:3])
+def test_crossing_floor_is_below_the_crossing_and_above_the_suffix(
+    p: float, mu: float, k: int
+) -> None:
+    """The floor (from the tail sums alone) never passes the grid point where the profile first
+    reaches delta (the exact profile at every grid point, summed here directly), and it skips a
+    part of the first suffix (else it saves nothing)."""
+    composed = _composed(p, mu, k)
+    raised = 0
+    for pmf in (composed._remove, composed._low_remove):
+        assert pmf is not None
+        probs, n = pmf.probs, len(pmf.probs)
+        s = n - max(kernels._TOP_START, int(kernels._TOP_FRACTION * n))
+        rising = np.cumsum(probs[s:][::-1]) + pmf.infinity_mass
+        losses = (pmf.lower + np.arange(n)) * 1e-4
+        for delta in (1e-3, 1e-5, 1e-8):
+            floor = s + kernels._crossing_floor(rising, delta, 1e-4)
+            # profile at the grid points of the suffix below the floor: all above delta
+            for j in np.linspace(s, floor - 1, 25).astype(int) if floor > s else []:
+                above = losses > losses[j]
+                profile = pmf.infinity_mass + np.sum(
+                    probs[above] * -np.expm1(losses[j] - losses[above])
+                )
+                assert profile > delta, (p, mu, k, delta, j, floor)
+            raised += floor > s + 0.05 * n
+    assert raised >= 2  # at delta = 1e-5 and 1e-8, where a DP-SGD epsilon is read
+
+
+def test_a_floor_above_the_crossing_falls_back_to_the_whole_suffix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pmf = _composed(0.025, 0.6, 600)._remove
+    want = kernels._epsilon_for_delta_full(pmf, 1e-4, 1e-5)
+    monkeypatch.setattr(kernels, "_crossing_floor", lambda rising, delta, d: len(rising) - 3)
+    assert kernels._epsilon_for_delta_top(pmf, 1e-4, 1e-5) == want

@@ -164,32 +164,70 @@ def _epsilon_for_delta_top(pmf: _Pmf, d: float, delta: float) -> float | None:
     probs = pmf.probs
     n = len(probs)
     m = max(_TOP_START, int(_TOP_FRACTION * n))
+    use_floor = True
     while True:
         s = max(0, n - m)
-        tail = np.cumsum(probs[s:][::-1])[::-1] + pmf.infinity_mass  # U_j, j >= s
-        above = np.nonzero(tail <= delta)[0]
-        if len(above) and above[0] == 0 and s > 0:
+        # U_j for j >= s, and the same numbers in increasing order (U_{n-1} first): U decreases
+        # in j (a reverse cumulative sum of non-negative masses), so "the first j with U_j <= x"
+        # is a binary search
+        rising = np.cumsum(probs[s:][::-1]) + pmf.infinity_mass
+        tail = rising[::-1]
+        at_most = int(np.searchsorted(rising, delta, side="right"))  # how many U_j <= delta
+        if at_most == len(tail) and s > 0:
             m *= 4  # U_s <= delta already: the first such point lies below the suffix
             continue
-        j_top = min(s + int(above[0]) if len(above) else n, n - 1)
+        j_top = min(s + len(tail) - at_most if at_most else n, n - 1)
         j_lo = max(0, j_top - int(600.0 / d))
         if s < j_lo:
             return None  # the window moves with j_top: leave it to the full computation
+        # the crossing lies at or above `floor`: start the sums there (the same suffix sums)
+        floor = s + (_crossing_floor(rising, delta, d) if use_floor else 0)
+        floor = max(s, min(floor, j_top - 1))
         shift = (pmf.lower + j_top) * d
-        losses = (pmf.lower + np.arange(s, n)) * d
-        w = np.cumsum((probs[s:] * np.exp(shift - losses))[::-1])[::-1]
-        mm = j_top - s + 1
-        u_next = np.append(tail[1:], pmf.infinity_mass)[:mm]
+        losses = (pmf.lower + np.arange(floor, n)) * d
+        w = np.cumsum((probs[floor:] * np.exp(shift - losses))[::-1])[::-1]
+        u = tail[floor - s :]
+        mm = j_top - floor + 1
+        u_next = np.append(u[1:], pmf.infinity_mass)[:mm]
         w_next = np.append(w[1:], 0.0)[:mm]
         d_grid = u_next - np.exp(losses[:mm] - shift) * w_next
         ok = np.nonzero(d_grid <= delta)[0]
         jj = int(ok[0]) if len(ok) else mm - 1
+        if jj == 0 and floor > s:
+            use_floor = False  # (never seen) the floor was too high: the whole suffix again
+            continue
         if jj == 0 and s > j_lo:
             m *= 4  # the crossing may lie below the suffix
             continue
         if jj == 0 and j_lo > 0:
             return None  # the full computation moves its window down
-        return _crossing_epsilon(losses, tail, w, jj, delta, shift)
+        return _crossing_epsilon(losses, u, w, jj, delta, shift)
+
+
+#: loss gaps K * Delta of :func:`_crossing_floor`
+_FLOOR_GAPS = (0.05, 0.1, 0.2, 0.5)
+
+
+def _crossing_floor(rising: np.ndarray, delta: float, d: float) -> int:
+    r"""An index (into the suffix whose tail sums ``U`` are ``rising[::-1]``) below which the
+    profile at the grid points stays above ``delta``: :func:`_epsilon_for_delta_top` need not sum
+    below it.
+
+    At a grid point :math:`\delta(\ell_j) = m_\infty + \sum_{i>j} p_i (1 - e^{-(i-j)\Delta})
+    \ge (1 - e^{-K\Delta})\, U_{j+K}` for every K >= 1, so a point with
+    :math:`\delta(\ell_j) \le \delta` has :math:`U_{j+K} \le \delta / (1 - e^{-K\Delta})`,
+    i.e. j is at least the first such index minus K (the best over a few loss gaps K Delta,
+    with a margin of 1e-6 relative and 2 bins for the rounding of the computed sums).  Only
+    where the sums start depends on it: the sums themselves are the suffix's, bit for bit.
+    """
+    n = len(rising)
+    best = 0
+    for gap in _FLOOR_GAPS:
+        k = max(1, round(gap / d))
+        level = delta / -math.expm1(-k * d) * (1.0 + 1e-6)
+        first = n - int(np.searchsorted(rising, level, side="right"))  # first U_j <= level
+        best = max(best, first - k - 2)
+    return best
 
 
 def _truncate(probs: np.ndarray, tail: float) -> tuple[int, np.ndarray, float]:
