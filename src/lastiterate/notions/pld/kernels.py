@@ -1011,8 +1011,8 @@ def _compose_spectral(
             break
         lam = schedule.pop(0)
     with np.errstate(over="ignore"):
-        if len(passes) == 1:
-            error = np.abs(value)
+        if len(passes) == 1:  # (into the pass's inverse transform: read, and no longer needed)
+            error = np.abs(value, out=passes[0].raw[:out_len])
             error *= passes[0].relative
             error += np.exp(first_log_err)
         else:
@@ -1022,10 +1022,13 @@ def _compose_spectral(
         # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
         # mass from below on bins t <= t1 only from indices <= offset + t1 - n_fft
         for i, ps in enumerate(passes):
-            taken = np.arange(out_len) if len(passes) == 1 else np.nonzero(source == i)[0]
-            if len(taken) == 0:
-                continue
-            t0, t1 = int(taken[0]), int(taken[-1])
+            if len(passes) == 1:  # the one pass took every bin
+                t0, t1 = 0, out_len - 1
+            else:
+                taken = np.nonzero(source == i)[0]
+                if len(taken) == 0:
+                    continue
+                t0, t1 = int(taken[0]), int(taken[-1])
             if ps.lam == 0.0 and window_tail is not None:
                 alias_total += window_tail  # the window was chosen to hold all but this mass
                 continue
