@@ -300,15 +300,22 @@ def _estimates_skipped() -> Iterator[None]:
     take turns under the same lock as :func:`_shared_per_step_plds`)."""
     # lazy: `lastiterate sweep --help` imports this module
     from lastiterate import accountant
+    from lastiterate.bounds import base
 
     real = accountant.registered
+    kept: dict[tuple[Any, ...], list[Any]] = {}  # the sweep asks for the same ids at every point
 
     @functools.wraps(real)
     def bounds_only(ids: Sequence[str] | None = None) -> Any:
-        specs = real(ids)
-        if getattr(_SKIPPING, "on", False):
-            return [s for s in specs if s.kind != "estimate"]
-        return specs
+        if not getattr(_SKIPPING, "on", False):
+            return real(ids)
+        # (keyed on the registry's size too: a first call may import bound modules)
+        key = (None if ids is None else tuple(ids), len(base._REGISTRY))
+        hit = kept.get(key)
+        if hit is None:
+            hit = [s for s in real(ids) if s.kind != "estimate"]
+            kept[(None if ids is None else tuple(ids), len(base._REGISTRY))] = hit
+        return list(hit)
 
     accountant.registered = bounds_only  # type: ignore[assignment]
     try:
