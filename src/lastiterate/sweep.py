@@ -364,6 +364,11 @@ def _memoised_constructor(pld: Any) -> Iterator[None]:
         hit = memo.get(key)
         if hit is None:
             hit = real(p, mu, **kwargs)
+            # the sweep evaluates the runs grouped by their per-step pair (p, mu): a new pair
+            # means the earlier ones are done, and their PMFs (which remember the forward
+            # transforms of their compositions, kernels._untilted_spectrum) can go
+            if memo and next(iter(memo))[:2] != key[:2]:
+                memo.clear()
             if len(memo) >= _PER_STEP_MEMO:
                 memo.pop(next(iter(memo)))
             memo[key] = hit
@@ -376,7 +381,8 @@ def _memoised_constructor(pld: Any) -> Iterator[None]:
         pld.symmetric_subsampled_gaussian_pld = real
 
 
-#: one-step PLDs kept by a sweep (a fine one holds up to ~1e6 points, 4 arrays)
+#: one-step PLDs of one per-step pair kept by a sweep (a fine one holds up to ~1e6 points, 4
+#: arrays, and the spectrum of its latest composition length)
 _PER_STEP_MEMO = 8
 
 
