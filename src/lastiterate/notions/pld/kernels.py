@@ -764,7 +764,6 @@ def _tilted_pass(
     """
     g = _fft_level_error(n_fft)
     n_half = n_fft // 2 + 1
-    log_mod_up = np.zeros(n_half)
     log_scale = 0.0
     logxs: list[np.ndarray | None] = []
     xs: list[np.ndarray] = []
@@ -789,6 +788,7 @@ def _tilted_pass(
         sp, k = spectra[0]
         live = sp.mod_a > math.exp(-700.0 / k)
     else:
+        log_mod_up = np.zeros(n_half)
         for sp, k in spectra:
             log_mod_up += k * sp.log_mod_a
         live = log_mod_up > -700.0
