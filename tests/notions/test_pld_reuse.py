@@ -225,3 +225,28 @@ def test_a_floor_above_the_crossing_falls_back_to_the_whole_suffix(
     want = kernels._epsilon_for_delta_full(pmf, 1e-4, 1e-5)
     monkeypatch.setattr(kernels, "_crossing_floor", lambda rising, delta, d: len(rising) - 3)
     assert kernels._epsilon_for_delta_top(pmf, 1e-4, 1e-5) == want
+
+
+# ---------------------------------------------------------------------- powers in place
+def _power_by_new_arrays(z: np.ndarray, k: int) -> np.ndarray:
+    """Repeated squaring with a new array at every step (the form before the in-place one)."""
+    result: np.ndarray | None = None
+    base = z
+    while k:
+        if k & 1:
+            result = base.copy() if result is None else result * base
+        k >>= 1
+        if k:
+            base = base * base
+    return np.ones_like(z) if result is None else result
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 40, 41, 1200, 2000, 2047])
+def test_in_place_power_equals_the_plain_one_and_leaves_z(k: int) -> None:
+    rng = np.random.default_rng(k)
+    z = np.exp(2j * np.pi * rng.random(1000)) * rng.uniform(0.99, 1.0, 1000)
+    before = z.copy()
+    got = kernels._int_power(z, k)
+    assert np.array_equal(got, _power_by_new_arrays(z, k))
+    np.testing.assert_allclose(got, z**k, rtol=1e-10, atol=1e-300)
+    assert np.array_equal(z, before) and got is not z
