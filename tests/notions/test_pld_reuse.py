@@ -250,3 +250,28 @@ def test_in_place_power_equals_the_plain_one_and_leaves_z(k: int) -> None:
     assert np.array_equal(got, _power_by_new_arrays(z, k))
     np.testing.assert_allclose(got, z**k, rtol=1e-10, atol=1e-300)
     assert np.array_equal(z, before) and got is not z
+
+
+def test_live_frequencies_and_their_logs_equal_the_whole_arrays_in_any_order() -> None:
+    """The remembered live set (filtered when the threshold grows) is the scan's, whatever the
+    order of the thresholds; logs taken at the live indices equal the whole arrays' there."""
+    one = pld.symmetric_subsampled_gaussian_pld(0.025, 1.0, discretization=1e-3)._remove
+    n_fft = kernels._fft_length(4 * len(one.probs))
+    sp = kernels._untilted_spectrum(one.probs, n_fft, None)
+    ref = kernels._untilted_spectrum(one.probs, n_fft, None)
+    kinds = set()
+    for k in [40, 80, 2000, 400, 401, 41, 10**6, 3]:
+        thr = float(np.exp(-700.0 / k))
+        got = sp.live(thr)
+        mask = ref.mod_a > thr
+        kinds.add(bool(mask.all()))
+        if mask.all():
+            assert got is None
+            continue
+        assert got is not None and np.array_equal(got, np.flatnonzero(mask))
+        assert np.array_equal(sp.log_mod_a_at(got), np.log(ref.mod_a)[got])
+        with np.errstate(divide="ignore"):
+            assert np.array_equal(sp.log_mod_at(got), np.log(ref.mod)[got])
+    assert kinds == {True, False}  # both every frequency live and a few of them
+    assert sp._log_mod_a is None  # never needed whole: only the live entries were taken
+    assert np.array_equal(sp.log_mod_a_at(slice(None)), np.log(ref.mod_a))

@@ -651,9 +651,26 @@ class _Spectrum:
     """The forward transform of one normalised factor ``x`` at one FFT length, with what a pass
     derives from it per frequency (computed on first use): ``mod = |z|``, ``mod_a = |z| + a``
     (``a``: the componentwise input error of the transform, :func:`_fft_level_error` plus the
-    folding), ``log_mod_a`` and ``log_mod``.  None of it depends on the power k."""
+    folding), ``log_mod_a`` and ``log_mod``.  None of it depends on the power k.
 
-    __slots__ = ("_log_mod", "_log_mod_a", "_mod_a", "a", "mod", "n_fft", "total", "x", "z")
+    A pass of power k needs these only at its live frequencies (:meth:`live`, usually a few
+    percent of them for a long composition): :meth:`log_mod_a_at` and :meth:`log_mod_at` take
+    the logarithms there (the same numbers as the whole array's at those indices), and the whole
+    arrays only when every frequency is live.
+    """
+
+    __slots__ = (
+        "_live",
+        "_log_mod",
+        "_log_mod_a",
+        "_mod_a",
+        "a",
+        "mod",
+        "n_fft",
+        "total",
+        "x",
+        "z",
+    )
 
     def __init__(self, n_fft: int, total: float, x: np.ndarray) -> None:
         self.n_fft = n_fft
@@ -665,6 +682,34 @@ class _Spectrum:
         self._mod_a: np.ndarray | None = None
         self._log_mod_a: np.ndarray | None = None
         self._log_mod: np.ndarray | None = None
+        self._live: tuple[float, np.ndarray | None] | None = None
+
+    def live(self, threshold: float) -> np.ndarray | None:
+        """The frequencies with ``mod_a > threshold``, as increasing indices, or None when all
+        are.  The last answer is remembered: a larger threshold (a longer composition) filters
+        its indices instead of scanning every frequency; the set is the same either way."""
+        last = self._live
+        if last is not None and last[1] is not None and threshold >= last[0]:
+            idx = last[1]
+            out: np.ndarray | None = idx[self.mod_a[idx] > threshold]
+        else:
+            mask = self.mod_a > threshold
+            out = None if bool(mask.all()) else np.flatnonzero(mask)
+        self._live = (threshold, out)
+        return out
+
+    def log_mod_a_at(self, sel: slice | np.ndarray) -> np.ndarray:
+        """``log(mod_a)[sel]``: from the whole array when it is (or must be) computed."""
+        if self._log_mod_a is not None or isinstance(sel, slice):
+            return self.log_mod_a[sel]
+        return np.log(self.mod_a[sel])
+
+    def log_mod_at(self, sel: slice | np.ndarray) -> np.ndarray:
+        """``log(mod)[sel]`` (-inf where ``mod`` is 0), as :meth:`log_mod_a_at`."""
+        if self._log_mod is not None or isinstance(sel, slice):
+            return self.log_mod[sel]
+        with np.errstate(divide="ignore"):
+            return np.log(self.mod[sel])
 
     @property
     def mod_a(self) -> np.ndarray:
@@ -684,11 +729,6 @@ class _Spectrum:
             with np.errstate(divide="ignore"):
                 self._log_mod = np.log(self.mod)
         return self._log_mod
-
-    @property
-    def nbytes(self) -> int:
-        arrays = (self.z, self.mod, self._mod_a, self._log_mod_a, self._log_mod)
-        return sum(0 if v is None else v.nbytes for v in arrays)
 
 
 #: the largest FFT length whose spectrum a one-step PMF remembers (a spectrum of this length holds
@@ -793,26 +833,27 @@ def _tilted_pass(
         xs.append(sp.x)
         spectra.append((sp, k))
     # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
+    # every frequency live: views; else the live frequencies' indices, so that every gather and
+    # scatter below touches only them (a long composition keeps few frequencies alive)
+    sel: slice | np.ndarray
     if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k)
         sp, k = spectra[0]
-        live = sp.mod_a > math.exp(-700.0 / k)
+        idx = sp.live(math.exp(-700.0 / k))
+        sel = slice(None) if idx is None else idx
+        n_live = n_half if idx is None else len(idx)
+        log_mod_up = k * sp.log_mod_a_at(sel)
     else:
         log_mod_up = np.zeros(n_half)
         for sp, k in spectra:
             log_mod_up += k * sp.log_mod_a
         live = log_mod_up > -700.0
-    n_live = int(np.count_nonzero(live))
-    # every frequency live: views; else the live frequencies' indices, so that every gather and
-    # scatter below touches only them (a long composition keeps few frequencies alive)
-    sel: slice | np.ndarray = slice(None) if n_live == n_half else np.flatnonzero(live)
-    if len(spectra) == 1:
-        log_mod_up = k * sp.log_mod_a[sel]
-    else:
+        n_live = int(np.count_nonzero(live))
+        sel = slice(None) if n_live == n_half else np.flatnonzero(live)
         log_mod_up = log_mod_up[sel]
     log_mod = np.zeros(n_live)
     spec: np.ndarray | None = None
     for sp, k in spectra:
-        log_mod += k * sp.log_mod[sel]
+        log_mod += k * sp.log_mod_at(sel)
         power = _int_power(sp.z[sel], k)
         if spec is None and n_live == n_half:
             spec = power  # 1 * power (up to the sign of a zero)
