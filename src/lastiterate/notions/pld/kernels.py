@@ -731,9 +731,9 @@ class _Spectrum:
         return self._log_mod
 
 
-#: the largest FFT length whose spectrum a one-step PMF remembers (a spectrum of this length holds
-#: about 20 bytes a point with its derived arrays: 40 MB here; the accountant's compositions use at
-#: most ``ACCOUNTING_GRID_POINTS`` = 2**20 points)
+#: the largest FFT length whose spectrum a one-step PMF remembers (a spectrum holds at most 28
+#: bytes a point with its derived arrays and live set: about 60 MB at this length; the
+#: accountant's compositions use at most ``ACCOUNTING_GRID_POINTS`` = 2**20 points)
 _REMEMBERED_SPECTRUM_MAX = 2**21
 
 
