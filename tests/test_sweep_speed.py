@@ -200,6 +200,36 @@ def test_estimate_only_ids_are_not_evaluated_but_bounds_are() -> None:
     assert sweep._table_bound_ids(["clt", "pabi"]) == ("pabi",)
 
 
+def test_estimate_theorems_are_skipped_for_the_table_only_and_restored() -> None:
+    """Inside a sweep the table's accounting evaluates no estimate (the CLT versions of Thms 4.9
+    / 4.10 share the shifted-interpolation id with bounds); its best and composition results
+    are the full report's; any other call of ``account`` sees every theorem; the registry is
+    restored."""
+    real = accountant.registered
+    run = li.Run(**{**BASE, "epochs": 3, "noise_std": 0.02})
+    with sweep._estimates_skipped():
+        assert accountant.registered is not real
+        full = accountant.account(run, delta=1e-5)
+        assert any(
+            r.kind == "estimate" and r.bound == "shifted-interpolation" for r in full.results
+        )
+        table = sweep._without_estimates(accountant.account, run, delta=1e-5)
+        assert table.results and all(r.kind == "bound" for r in table.results)
+        assert table.best == full.best and table.composition() == full.composition()
+        # only estimates apply: accounted in full, so the reason is account's
+        alone = sweep._without_estimates(accountant.account, run, delta=1e-5, bounds=("clt",))
+        assert alone.best is None
+        assert alone.no_bound_reason() == full_reason(run)
+    assert accountant.registered is real
+    assert any(r.kind == "estimate" for r in accountant.account(run, delta=1e-5).results)
+
+
+def full_reason(run: li.Run) -> str | None:
+    reason = accountant.account(run, delta=1e-5, bounds=("clt",)).no_bound_reason()
+    assert reason is not None and "only estimates apply" in reason
+    return reason
+
+
 # ---------------------------------------------------------------------- the Thm 3.3 floor
 @pytest.mark.parametrize(
     ("inputs", "tight"),

@@ -24,8 +24,10 @@ Reuse across points (only where it cannot change a value):
   of per-step privacy-loss distributions (one per (p, mu)) are hit by consecutive points;
 * within a sweep, the one-step PLD C_p(G_mu) on a grid is built once for every T
   (:func:`_shared_per_step_plds`), and Thms 4.9 / 4.10 remember their T-independent CLT choices;
-* only what a row reports is computed: bound ids that only estimate (the privacy CLT) are not
-  evaluated, and paper 002's Thm 3.3 is left out where the exact epsilon of a Gaussian that its
+* only what a row reports is computed: estimates are not evaluated (bound ids that only estimate,
+  the privacy CLT, and the CLT versions of Thms 4.9 / 4.10 that share a bound id with bounds,
+  :func:`_estimates_skipped`; a point where no bound applies is accounted in full, for its
+  reason), and paper 002's Thm 3.3 is left out where the exact epsilon of a Gaussian that its
   curve dominates already exceeds the best of the other bounds (:func:`thm33_cannot_win`), so it
   can be neither the best bound nor a tie.  A bound left out can only make a row's epsilon
   larger, never smaller; the tests check every row against a fresh ``account``.
@@ -260,14 +262,66 @@ def _account_for_table(
     never lower it.
     """
     if delta is None or _THM33_ID not in bounds or thm33_gaussian_floor(run) is None:
-        return account(run, delta=delta, epsilon=epsilon, bounds=bounds)
+        return _without_estimates(account, run, delta=delta, epsilon=epsilon, bounds=bounds)
     others = tuple(b for b in bounds if b != _THM33_ID)
     if others:
-        first = account(run, delta=delta, epsilon=epsilon, bounds=others)
+        first = _without_estimates(account, run, delta=delta, epsilon=epsilon, bounds=others)
         best = first.best
         if best is not None and thm33_cannot_win(run, delta, best.epsilon):
             return first
-    return account(run, delta=delta, epsilon=epsilon, bounds=bounds)
+    return _without_estimates(account, run, delta=delta, epsilon=epsilon, bounds=bounds)
+
+
+def _without_estimates(account: Callable[..., Any], run: Run, **query: Any) -> Any:
+    """``account(run, **query)`` with no theorem of kind ``"estimate"`` evaluated (the CLT
+    versions of Thms 4.9 / 4.10 share a bound id with bounds, so they are skipped theorem by
+    theorem; see :func:`_estimates_skipped`): ``Report.best`` and ``Report.composition`` are
+    chosen among bounds only, so both are those of the full report.  A point where no bound
+    applies is accounted again in full, so that its reason (which mentions the estimates) is
+    ``account``'s."""
+    _SKIPPING.on = True
+    try:
+        report = account(run, **query)
+    finally:
+        _SKIPPING.on = False
+    return report if report.best is not None else account(run, **query)
+
+
+#: set while the sweep's own thread accounts a point for the table (:func:`_without_estimates`)
+_SKIPPING = threading.local()
+
+
+@contextmanager
+def _estimates_skipped() -> Iterator[None]:
+    """While the context is open, the accountant's view of the registry
+    (``lastiterate.accountant.registered``) leaves out the theorems of kind ``"estimate"`` for
+    the thread that accounts a point for a table (:func:`_without_estimates`); every other
+    caller, in any thread, sees the whole registry.  Restored on exit (sweeps in several threads
+    take turns under the same lock as :func:`_shared_per_step_plds`)."""
+    # lazy: `lastiterate sweep --help` imports this module
+    from lastiterate import accountant
+    from lastiterate.bounds import base
+
+    real = accountant.registered
+    kept: dict[tuple[Any, ...], list[Any]] = {}  # the sweep asks for the same ids at every point
+
+    @functools.wraps(real)
+    def bounds_only(ids: Sequence[str] | None = None) -> Any:
+        if not getattr(_SKIPPING, "on", False):
+            return real(ids)
+        # (keyed on the registry's size too: a first call may import bound modules)
+        key = (None if ids is None else tuple(ids), len(base._REGISTRY))
+        hit = kept.get(key)
+        if hit is None:
+            hit = [s for s in real(ids) if s.kind != "estimate"]
+            kept[(None if ids is None else tuple(ids), len(base._REGISTRY))] = hit
+        return list(hit)
+
+    accountant.registered = bounds_only  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        accountant.registered = real  # type: ignore[assignment]
 
 
 @contextmanager
@@ -285,7 +339,7 @@ def _shared_per_step_plds() -> Iterator[None]:
     # lazy: the PLD engine (numpy) is loaded by the accounting anyway
     from lastiterate.notions import pld
 
-    with _HOOK_LOCK, _memoised_constructor(pld):
+    with _HOOK_LOCK, _memoised_constructor(pld), _estimates_skipped():
         yield
 
 
@@ -310,6 +364,11 @@ def _memoised_constructor(pld: Any) -> Iterator[None]:
         hit = memo.get(key)
         if hit is None:
             hit = real(p, mu, **kwargs)
+            # the sweep evaluates the runs grouped by their per-step pair (p, mu): a new pair
+            # means the earlier ones are done, and their PMFs (which remember the forward
+            # transforms of their compositions, kernels._untilted_spectrum) can go
+            if memo and next(iter(memo))[:2] != key[:2]:
+                memo.clear()
             if len(memo) >= _PER_STEP_MEMO:
                 memo.pop(next(iter(memo)))
             memo[key] = hit
@@ -322,7 +381,8 @@ def _memoised_constructor(pld: Any) -> Iterator[None]:
         pld.symmetric_subsampled_gaussian_pld = real
 
 
-#: one-step PLDs kept by a sweep (a fine one holds up to ~1e6 points, 4 arrays)
+#: one-step PLDs of one per-step pair kept by a sweep (a fine one holds up to ~1e6 points, 4
+#: arrays, and the spectrum of its latest composition length)
 _PER_STEP_MEMO = 8
 
 

@@ -163,32 +163,70 @@ def _epsilon_for_delta_top(pmf: _Pmf, d: float, delta: float) -> float | None:
     probs = pmf.probs
     n = len(probs)
     m = max(_TOP_START, int(_TOP_FRACTION * n))
+    use_floor = True
     while True:
         s = max(0, n - m)
-        tail = np.cumsum(probs[s:][::-1])[::-1] + pmf.infinity_mass  # U_j, j >= s
-        above = np.nonzero(tail <= delta)[0]
-        if len(above) and above[0] == 0 and s > 0:
+        # U_j for j >= s, and the same numbers in increasing order (U_{n-1} first): U decreases
+        # in j (a reverse cumulative sum of non-negative masses), so "the first j with U_j <= x"
+        # is a binary search
+        rising = np.cumsum(probs[s:][::-1]) + pmf.infinity_mass
+        tail = rising[::-1]
+        at_most = int(np.searchsorted(rising, delta, side="right"))  # how many U_j <= delta
+        if at_most == len(tail) and s > 0:
             m *= 4  # U_s <= delta already: the first such point lies below the suffix
             continue
-        j_top = min(s + int(above[0]) if len(above) else n, n - 1)
+        j_top = min(s + len(tail) - at_most if at_most else n, n - 1)
         j_lo = max(0, j_top - int(600.0 / d))
         if s < j_lo:
             return None  # the window moves with j_top: leave it to the full computation
+        # the crossing lies at or above `floor`: start the sums there (the same suffix sums)
+        floor = s + (_crossing_floor(rising, delta, d) if use_floor else 0)
+        floor = max(s, min(floor, j_top - 1))
         shift = (pmf.lower + j_top) * d
-        losses = (pmf.lower + np.arange(s, n)) * d
-        w = np.cumsum((probs[s:] * np.exp(shift - losses))[::-1])[::-1]
-        mm = j_top - s + 1
-        u_next = np.append(tail[1:], pmf.infinity_mass)[:mm]
+        losses = (pmf.lower + np.arange(floor, n)) * d
+        w = np.cumsum((probs[floor:] * np.exp(shift - losses))[::-1])[::-1]
+        u = tail[floor - s :]
+        mm = j_top - floor + 1
+        u_next = np.append(u[1:], pmf.infinity_mass)[:mm]
         w_next = np.append(w[1:], 0.0)[:mm]
         d_grid = u_next - np.exp(losses[:mm] - shift) * w_next
         ok = np.nonzero(d_grid <= delta)[0]
         jj = int(ok[0]) if len(ok) else mm - 1
+        if jj == 0 and floor > s:
+            use_floor = False  # (never seen) the floor was too high: the whole suffix again
+            continue
         if jj == 0 and s > j_lo:
             m *= 4  # the crossing may lie below the suffix
             continue
         if jj == 0 and j_lo > 0:
             return None  # the full computation moves its window down
-        return _crossing_epsilon(losses, tail, w, jj, delta, shift)
+        return _crossing_epsilon(losses, u, w, jj, delta, shift)
+
+
+#: loss gaps K * Delta of :func:`_crossing_floor`
+_FLOOR_GAPS = (0.05, 0.1, 0.2, 0.5)
+
+
+def _crossing_floor(rising: np.ndarray, delta: float, d: float) -> int:
+    r"""An index (into the suffix whose tail sums ``U`` are ``rising[::-1]``) below which the
+    profile at the grid points stays above ``delta``: :func:`_epsilon_for_delta_top` need not sum
+    below it.
+
+    At a grid point :math:`\delta(\ell_j) = m_\infty + \sum_{i>j} p_i (1 - e^{-(i-j)\Delta})
+    \ge (1 - e^{-K\Delta})\, U_{j+K}` for every K >= 1, so a point with
+    :math:`\delta(\ell_j) \le \delta` has :math:`U_{j+K} \le \delta / (1 - e^{-K\Delta})`,
+    i.e. j is at least the first such index minus K (the best over a few loss gaps K Delta,
+    with a margin of 1e-6 relative and 2 bins for the rounding of the computed sums).  Only
+    where the sums start depends on it: the sums themselves are the suffix's, bit for bit.
+    """
+    n = len(rising)
+    best = 0
+    for gap in _FLOOR_GAPS:
+        k = max(1, round(gap / d))
+        level = delta / -math.expm1(-k * d) * (1.0 + 1e-6)
+        first = n - int(np.searchsorted(rising, level, side="right"))  # first U_j <= level
+        best = max(best, first - k - 2)
+    return best
 
 
 def _truncate(probs: np.ndarray, tail: float) -> tuple[int, np.ndarray, float]:
@@ -359,15 +397,24 @@ def _exact_cgf(pmf: _Pmf, sign: float, picks: range) -> np.ndarray:
 
 
 def _int_power(z: np.ndarray, k: int) -> np.ndarray:
-    """``z**k`` by repeated squaring (about 6x faster than numpy's complex power here)."""
+    """``z**k`` by repeated squaring (about 6x faster than numpy's complex power here); the
+    squares and the product are formed in place in two working arrays (``z`` is left as it is)."""
     result: np.ndarray | None = None
     base = z
+    owned = False  # whether `base` is a working array of ours (not z)
     while k:
         if k & 1:
-            result = base.copy() if result is None else result * base
+            if result is None:
+                result = base.copy()
+            else:
+                np.multiply(result, base, out=result)
         k >>= 1
         if k:
-            base = base * base
+            if owned:
+                np.multiply(base, base, out=base)
+            else:
+                base = base * base
+                owned = True
     return np.ones_like(z) if result is None else result
 
 
@@ -624,12 +671,152 @@ class _Pass:
         return self._logxs  # type: ignore[return-value]
 
 
+class _Spectrum:
+    """The forward transform of one normalised factor ``x`` at one FFT length, with what a pass
+    derives from it per frequency (computed on first use): ``mod = |z|``, ``mod_a = |z| + a``
+    (``a``: the componentwise input error of the transform, :func:`_fft_level_error` plus the
+    folding), ``log_mod_a`` and ``log_mod``.  None of it depends on the power k.
+
+    A pass of power k needs these only at its live frequencies (:meth:`live`, usually a few
+    percent of them for a long composition): :meth:`log_mod_a_at` and :meth:`log_mod_at` take
+    the logarithms there (the same numbers as the whole array's at those indices), and the whole
+    arrays only when every frequency is live.
+    """
+
+    __slots__ = (
+        "_live",
+        "_log_mod",
+        "_log_mod_a",
+        "_mod_a",
+        "a",
+        "mod",
+        "n_fft",
+        "total",
+        "x",
+        "z",
+    )
+
+    def __init__(self, n_fft: int, total: float, x: np.ndarray) -> None:
+        self.n_fft = n_fft
+        self.total = total
+        self.x = x
+        self.z = np.fft.rfft(_fold(x, n_fft), n_fft)
+        self.mod = np.abs(self.z)
+        self.a = _fft_level_error(n_fft) + -(-len(x) // n_fft) * _EPS
+        self._mod_a: np.ndarray | None = None
+        self._log_mod_a: np.ndarray | None = None
+        self._log_mod: np.ndarray | None = None
+        self._live: tuple[float, np.ndarray | None] | None = None
+
+    def live(self, threshold: float) -> np.ndarray | None:
+        """The frequencies with ``mod_a > threshold``, as increasing indices, or None when all
+        are.  The last answer is remembered: a larger threshold (a longer composition) filters
+        its indices instead of scanning every frequency; the set is the same either way."""
+        last = self._live
+        if last is not None and last[1] is not None and threshold >= last[0]:
+            idx = last[1]
+            out: np.ndarray | None = idx[self.mod_a[idx] > threshold]
+        else:
+            mask = self.mod_a > threshold
+            out = None if bool(mask.all()) else np.flatnonzero(mask)
+        self._live = (threshold, out)
+        return out
+
+    def log_mod_a_at(self, sel: slice | np.ndarray) -> np.ndarray:
+        """``log(mod_a)[sel]``: from the whole array when it is (or must be) computed."""
+        if self._log_mod_a is not None or isinstance(sel, slice):
+            return self.log_mod_a[sel]
+        return np.log(self.mod_a[sel])
+
+    def log_mod_at(self, sel: slice | np.ndarray) -> np.ndarray:
+        """``log(mod)[sel]`` (-inf where ``mod`` is 0), as :meth:`log_mod_a_at`."""
+        if self._log_mod is not None or isinstance(sel, slice):
+            return self.log_mod[sel]
+        with np.errstate(divide="ignore"):
+            return np.log(self.mod[sel])
+
+    @property
+    def mod_a(self) -> np.ndarray:
+        if self._mod_a is None:
+            self._mod_a = self.mod + self.a
+        return self._mod_a
+
+    @property
+    def log_mod_a(self) -> np.ndarray:
+        if self._log_mod_a is None:
+            self._log_mod_a = np.log(self.mod_a)
+        return self._log_mod_a
+
+    @property
+    def log_mod(self) -> np.ndarray:
+        if self._log_mod is None:
+            with np.errstate(divide="ignore"):
+                self._log_mod = np.log(self.mod)
+        return self._log_mod
+
+
+#: the largest FFT length whose spectrum a one-step PMF remembers (a spectrum holds at most 28
+#: bytes a point with its derived arrays and live set: about 60 MB at this length; the
+#: accountant's compositions use at most ``ACCOUNTING_GRID_POINTS`` = 2**20 points)
+_REMEMBERED_SPECTRUM_MAX = 2**21
+
+
+def _untilted_spectrum(p: np.ndarray, n_fft: int, memo: dict | None) -> _Spectrum:
+    """The spectrum of ``p / sum(p)`` at length ``n_fft``; remembered in ``memo`` (a PMF's cache:
+    one length at a time, the latest) and reused while the length stays the same.
+
+    The k-fold compositions of one one-step PMF (a sweep over the number of steps, a search over a
+    window length) share it: the FFT length comes from a k-independent ladder
+    (:func:`_fft_length`), so consecutive k usually need the same length.  A remembered spectrum is
+    the one a fresh computation gives (the same operations on the same input), so every value is
+    the same whether or not it is remembered.
+    """
+    if memo is not None:
+        hit = memo.get("spectrum")
+        if hit is not None and hit.n_fft == n_fft:
+            return hit
+    total = float(np.sum(p))
+    out = _Spectrum(n_fft, total, p / total)
+    if memo is not None and n_fft <= _REMEMBERED_SPECTRUM_MAX:
+        memo["spectrum"] = out
+    return out
+
+
+#: rungs per octave of the FFT-length ladder (:func:`_fft_length`)
+_LADDER_STEPS_PER_OCTAVE = 8
+
+
+def _fft_length(needed: int) -> int:
+    """The FFT length of a composition that needs ``needed`` points: the smallest rung of a fixed
+    ladder that holds them, ``next_fast_len(ceil(2 ** (i / 8)))`` (8 rungs an octave, at most 9%
+    above ``needed`` plus the fast-length rounding), or ``next_fast_len(needed)`` itself where the
+    rung would exceed the grid budget (:func:`max_grid_points`), so that the ladder never coarsens
+    a grid.
+
+    The rung does not depend on the number of steps k, only on the length the window needs, so the
+    compositions of one PMF for nearby k share one length and one forward transform
+    (:func:`_untilted_spectrum`); a single ``account`` uses the same rule, so a sweep's values are
+    those of ``account`` bit for bit.  A longer transform only widens the window: the Chernoff
+    window's tail bound and the FFT error bound are computed for the length used.
+    """
+    needed = max(1, int(needed))
+    fast = next_fast_len_real(needed)
+    i = math.ceil(_LADDER_STEPS_PER_OCTAVE * math.log2(needed))
+    while i > 0 and math.ceil(2.0 ** ((i - 1) / _LADDER_STEPS_PER_OCTAVE)) >= needed:
+        i -= 1
+    while math.ceil(2.0 ** (i / _LADDER_STEPS_PER_OCTAVE)) < needed:
+        i += 1
+    rung = next_fast_len_real(math.ceil(2.0 ** (i / _LADDER_STEPS_PER_OCTAVE)))
+    return fast if rung > max_grid_points() else rung
+
+
 def _tilted_pass(
     probs: Sequence[np.ndarray],
     powers: Sequence[int],
     lam: float,
     n_fft: int,
     offset: int,
+    memos: Sequence[dict | None] | None = None,
 ) -> _Pass:
     r"""Cyclic convolution :math:`\circledast_i x_i^{*k_i}` of the tilted, normalised factors.
 
@@ -643,19 +830,21 @@ def _tilted_pass(
     \prod(|w_i| + a)^{k_i} - \prod |w_i|^{k_i}`; the rounding of the powers and of the inverse
     transform is added; the sup norm of the output error is at most the weighted mean of the
     spectral errors.
+
+    ``memos`` (one per factor, or None): where the untilted pass remembers a factor's forward
+    transform (:func:`_untilted_spectrum`), so that the k-fold compositions of one one-step PMF for
+    many k on one FFT length (:func:`_fft_length`) transform it once.
     """
     g = _fft_level_error(n_fft)
     n_half = n_fft // 2 + 1
-    log_mod_up = np.zeros(n_half)
     log_scale = 0.0
     logxs: list[np.ndarray | None] = []
     xs: list[np.ndarray] = []
-    spectra = []
-    for p, k in zip(probs, powers):
+    spectra: list[tuple[_Spectrum, int]] = []
+    for i, (p, k) in enumerate(zip(probs, powers)):
         if lam == 0.0:
-            total = float(np.sum(p))
-            x = p / total
-            log_scale += k * math.log(total)
+            sp = _untilted_spectrum(p, n_fft, None if memos is None else memos[i])
+            log_scale += k * math.log(sp.total)
             logxs.append(None)  # np.log(x) on demand (_Pass.logxs)
         else:
             with np.errstate(divide="ignore"):
@@ -664,52 +853,53 @@ def _tilted_pass(
             log_scale += k * log_m
             tilted = lw - log_m
             logxs.append(tilted)
-            x = np.exp(tilted)
-        xs.append(x)
-        folds = -(-len(x) // n_fft)
-        z = np.fft.rfft(_fold(x, n_fft), n_fft)
-        mod = np.abs(z)
-        a = g + folds * _EPS
-        spectra.append((z, mod, k, a))
+            sp = _Spectrum(n_fft, 1.0, np.exp(tilted))
+        xs.append(sp.x)
+        spectra.append((sp, k))
     # frequencies whose bound (|w| + a)^k underflows carry less than 1e-300 each: treat them as 0
-    if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k), no logs
-        z, mod, k, a = spectra[0]
-        live = mod + a > math.exp(-700.0 / k)
-        with np.errstate(divide="ignore"):
-            log_mod_up = np.zeros(n_half)
-            log_mod_up[live] = k * np.log(mod[live] + a)
+    # every frequency live: views; else the live frequencies' indices, so that every gather and
+    # scatter below touches only them (a long composition keeps few frequencies alive)
+    sel: slice | np.ndarray
+    if len(spectra) == 1:  # one factor: (|w| + a)^k > e^-700 iff |w| + a > e^(-700/k)
+        sp, k = spectra[0]
+        idx = sp.live(math.exp(-700.0 / k))
+        sel = slice(None) if idx is None else idx
+        n_live = n_half if idx is None else len(idx)
+        log_mod_up = k * sp.log_mod_a_at(sel)
     else:
-        for z, mod, k, a in spectra:
-            log_mod_up += k * np.log(mod + a)
+        log_mod_up = np.zeros(n_half)
+        for sp, k in spectra:
+            log_mod_up += k * sp.log_mod_a
         live = log_mod_up > -700.0
-    n_live = int(np.count_nonzero(live))
-    # every frequency live (the usual case): views instead of masked copies, same values
-    sel: slice | np.ndarray = slice(None) if n_live == n_half else live
+        n_live = int(np.count_nonzero(live))
+        sel = slice(None) if n_live == n_half else np.flatnonzero(live)
+        log_mod_up = log_mod_up[sel]
     log_mod = np.zeros(n_live)
     spec: np.ndarray | None = None
-    for z, mod, k, _a in spectra:
-        with np.errstate(divide="ignore"):
-            log_mod += k * np.log(mod[sel])
-        power = _int_power(z[sel], k)
+    for sp, k in spectra:
+        log_mod += k * sp.log_mod_at(sel)
+        power = _int_power(sp.z[sel], k)
         if spec is None and n_live == n_half:
             spec = power  # 1 * power (up to the sign of a zero)
+        elif spec is None:
+            spec = np.zeros(n_half, dtype=complex)
+            spec[sel] = power
         else:
-            if spec is None:
-                spec = np.zeros(n_half, dtype=complex)
-                spec[live] = 1.0
             spec[sel] *= power
     assert spec is not None
     rounding = (2.0 * math.ceil(math.log2(max(2, max(powers)))) * len(powers) + 2.0) * 3.0 * _EPS
     with np.errstate(over="ignore", invalid="ignore"):
-        up = np.exp(log_mod_up[sel])
-        prop = up * -np.expm1(log_mod - log_mod_up[sel])  # (|w| + a)^k - |w|^k, stable
+        up = np.exp(log_mod_up)
+        prop = up * -np.expm1(log_mod - log_mod_up)  # (|w| + a)^k - |w|^k, stable
     # frequency f counts twice in the real inverse transform, except 0 and (even n_fft) n_fft / 2
     terms = prop + (rounding + g) * up
     single = [0] + ([n_half - 1] if n_fft % 2 == 0 else [])
     if n_live == n_half:
         once_terms = terms[single]
-    else:
-        once_terms = terms[np.isin(np.flatnonzero(live), single)]
+    else:  # the positions of the live frequencies 0 and n_half - 1 among the live ones
+        assert isinstance(sel, np.ndarray)
+        ends = ((0, 0), (n_half - 1, n_live - 1)) if n_live else ()
+        once_terms = terms[[j for f, j in ends if f in single and sel[j] == f]]
     bound = float(2.0 * np.sum(terms) - np.sum(once_terms)) / n_fft
     bound += 2.0 * (n_half - len(up)) * 1e-300 / n_fft
     r = np.fft.irfft(spec, n_fft)
@@ -748,6 +938,36 @@ def _tilted_moments(
     return mean, var
 
 
+def _uncovered_above_mode(
+    value: np.ndarray, mode: int, err: float, rho: float, tail_floor: float
+) -> bool:
+    """Whether a bin above the mode is not yet covered by one pass whose error bound ``err`` is
+    the same for every bin: a bin t above the mode with ``err > rho * max(value[t], 0)`` whose
+    tail of bounds above it, ``err * (number of bins from t to the top)``, exceeds ``tail_floor``.
+
+    The same test as comparing every bin (:func:`_compose_spectral`'s multi-pass form) in one
+    pass over a slice: the tail condition holds on a prefix of the bins above the mode (``err *
+    c`` is non-decreasing in the count c under rounding), and ``x -> rho * max(x, 0)`` is
+    non-decreasing, so some bin of the prefix is uncovered iff its smallest value is.  A NaN bin
+    (never produced by finite inputs) is left to the element-wise form.
+    """
+    top = len(value) - mode - 1  # bins above the mode; the lowest of them counts `top` bins up
+    if top <= 0 or not err > 0.0 or not err * top > tail_floor:
+        return False
+    c = max(1, min(top, math.ceil(tail_floor / err)))  # the smallest count with err * c > floor
+    while c > 1 and err * (c - 1) > tail_floor:
+        c -= 1
+    while not err * c > tail_floor:
+        c += 1
+    prefix = value[mode + 1 : mode + 1 + (top - c + 1)]  # counts top .. c
+    low = float(np.min(prefix))
+    if math.isnan(low):
+        counts = np.arange(top, 0, -1, dtype=float)
+        tail = err * counts
+        return bool(np.any((err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail > tail_floor)))
+    return err > rho * max(low, 0.0)
+
+
 def _compose_spectral(
     probs: Sequence[np.ndarray],
     powers: Sequence[int],
@@ -757,6 +977,7 @@ def _compose_spectral(
     aliasing: bool,
     need_alias: bool = True,
     window_tail: float | None = None,
+    memos: Sequence[dict | None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window
     ``offset .. offset + out_len - 1``.
@@ -784,7 +1005,7 @@ def _compose_spectral(
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
     for _ in range(_MAX_TILTS):
-        ps = _tilted_pass(probs, powers, lam, n_fft, offset)
+        ps = _tilted_pass(probs, powers, lam, n_fft, offset, memos)
         passes.append(ps)
         # (the untilted pass is constant in the bin: scalars, no per-bin exponentials)
         if lam != 0.0 and idx is None:
@@ -824,22 +1045,22 @@ def _compose_spectral(
                 np.copyto(source, len(passes) - 1, where=take)
         # coverage: bins above the mode whose bound is not yet small relative to the bin
         mode = int(np.argmax(value))
-        # (only bins above the mode are examined: the tails below are the same numbers)
-        with np.errstate(over="ignore"):
-            if len(passes) == 1:  # one constant bound: its tail sums in closed form
-                err: np.ndarray | float = math.exp(min(709.0, float(log_err)))
-                tail_err = err * np.arange(out_len - mode - 1, 0, -1, dtype=float)
-            else:
-                err_bins = np.exp(best_log_err)
-                err = err_bins[mode + 1 :]
-                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
         # a pass cannot do better than its bound relative to its own mode: ask for 100x that
         floor = min(floor, ps.bound / max(float(np.max(ps.raw)), 1e-300))  # (rotation-free)
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
-        bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
-        hits = np.nonzero(bad)[0]
-        if len(hits) == 0:
-            break
+        # (only bins above the mode are examined: the tails below are the same numbers)
+        if len(passes) == 1:  # one constant bound: its tail sums in closed form
+            err1 = math.exp(min(709.0, float(log_err)))
+            if not _uncovered_above_mode(value, mode, err1, rho, tilt_delta_floor()):
+                break
+        else:
+            with np.errstate(over="ignore"):
+                err_bins = np.exp(best_log_err)
+                err = err_bins[mode + 1 :]
+                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
+            bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
+            if not np.any(bad):
+                break
         if schedule is None:
             with np.errstate(divide="ignore"):  # only a tilted pass needs the factors' logs
                 logps = [_blocks(np.log(p)) for p in probs]
@@ -864,8 +1085,8 @@ def _compose_spectral(
             break
         lam = schedule.pop(0)
     with np.errstate(over="ignore"):
-        if len(passes) == 1:
-            error = np.abs(value)
+        if len(passes) == 1:  # (into the pass's inverse transform: read, and no longer needed)
+            error = np.abs(value, out=passes[0].raw[:out_len])
             error *= passes[0].relative
             error += np.exp(first_log_err)
         else:
@@ -875,10 +1096,13 @@ def _compose_spectral(
         # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
         # mass from below on bins t <= t1 only from indices <= offset + t1 - n_fft
         for i, ps in enumerate(passes):
-            taken = np.arange(out_len) if len(passes) == 1 else np.nonzero(source == i)[0]
-            if len(taken) == 0:
-                continue
-            t0, t1 = int(taken[0]), int(taken[-1])
+            if len(passes) == 1:  # the one pass took every bin
+                t0, t1 = 0, out_len - 1
+            else:
+                taken = np.nonzero(source == i)[0]
+                if len(taken) == 0:
+                    continue
+                t0, t1 = int(taken[0]), int(taken[-1])
             if ps.lam == 0.0 and window_tail is not None:
                 alias_total += window_tail  # the window was chosen to hold all but this mass
                 continue
@@ -915,23 +1139,35 @@ def _self_compose(
         a, width, truncated = 0, full, False
     else:
         truncated = True
-    n_fft = next_fast_len_real(width + n_extra - 1)
+    n_fft = _fft_length(width + n_extra - 1)
     if n_fft > max_grid_points():
         raise _GridTooLarge(n_fft)
     factors = [probs] if extra is None else [probs, extra.probs]
     powers = [k] if extra is None else [k, 1]
     out_len = n_fft if truncated else width + n_extra - 1
     value, error, alias = _compose_spectral(
-        factors, powers, n_fft, a, out_len, truncated, need_alias=not pessimistic, window_tail=tail
+        factors,
+        powers,
+        n_fft,
+        a,
+        out_len,
+        truncated,
+        need_alias=not pessimistic,
+        window_tail=tail,
+        memos=[pmf._cache] if extra is None else [pmf._cache, extra._cache],
     )
     inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
     lower = k * pmf.lower + a
     if extra is not None:
         inf = inf + extra.infinity_mass - inf * extra.infinity_mass
         lower += extra.lower
+    # (in place: the same values as max(value +- error, 0) without two window-long temporaries)
     if pessimistic:
-        out = np.maximum(value + error, 0.0)
+        out = np.add(value, error, out=error)
+        np.maximum(out, 0.0, out=out)
         add = tail / 2.0 if truncated else 0.0
         out[-1] += add  # the mass below the window, moved up to the top bin
         return _Pmf(lower, out, min(1.0, inf + add)), add
-    return _Pmf(lower, np.maximum(value - error, 0.0), inf), alias
+    out = np.subtract(value, error, out=error)
+    np.maximum(out, 0.0, out=out)
+    return _Pmf(lower, out, inf), alias
