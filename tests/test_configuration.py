@@ -353,3 +353,34 @@ def test_planned_horizon_stops_shrinking_at_the_dimension_cap():
     assert configuration.planned_horizon(n, 7850, mu, "add-remove") == pytest.approx(
         n * (2 * mu) * max(1.0, 16.0 * mu) / 6
     )
+
+
+def test_horizon_growth_stops_at_its_cap():
+    # G(m) = min(max(1, 8 m), 8): 1 up to m = 1/8, then 8 m, then 8 from m = 1 on
+    G = configuration.horizon_growth
+    assert G(0.05) == 1.0 and G(0.5) == pytest.approx(4.0) and G(1.0) == G(1.7) == 8.0
+    n, p = 1000, 31
+    for mu in (0.1, 0.5, 0.9, 1.7):
+        for adjacency, m in (("replace", mu), ("add-remove", 2 * mu)):
+            H = configuration.planned_horizon(n, p, mu, adjacency)
+            assert H == pytest.approx(n * m * min(max(1.0, 8.0 * m), 8.0) / math.sqrt(p))
+    # the noise left per coordinate by the planned early-stopped run: 2C G(m) / D(p) at most
+    # 2C * 8 / D, whatever epsilon (composition: sigma = 2C sqrt(T) / (n m), std sigma lr sqrt(T))
+    for eps in (4.0, 16.0, 64.0):
+        cfg = choose_configuration(
+            "binary-logistic",
+            n=5000,
+            n_features=30,
+            n_outputs=1,
+            epsilon=eps,
+            delta=1e-5,
+            data_norm=1.0,
+            max_steps=10**6,
+        )
+        left = linearised_noise(cfg.noise_std, cfg.lr, 0.0, cfg.steps)
+        m = gdp_mu(eps, 1e-5)
+        bound = 2 * cfg.clip * G(m) / math.sqrt(31)
+        assert (
+            left == pytest.approx(bound, rel=2e-2)
+            and left <= 2 * cfg.clip * 8 / math.sqrt(31) * 1.02
+        )

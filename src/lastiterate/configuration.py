@@ -84,6 +84,7 @@ __all__ = [
     "choose_configuration",
     "dominates",
     "horizon",
+    "horizon_growth",
     "linearised_noise",
     "noise_to_horizon",
     "planned_horizon",
@@ -110,13 +111,22 @@ TARGET_BOUND_RANGE = (1e-6, 1e6)
 #: {0.1, 0.3, 1} on the tuning data (benchmarks/rule_tuning.py).
 INTERCEPT_FEATURE = 0.3
 
-#: the planned horizon ``H = n m max(1, HORIZON_GROWTH m) / (HORIZON_SCALE D(p))``
-#: (:func:`planned_horizon`, ``D = dimension_factor``): early stopping runs ``lr T = H``, last
-#: iterate regularises with ``lambda = 1/H``.  At ``H = n m / sqrt(p)`` the noise left in the
-#: final iterate has norm about ``2C`` whatever n, m and p; beyond m = 1/HORIZON_GROWTH the noise
-#: is cheap and a longer horizon paid on every tuning set (benchmarks/rule_tuning.py, growth table)
+#: the planned horizon ``H = n m G(m) / (HORIZON_SCALE D(p))`` with the growth
+#: ``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)`` (:func:`planned_horizon`,
+#: ``D = dimension_factor``): early stopping runs ``lr T = H``, last iterate regularises with
+#: ``lambda = 1/H``.  At ``H = n m / sqrt(p)`` the noise left in the final iterate has norm about
+#: ``2C`` whatever n, m and p, and ``2C G(m)`` in general; beyond m = 1/HORIZON_GROWTH the noise is
+#: cheap and a longer horizon paid on every tuning set (benchmarks/rule_tuning.py, growth table)
 HORIZON_SCALE = 1.0
 HORIZON_GROWTH = 8.0
+
+#: the growth G(m) stops at this value: the noise left per coordinate stays below
+#: ``2C HORIZON_GROWTH_CAP / D(p)`` and the horizon then grows only linearly with m.  It binds for
+#: m > 1: epsilon above about 4.4 at delta = 1e-5 under replace-one, above about 2 under
+#: add/remove (m = 2 mu).  Growth-cap tables of rule_tuning.md, nine tuning sets: add/remove at
+#: epsilon 4, mean 0.8427 without the cap, 0.8511 at 8, 0.8476 at 4; replace-one at epsilon 8,
+#: 0.8429 without, 0.8482 at 8
+HORIZON_GROWTH_CAP = 8.0
 
 #: the dimension factor is ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
 #: The noise NORM in the final iterate grows like sqrt(p), but a test logit sees only the noise
@@ -389,8 +399,9 @@ def _geometric_sum(r: float, steps: int) -> float:
 
 
 def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> float:
-    """The horizon the rule plans for: ``n m max(1, HORIZON_GROWTH m) / (HORIZON_SCALE D(p))``
-    with ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
+    """The horizon the rule plans for: ``n m G(m) / (HORIZON_SCALE D(p))`` with the growth
+    ``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)`` and
+    ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
 
     ``m`` is the budget in units of the replace-one sensitivity: ``m = mu`` under replace-one,
     ``2 mu`` under add/remove (sensitivity C/n instead of 2C/n: the same noise buys twice the
@@ -398,8 +409,10 @@ def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> fl
     ``sigma lr sqrt(T)`` per coordinate, and composition calibrates ``sigma = 2C sqrt(T) / (n m)``,
     so the noise norm in the final iterate is ``2C sqrt(p) H / (n m)`` for ``H = lr T``: the plain
     horizon ``n m / sqrt(p)`` keeps it at ``2C``; the growth factor lets it grow with m, where the
-    tuning data showed that the horizon, not the noise, limited accuracy, and the cap on D stops
-    the shrinking for large p, where a test logit still sees only the noise along its row.
+    tuning data showed that the horizon, not the noise, limited accuracy, up to the cap
+    ``2C HORIZON_GROWTH_CAP`` (per ``sqrt(p) / D(p)``) beyond which longer horizons lost; the cap
+    on D stops the shrinking for large p, where a test logit still sees only the noise along
+    its row.
 
     Args:
         n: the number of rows.
@@ -411,7 +424,14 @@ def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> fl
         The horizon H > 0.
     """
     m = mu * (2.0 if adjacency == "add-remove" else 1.0)
-    return n * m * max(1.0, HORIZON_GROWTH * m) / (HORIZON_SCALE * dimension_factor(p))
+    return n * m * horizon_growth(m) / (HORIZON_SCALE * dimension_factor(p))
+
+
+def horizon_growth(m: float) -> float:
+    """``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)``: how much longer than the
+    plain horizon ``n m / D(p)`` the rule trains at budget m (the noise left per coordinate is
+    ``2C G(m) / D(p)``)."""
+    return min(max(1.0, HORIZON_GROWTH * m), HORIZON_GROWTH_CAP)
 
 
 def dimension_factor(p: int) -> float:
@@ -508,7 +528,8 @@ def _last_iterate_candidates(
 
 RULE = (
     "candidates: early stopping (clipped full-batch GD, no L2, lr = 1/M, horizon lr T = H = "
-    "n m max(1, 8 m)/min(sqrt(p), 6), m = mu, 2 mu under add/remove) and, under replace-one, last "
+    "n m min(max(1, 8 m), 8)/min(sqrt(p), 6), m = mu, 2 mu under add/remove) and, under "
+    "replace-one, last "
     "iterate (lambda = 1/H, lr = 1/M, "
     "T = ceil(ln(100)/(lr lambda)), full batch within the work budget, else cyclic or uniform "
     "batches, eligible when lr lambda <= 0.2); every noise calibrated over all bounds; early "
