@@ -351,8 +351,8 @@ def growth_cap_table(
         caps,
         "the cap of the horizon growth",
         "Accuracy of the early-stopping strategy for each cap G_max of the growth "
-        "G(m) = min(max(1, 8·m), G_max) in H = n·m·G(m)/D(p) (m = mu, 2·mu under add/remove; "
-        "G_max = inf: no cap, the rule before the cap).",
+        "G(m) = min(max(1, g·m), G_max) in H = n·m·G(m)/D(p) (g the growth factor in force; "
+        "m = mu, 2·mu under add/remove; G_max = inf: no cap).",
         adjacency,
     )
 
@@ -414,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="add the reference column: Opacus DP-SGD, best of a 6-cell grid on the test split",
     )
+    ap.add_argument(
+        "--auto-only",
+        action="store_true",
+        help="fit only the rule (auto) in the strategies table, not each strategy forced",
+    )
     ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
     args = ap.parse_args(argv)
@@ -424,7 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or (2 if args.quick else 3)
     adjacency = args.adjacency
     names = args.datasets.split(",")
-    strategies = STRATEGIES if adjacency == "replace" else ("early-stopping",)
+    if args.auto_only:
+        strategies: tuple[str, ...] = ("auto",)
+    else:
+        strategies = STRATEGIES if adjacency == "replace" else ("early-stopping",)
     t0 = time.time()
     command = "python benchmarks/rule_tuning.py" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])
@@ -444,7 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     ref_head = " DP-SGD, best of grid on test |" if args.dpsgd else ""
     ref_rule = "---|" if args.dpsgd else ""
-    if adjacency == "replace":
+    if args.auto_only:
+        lines += [
+            "| dataset | n, d, K | minority | non-private | ε | the rule (auto) |" + ref_head,
+            "|---|---|---|---|---|---|" + ref_rule,
+        ]
+    elif adjacency == "replace":
         lines += [
             (
                 "| dataset | n, d, K | minority | non-private | ε | early-stopping | last-iterate "
@@ -468,11 +481,23 @@ def main(argv: list[str] | None = None) -> int:
         head = f"| {name} | {len(ytr)}, {Xtr.shape[1]}, {K} | {minority:.2f} | {nonpriv:.3f} "
         for eps in eps_list:
             res = {s: cell(Xtr, ytr, Xte, yte, eps, s, seeds, adjacency) for s in strategies}
-            es = res["early-stopping"]
             ref = ""
             if args.dpsgd:
                 ref_mean, ref_info = dpsgd_reference(Xtr, ytr, Xte, yte, eps, seeds, adjacency)
                 ref = f" {ref_mean:.3f} ({ref_info}) |"
+            if args.auto_only:
+                auto = res["auto"]
+                auto_means.append(auto["mean"])
+                row = (
+                    head
+                    + f"| {eps:g} | {auto['mean']:.3f} ± {auto['sd']:.3f} "
+                    + f"({auto['strategy']}, T={auto['steps']}) |"
+                    + ref
+                )
+                lines.append(row)
+                print(row, flush=True)
+                continue
+            es = res["early-stopping"]
             if adjacency != "replace":
                 auto_means.append(es["mean"])
                 row = (
