@@ -111,8 +111,8 @@ def test_early_stopping_follows_the_documented_rule():
     p = (d + 1) * 10
     lr = 1.0 / (0.5 * R_eff**2)  # multinomial curvature 1/2
     mu = gdp_mu(eps, 1e-5)
-    # mu = 0.268: the growth factor is 16 mu = 4.29; p = 650: the dimension factor is capped at 6
-    H = n * mu * min(max(1.0, 16.0 * mu), 8.0) / min(math.sqrt(p), 6.0)
+    # mu = 0.268: the growth factor is 8 mu = 2.14; p = 650: the dimension factor is capped at 6
+    H = n * mu * min(max(1.0, 8.0 * mu), 8.0) / min(math.sqrt(p), 6.0)
     assert (cfg.strategy, cfg.algorithm, cfg.l2) == ("early-stopping", "gd", 0.0)
     assert cfg.effective_feature_norm == pytest.approx(R_eff) and cfg.n_parameters == p
     assert cfg.lr == pytest.approx(lr) and cfg.steps == math.ceil(H / lr)
@@ -347,26 +347,27 @@ def test_planned_horizon_stops_shrinking_at_the_dimension_cap():
     # D(p) = min(sqrt(p), 6): 1/sqrt(p) up to p = 36, then flat (pixel-sized models included)
     n, mu = 5000, 0.5
     H = {p: configuration.planned_horizon(n, p, mu) for p in (4, 9, 36, 650, 7850)}
-    growth = 8.0  # min(max(1, 16 mu), 8) at mu = 0.5
+    growth = 4.0  # min(max(1, 8 mu), 8) at mu = 0.5
     assert H[4] == pytest.approx(n * mu * growth / 2) and H[9] == pytest.approx(n * mu * growth / 3)
     assert H[36] == H[650] == H[7850] == pytest.approx(n * mu * growth / 6)
     assert configuration.planned_horizon(n, 7850, mu, "add-remove") == pytest.approx(
         n * (2 * mu) * 8.0 / 6
     )
-    assert configuration.planned_horizon(n, 7850, 0.05, "add-remove") == pytest.approx(
-        n * 0.1 * 1.6 / 6
+    assert configuration.planned_horizon(n, 7850, 0.05, "add-remove") == pytest.approx(n * 0.1 / 6)
+    assert configuration.planned_horizon(n, 7850, 2.0, "add-remove") == pytest.approx(
+        n * 4.0 * 8.0 / 6
     )
 
 
 def test_horizon_growth_stops_at_its_cap():
-    # G(m) = min(max(1, 16 m), 8): 1 up to m = 1/16, then 16 m, then 8 from m = 1/2 on
+    # G(m) = min(max(1, 8 m), 8): 1 up to m = 1/8, then 8 m, then 8 from m = 1 on
     G = configuration.horizon_growth
-    assert G(0.05) == 1.0 and G(0.25) == pytest.approx(4.0) and G(0.5) == G(1.7) == 8.0
+    assert G(0.05) == 1.0 and G(0.5) == pytest.approx(4.0) and G(1.0) == G(1.7) == 8.0
     n, p = 1000, 31
     for mu in (0.1, 0.5, 0.9, 1.7):
         for adjacency, m in (("replace", mu), ("add-remove", 2 * mu)):
             H = configuration.planned_horizon(n, p, mu, adjacency)
-            assert H == pytest.approx(n * m * min(max(1.0, 16.0 * m), 8.0) / math.sqrt(p))
+            assert H == pytest.approx(n * m * min(max(1.0, 8.0 * m), 8.0) / math.sqrt(p))
     # the noise left per coordinate by the planned early-stopped run: 2C G(m) / D(p) at most
     # 2C * 8 / D, whatever epsilon (composition: sigma = 2C sqrt(T) / (n m), std sigma lr sqrt(T))
     for eps in (4.0, 16.0, 64.0):
