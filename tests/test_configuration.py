@@ -137,7 +137,8 @@ def test_early_stopping_follows_the_documented_rule():
 def test_auto_trains_early_stopping_unless_last_iterate_dominates():
     common = {"n": 427, "n_features": 30, "n_outputs": 1, "delta": 1e-5, "data_norm": 1.0}
     # binary, moderate epsilon: equal clips, plain ratios equal to the calibration precision
-    # (sigma_L = sqrt(2) sigma_E at H = 1/lambda), but early stopping is better at every h > 0
+    # (sigma_L = sqrt(2 - lr lambda) sigma_E at H = 1/lambda), but early stopping is better at
+    # every h > 0
     for eps in (1.0, 4.0):
         mid = choose_configuration("binary-logistic", epsilon=eps, **common)
         ratios = {c["strategy"]: c["noise_to_horizon"] for c in mid.candidates}

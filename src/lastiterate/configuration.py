@@ -44,16 +44,18 @@ of one strategy (batch shapes) and shows why multinomial fits, whose last-iterat
 ratio describes the FLATTEST direction of the loss only.  For binary and least-squares fits both
 strategies use the same clip and their plain ratios agree to the calibration precision on every
 tuning set: at convergence the last-iterate bounds calibrate full-batch GD with
-``sigma_L = sqrt(2) sigma_E``, ``sigma_E`` the noise composition gives early stopping at
-``H = 1/lambda`` -- the same noise left per coordinate (for a Gaussian-linear step the converged
-regularised run and the stopped one are the same Gaussian mechanism).  Add a data curvature
-``h > 0`` to the linearised step (``x -> x - lr (h (x - x*) + lambda x + Z)``) and put
-``x = h H``: early stopping keeps ``1 - exp(-x)`` of the signal against last iterate's
-``x / (1 + x)`` (the L2 bias), and the squared noise-to-signal ratio of early stopping over last
-iterate is ``(x/2) coth(x/2) / (1 + x)``, below 1 for every x > 0 (both by
-``exp(x) >= 1 + x``).  At equal plain ratio early stopping is better in EVERY direction, so the
-former 5% preference for the converged run was backwards: the measured winners flipped with the
-seed (benchmarks/results/rule_tuning.md, 16 seeds: early stopping ahead on average on every
+``sigma_L = sqrt(2 - lr lambda) sigma_E`` (paper 000 Thm 4.2 as T -> infinity:
+``mu = L sqrt((1 + c) / (1 - c)) / (n sigma)`` with ``c = 1 - lr lambda``), where ``sigma_E`` is
+the noise composition gives early stopping at ``H = 1/lambda``.  The noise left per coordinate
+is then the same: for a Gaussian-linear step the converged regularised run and the stopped one
+are the same Gaussian mechanism.  Add a data curvature ``h > 0`` to the linearised step
+(``x -> x - lr (h (x - x*) + lambda x + Z)``) and put ``x = h H``: early stopping keeps
+``1 - exp(-x)`` of the signal against last iterate's ``x / (1 + x)`` (the L2 bias), and the
+squared noise-to-signal ratio of early stopping over last iterate is
+``(x/2) coth(x/2) / (1 + x)``, below 1 for every x > 0 (from ``exp(x) >= 1 + x``).  At equal
+plain ratio early stopping is better in EVERY direction, so the former 5% preference for the
+converged run was backwards: the measured winners flipped with the seed
+(benchmarks/results/rule_tuning.md, 16 seeds: early stopping ahead on average on every
 binary set).  "auto" now trains last iterate only when it dominates early stopping at every
 curvature of :data:`CURVATURE_GRID`; on the tuning data it never does, so every fit is early
 stopping.  The intercept makes it worse for last iterate on imbalanced classes: its feature is
@@ -376,9 +378,10 @@ def dominates(challenger: dict[str, Any], incumbent: dict[str, Any], beta: float
     In the linearised full-batch model this never holds for a converged last-iterate run against
     early stopping at the matching horizon ``H = 1/lambda`` with the same clip: composition
     calibrates early stopping with noise ``sigma_E`` and the last-iterate bounds calibrate the
-    converged run with ``sigma_L = sqrt(2) sigma_E`` (equal ratios at h = 0), and for ``x = h H``
-    the squared ratio of early stopping over last iterate is ``(x/2) coth(x/2) / (1 + x) < 1``
-    for every x > 0 (docs/sklearn.md, "Why early stopping wins ties").
+    converged run with ``sigma_L = sqrt(2 - lr lambda) sigma_E`` (equal ratios at h = 0), and for
+    ``x = h H`` the squared ratio of early stopping over last iterate is
+    ``(x/2) coth(x/2) / (1 + x) < 1`` for every x > 0 (docs/sklearn.md, "Why early stopping
+    wins ties").
     """
     for f in CURVATURE_GRID:
         h = f * beta
