@@ -4,9 +4,9 @@
 and :class:`lastiterate.sklearn.DPRidge`.  It builds candidate runs, calibrates the noise of each
 with :func:`lastiterate.calibrate_noise` over EVERY bound the accountant has (composition
 included), and compares them by a public noise-to-horizon ratio (below; ties go to early
-stopping).  Only public
-quantities enter: the GLM family, n, d, the number of outputs, the row norm R, whether there is an
-intercept, epsilon, delta, the adjacency and, for least squares, the target bound.
+stopping).  Only public quantities enter: the GLM family, n, d, the number of outputs, the row
+norm R, whether there is an intercept, epsilon, delta, the adjacency and, for least squares, the
+target bound.
 
 Two strategies (docs/sklearn.md derives them and ``benchmarks/rule_tuning.py`` measures them on
 data that are not the utility benchmark's):
