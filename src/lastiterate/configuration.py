@@ -382,6 +382,14 @@ def dominates(challenger: dict[str, Any], incumbent: dict[str, Any], beta: float
     ``x = h H`` the squared ratio of early stopping over last iterate is
     ``(x/2) coth(x/2) / (1 + x) < 1`` for every x > 0 (docs/sklearn.md, "Why early stopping
     wins ties").
+
+    Args:
+        challenger: the candidate that must be better everywhere (a last-iterate record).
+        incumbent: the candidate it is compared with (the early-stopping record).
+        beta: the data smoothness, > 0.
+
+    Returns:
+        True when the challenger's ratio is strictly lower at every curvature of the grid.
     """
     for f in CURVATURE_GRID:
         h = f * beta
@@ -436,7 +444,15 @@ def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> fl
 def horizon_growth(m: float) -> float:
     """``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)``: how much longer than the
     plain horizon ``n m / D(p)`` the rule trains at budget m (the noise left per coordinate is
-    ``2C G(m) / D(p)``)."""
+    ``2C G(m) / D(p)``).
+
+    Args:
+        m: the budget in units of the replace-one sensitivity (``mu``, ``2 mu`` under
+            add/remove), > 0.
+
+    Returns:
+        G(m), in ``[1, HORIZON_GROWTH_CAP]``.
+    """
     return min(max(1.0, HORIZON_GROWTH * m), HORIZON_GROWTH_CAP)
 
 
