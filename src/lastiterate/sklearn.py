@@ -538,10 +538,11 @@ _RULE_DOC = """
     noise-to-horizon proxy: **early stopping** (clipped full-batch noisy GD without L2, stopped
     at a planned horizon, usually accounted by composition) and, under replace-one adjacency,
     **last iterate** (L2-regularised noisy GD run to convergence, accounted by the last-iterate
-    theorems).  ``strategy`` forces one.  The noise is calibrated by
-    :func:`lastiterate.calibrate_noise` over every bound of the accountant, composition included,
-    and the executed run is accounted again: ``privacy_report_.best`` is the accountant's
-    guarantee for releasing the fitted coefficients.
+    theorems), trained only when its proxy is lower at every data curvature (ties go to early
+    stopping, which is better in every direction at equal proxy).  ``strategy`` forces one.
+    The noise is calibrated by :func:`lastiterate.calibrate_noise` over every bound of the
+    accountant, composition included, and the executed run is accounted again:
+    ``privacy_report_.best`` is the accountant's guarantee for releasing the fitted coefficients.
 
     Tuning spends privacy too: choosing ``epsilon``, ``data_norm`` or any setting by comparing
     fits (cross-validation, grid search) on the private data is itself a use of the data that

@@ -40,7 +40,15 @@ def utility():
         sys.modules.pop(spec.name, None)
 
 
-def _config(family: str, n: int, d: int, k: int, eps: float, adjacency: str = "replace"):
+def _config(
+    family: str,
+    n: int,
+    d: int,
+    k: int,
+    eps: float,
+    adjacency: str = "replace",
+    strategy: str = "auto",
+):
     return choose_configuration(
         family,
         n=n,
@@ -50,6 +58,7 @@ def _config(family: str, n: int, d: int, k: int, eps: float, adjacency: str = "r
         delta=1e-5,
         data_norm=1.0,
         adjacency=adjacency,
+        strategy=strategy,
     )
 
 
@@ -84,8 +93,10 @@ def _wire(s, cfg, eps: float, d: int, k_classes: int, n: int, clip: float | None
 
 def test_binary_full_batch_settings_are_the_rule_and_the_path_runs_its_run(utility) -> None:
     n, d, eps = 426, 30, 1.0
-    cfg = _config("binary-logistic", n, d, 1, eps)
-    assert cfg.algorithm == "gd" and cfg.l2 > 0  # the rule's last-iterate full batch here
+    # "auto" trains early stopping here (ties go to it); the last-iterate full batch is the run
+    # whose certified geometry the path must wire
+    cfg = _config("binary-logistic", n, d, 1, eps, strategy="last-iterate")
+    assert cfg.algorithm == "gd" and cfg.l2 > 0
     s = utility.opacus_path_settings(cfg, 2)
     assert (s.loss, s.n_outputs, s.sampling, s.batch_size) == ("bce-with-logits", 1, "cyclic", n)
     assert (s.lr, s.weight_decay, s.max_grad_norm, s.steps) == (
