@@ -263,8 +263,10 @@ def batch_size_table() -> str:
     table; the run's epochs and noise input fixed): the answer, its direction (largest under a
     fixed noise multiplier, smallest under a fixed noise std), its epsilon and the time."""
     rows = [
-        "| setting | noise kept | target epsilon | start b | batch size | epsilon there | "
-        f"calibrate batch size (wall / CPU s; target {CALIBRATE_TARGET:g}) |",
+        (
+            "| setting | noise kept | target epsilon | start b | batch size | epsilon there | "
+            f"calibrate batch size (wall / CPU s; target {CALIBRATE_TARGET:g}) |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for name, kw, target_eps, _ in SETTINGS:

@@ -11,6 +11,7 @@ the bound is monotone, and dp_accounting's PLD accountant for the Poisson (add/r
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -71,7 +72,9 @@ RUNS: dict[str, tuple[Run, float]] = {
         6.0,
     ),
     "cyclic strongly convex, sigma fixed": (
-        _run(algorithm="cgd", noise_std=0.05, sensitivity=2.0, strong_convexity=0.5, smoothness=2.0),
+        _run(
+            algorithm="cgd", noise_std=0.05, sensitivity=2.0, strong_convexity=0.5, smoothness=2.0
+        ),
         1.5,
     ),
 }
@@ -145,7 +148,7 @@ def test_equals_the_brute_force_extreme_where_monotone() -> None:
     run = _small_cyclic()
     eps = {b: _eps_at(run, b) for b in range(1, run.n + 1)}
     values = [eps[b] for b in range(12, run.n + 1)]
-    assert all(x >= y for x, y in zip(values, values[1:])), "the check needs a monotone bound"
+    assert all(x >= y for x, y in itertools.pairwise(values)), "the check needs a monotone bound"
     assert min(eps[b] for b in range(1, 12)) > 20.0
     for target in (3.0, 10.0, 20.0):
         expected = min(b for b in eps if eps[b] <= target)
@@ -182,7 +185,7 @@ def test_brute_force_over_every_batch_size(name: str) -> None:
     cal = calibrate_batch_size(run, epsilon=target, delta=DELTA)
     assert cal.batch_size is not None and eps[cal.batch_size] <= target
     ordered = [eps[b] for b in sorted(eps, reverse=not largest)]  # cheap end first
-    if all(x <= y for x, y in zip(ordered, ordered[1:])):
+    if all(x <= y for x, y in itertools.pairwise(ordered)):
         assert cal.batch_size == expected
     else:
         assert (cal.batch_size <= expected) if largest else (cal.batch_size >= expected)

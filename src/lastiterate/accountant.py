@@ -857,6 +857,7 @@ def _focused_epoch_bracket(
 
         def label(k: int) -> str:
             return f"epochs={k}"
+
     if partial is None:
 
         def partial(k: int, ids: list[str]) -> float:

@@ -79,7 +79,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         bar.close()
     out = cal.to_json()
     if args.json:
-        keys = ("noise_std", "noise_multiplier", "epochs", "best")
+        keys: tuple[str, ...] = ("noise_std", "noise_multiplier", "epochs", "best")
         if args.solve == "batch-size":
             keys = ("batch_size", "steps", *keys)
             out["steps"] = cal.report.run.T
