@@ -28,7 +28,8 @@ def add_parser(sub: Any) -> None:
         choices=("noise", "epochs", "batch-size"),
         required=True,
         help="noise: the smallest noise std for the given steps; epochs: the most "
-        "epochs for the given noise; batch-size: at the given epochs (steps change with b), "
+        "epochs for the given noise; batch-size: at the given epochs (or those --steps make at "
+        "--batch-size; the steps then change with b), "
         "from --batch-size as the start, the LARGEST batch size when --noise-multiplier is "
         "given (it stays fixed, sigma = z*C/b: a larger batch costs more) or the SMALLEST when "
         "--noise-std is given (it stays fixed: a larger batch costs less); not for gd",
