@@ -18,6 +18,9 @@ Tables printed (Markdown):
    assumed; then ``calibrate_noise`` / ``calibrate_epochs`` of the sampled extreme runs at
    T = 1e5 and 1e7.  ``--extremes-only`` prints only these tables; ``--profile K`` adds the top
    functions (cProfile, cumulative time) of the K slowest cells.
+5. batch-size calibration (``calibrate_batch_size``, also a column of table 1): for every setting
+   with a batch size, the answer (largest b under a fixed noise multiplier, smallest under a fixed
+   noise std, epochs fixed) and its time; ``--batch-size-only`` prints only this table.
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ import tempfile
 import time
 from typing import Any
 
-from lastiterate.accountant import account, calibrate_epochs, calibrate_noise
+from lastiterate.accountant import (
+    account,
+    batch_size_direction,
+    calibrate_batch_size,
+    calibrate_epochs,
+    calibrate_noise,
+)
 from lastiterate.run import Run
 
 DELTA = 1e-5
@@ -204,16 +213,17 @@ def speed_table(repeats: int, calibrate: bool) -> str:
         (
             "| setting | best bound | epsilon | account, cold (wall / CPU s; target "
             f"{ACCOUNT_TARGET:g}) | calibrate noise (wall / CPU s; target {CALIBRATE_TARGET:g}) | "
-            "calibrate epochs (wall / CPU s) |"
+            "calibrate epochs (wall / CPU s) | calibrate batch size (wall / CPU s) |"
         ),
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, kw, target_eps, klass in SETTINGS:
         run = Run(**kw)
         secs, report = cold_account_seconds(run, repeats)
         best = report.best
-        cal_n = cal_e = "-"
+        cal_n = cal_e = cal_b = "-"
         if calibrate:
+            cal_b = _batch_size_cell(run, target_eps)[0]
             cal_n = _timed(
                 _clock(calibrate_noise, run, epsilon=target_eps, delta=DELTA),
                 CALIBRATE_TARGET,
@@ -227,8 +237,50 @@ def speed_table(repeats: int, calibrate: bool) -> str:
                 cal_e = f"error: {exc}"[:40]
         rows.append(
             f"| {name} | {best.bound if best else '-'} | {best.epsilon:.4g} | "
-            f"{_timed(secs, ACCOUNT_TARGET, digits=4)} | {cal_n} | {cal_e} |"
+            f"{_timed(secs, ACCOUNT_TARGET, digits=4)} | {cal_n} | {cal_e} | {cal_b} |"
         )
+    return "\n".join(rows)
+
+
+def _batch_size_cell(run: Run, target_eps: float) -> tuple[str, str, str]:
+    """``calibrate_batch_size`` of ``run`` at ``target_eps``: (timing cell, answer, epsilon);
+    "-" for full-batch gd, which has no batch size to choose."""
+    if run.algorithm == "gd":
+        return "- (gd: no batch size)", "-", "-"
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        cal = calibrate_batch_size(run, epsilon=target_eps, delta=DELTA)
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        return f"error: {exc}"[:40], "-", "-"
+    secs = (time.perf_counter() - t0, time.process_time() - c0)
+    best = cal.report.best
+    eps = f"{best.epsilon:.4g}" if best is not None else "-"
+    return _timed(secs, CALIBRATE_TARGET), str(cal.batch_size), eps
+
+
+def batch_size_table() -> str:
+    """``calibrate_batch_size`` of every setting with a batch size (target epsilon as in the speed
+    table; the run's epochs and noise input fixed): the answer, its direction (largest under a
+    fixed noise multiplier, smallest under a fixed noise std), its epsilon and the time."""
+    rows = [
+        (
+            "| setting | noise kept | target epsilon | start b | batch size | epsilon there | "
+            f"calibrate batch size (wall / CPU s; target {CALIBRATE_TARGET:g}) |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, kw, target_eps, _ in SETTINGS:
+        run = Run(**kw)
+        if run.algorithm == "gd":
+            continue
+        account(run, delta=DELTA)  # imports, as in the speed table
+        cell, b, eps = _batch_size_cell(run, target_eps)
+        kept = (
+            f"z = {run.noise_multiplier:g} ({batch_size_direction(run)})"
+            if run.noise_multiplier is not None
+            else f"sigma = {run.sigma:g} ({batch_size_direction(run)})"
+        )
+        rows.append(f"| {name} | {kept} | {target_eps:g} | {run.b} | {b} | {eps} | {cell} |")
     return "\n".join(rows)
 
 
@@ -604,6 +656,11 @@ def main() -> None:
         help="with the extremes table: cProfile of its K slowest cells",
     )
     parser.add_argument(
+        "--batch-size-only",
+        action="store_true",
+        help="print only the batch-size calibration table",
+    )
+    parser.add_argument(
         "--startup-only",
         action="store_true",
         help="print only the start-up table (whole-process timings of the CLI)",
@@ -615,6 +672,10 @@ def main() -> None:
         f"# lastiterate accountant benchmark\n\nmachine: {os.cpu_count()} cores, Python "
         f"{platform.python_version()}\n"
     )
+    if args.batch_size_only:
+        print("## Batch-size calibration (in process, one call each)\n")
+        print(batch_size_table())
+        return
     if args.extremes_only or not (args.startup_only or args.quick):
         print(
             "## Extremes: one cold account per run (T up to 1e7, delta down to 1e-12, sampling "
@@ -635,6 +696,9 @@ def main() -> None:
     if not args.startup_only:
         print("## Seconds per call (in process, median)\n")
         print(speed_table(repeats, calibrate=not args.quick))
+        if not args.quick:
+            print("\n## Batch-size calibration (in process, one call each)\n")
+            print(batch_size_table())
         print("\n## Tightness: paper 000 MNIST logistic-regression runs (delta = 1e-5)\n")
         print(tightness_table())
     print(

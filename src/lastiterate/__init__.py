@@ -8,6 +8,8 @@
     report.best.epsilon, report.best.bound       # (7.579..., 'shifted-interpolation')
     print(report.format())                        # every bound, and why the others do not apply
     li.calibrate_noise(run, epsilon=2.0, delta=1e-5).noise_std
+    li.calibrate_batch_size(run, epsilon=8.0, delta=1e-5).batch_size   # 1396 (fixed noise std:
+                                                  # the smallest batch within the budget)
 
 What a number means: ``epsilon`` and ``delta`` bound what an adversary learns about one example
 (replace-one adjacency unless ``adjacency="add-remove"``) from the FINAL model alone; intermediate
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
         Refusal,
         Report,
         account,
+        calibrate_batch_size,
         calibrate_epochs,
         calibrate_noise,
     )
@@ -45,6 +48,7 @@ _EXPORTS = {
     "account": "lastiterate.accountant",
     "calibrate_noise": "lastiterate.accountant",
     "calibrate_epochs": "lastiterate.accountant",
+    "calibrate_batch_size": "lastiterate.accountant",
     "Report": "lastiterate.accountant",
     "Calibration": "lastiterate.accountant",
     "Refusal": "lastiterate.accountant",
@@ -58,8 +62,8 @@ _EXPORTS = {
 
 __all__ = [
     "Calibration", "Certificate", "Failure", "NotApplicable", "ParameterError", "Query", "Refusal",
-    "Report", "Result", "Run", "__version__", "account", "account_grid", "calibrate_epochs",
-    "calibrate_noise", "glm_certificate",
+    "Report", "Result", "Run", "__version__", "account", "account_grid", "calibrate_batch_size",
+    "calibrate_epochs", "calibrate_noise", "glm_certificate",
 ]
 
 

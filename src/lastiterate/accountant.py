@@ -6,8 +6,9 @@ bound id and kind the tightest applicable theorem is kept.  ``best`` is the resu
 ``"bound"`` with the smallest epsilon (or smallest delta when the query fixes epsilon); estimates
 (CLT limits) are reported but never chosen.
 
-``calibrate`` inverts the best bound: the smallest noise, or the largest number of epochs, meeting
-a target (epsilon, delta).
+``calibrate`` inverts the best bound: the smallest noise, the largest number of epochs, or the
+extreme batch size (largest under a fixed noise multiplier, smallest under a fixed noise std)
+meeting a target (epsilon, delta).
 """
 
 from __future__ import annotations
@@ -311,6 +312,8 @@ class Calibration:
         report: the account of the calibrated run.
         limit: for an unlimited number of epochs, the convergent result whose supremum over T
             meets the target.
+        batch_size: the calibrated batch size b (:func:`calibrate_batch_size`; None for the noise
+            and epoch calibrations, which keep the run's batch size).
     """
 
     noise_std: float
@@ -319,12 +322,15 @@ class Calibration:
     report: Report
     #: when epochs is unlimited: the convergent result whose supremum over T is within the target
     limit: Result | None = None
+    #: the calibrated batch size (only calibrate_batch_size sets it)
+    batch_size: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The calibration as a JSON object (what ``lastiterate calibrate --json`` prints).
 
         Returns:
-            A dict with ``noise_std``, ``noise_multiplier``, ``epochs``, ``best`` and ``setting``.
+            A dict with ``noise_std``, ``noise_multiplier``, ``epochs``, ``batch_size`` (null
+            unless the batch size was calibrated), ``best`` and ``setting``.
         """
         rep = self.report.to_json()
         best = rep["best"]
@@ -343,6 +349,7 @@ class Calibration:
             "noise_std": self.noise_std,
             "noise_multiplier": self.noise_multiplier,
             "epochs": self.epochs,
+            "batch_size": self.batch_size,
             "best": best,
             "setting": rep["setting"],
         }
@@ -827,6 +834,8 @@ def _focused_epoch_bracket(
     named: str,
     progress: Callable[[str], None] | None,
     retry: bool = True,
+    partial: Callable[[int, list[str]], float] | None = None,
+    label: Callable[[int], str] | None = None,
 ) -> tuple[Bracket | None, tuple[int, float | None]]:
     """Close the epoch bracket next to a located number of epochs with the bound B the locating
     estimates name there (:func:`_integer_bracket_near` and :func:`shrink_bracket` on B alone:
@@ -838,8 +847,21 @@ def _focused_epoch_bracket(
     best, 1% below the target (the estimates named the wrong one), the search runs once more with
     B' from the good end (``retry``).  Returns ``(bracket, start)``: the checked bracket
     (adjacent integers), or None and where the caller's full search starts (the good end when
-    another bound turned out to meet the target at the bad end, else the located value)."""
+    another bound turned out to meet the target at the bad end, else the located value).
+
+    ``partial(k, ids)`` is the best epsilon of the bound ids ``ids`` at the searched integer k
+    (default: the run with k epochs) and ``label(k)`` names k in the progress messages; the
+    batch-size calibration searches another integer with the same phase."""
     values: dict[int, float] = {}
+    if label is None:
+
+        def label(k: int) -> str:
+            return f"epochs={k}"
+
+    if partial is None:
+
+        def partial(k: int, ids: list[str]) -> float:
+            return _best_epsilon(run.replace(epochs=k), delta, ids)[0]
 
     def full_b(e: float) -> float:
         k = int(e)
@@ -847,11 +869,11 @@ def _focused_epoch_bracket(
             return full(k)  # a full accounting already made: its best is <= eps_B
         if k not in values:
             try:
-                eps = _best_epsilon(run.replace(epochs=k), delta, [named])[0]
+                eps = partial(k, [named])
             except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
                 eps = math.inf
             if progress is not None:
-                progress(f"epochs={k} -> epsilon={eps:.6g} ({named})")
+                progress(f"{label(k)} -> epsilon={eps:.6g} ({named})")
             values[k] = _log_excess(eps, target)
         return values[k]
 
@@ -875,16 +897,18 @@ def _focused_epoch_bracket(
             best_good.bound,  # type: ignore[union-attr]
             progress,
             retry=False,
+            partial=partial,
+            label=label,
         )
     rivals = _rivals(seen[good][1], target) - {named}
     g_bad = full_b(bad)
     if rivals and g_bad > 0:
         try:
-            eps_r = _best_epsilon(run.replace(epochs=bad), delta, sorted(rivals))[0]
+            eps_r = partial(bad, sorted(rivals))
         except NotApplicable:
             eps_r = math.inf
         if progress is not None:
-            progress(f"epochs={bad} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
+            progress(f"{label(bad)} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
         g_bad = min(g_bad, _log_excess(eps_r, target))
     if g_bad > 0 >= g_good:
         return Bracket(bad=float(bad), good=float(good), g_bad=g_bad, g_good=g_good), located
@@ -993,6 +1017,268 @@ def _ordered_bracket(x: float, g: float, y: float, g_y: float) -> Bracket:
     if g > 0:
         return Bracket(bad=float(x), good=float(y), g_bad=g, g_good=g_y)
     return Bracket(bad=float(y), good=float(x), g_bad=g_y, g_good=g)
+
+
+# ---------------------------------------------------------------------- batch-size calibration
+def batch_size_direction(run: Run) -> str:
+    """Which batch size :func:`calibrate_batch_size` seeks for ``run``: ``"largest"`` or
+    ``"smallest"``, from the noise input the run carries (and keeps while b changes).
+
+    * ``noise_multiplier`` z (Opacus' convention, sigma = z C / b on the averaged gradient): the
+      per-step scale L / (b sigma) = L / (z C) does not depend on b while the sampling rate b / n
+      grows with it, so a LARGER batch costs more privacy: the answer is the largest b.
+    * ``noise_std`` sigma on the averaged gradient: the per-step scale L / (b sigma) falls with b
+      (the sensitivity of the average is L / b), so a larger batch costs LESS: the answer is the
+      smallest b.
+
+    Args:
+        run: the run whose batch size is calibrated.
+
+    Returns:
+        ``"largest"`` or ``"smallest"``.
+
+    Raises:
+        ParameterError: the run has no batch size to choose (full-batch gd), a learning-rate
+            schedule (one value per step: the number of steps changes with b), or cyclic batches
+            with a fractional number of epochs (steps = epochs * ceil(n/b) must stay whole).
+    """
+    if run.algorithm == "gd":
+        raise ParameterError(
+            "algorithm",
+            "gd",
+            "has no batch size to calibrate (full batch, b = n): use cgd or sgd",
+        )
+    if not isinstance(run.lr, (int, float)):
+        raise ParameterError(
+            "lr",
+            "<schedule>",
+            "must be a constant to calibrate the batch size: a per-step schedule fixes the "
+            "number of steps, which changes with b at fixed epochs",
+        )
+    if run.algorithm == "cgd" and abs(run.E - round(run.E)) > 1e-9:
+        raise ParameterError(
+            "epochs",
+            run.E,
+            "must be a whole number to calibrate the batch size of cgd (steps = epochs * "
+            "ceil(n/b) must stay an integer for every b)",
+        )
+    return "largest" if run.noise_multiplier is not None else "smallest"
+
+
+def calibrate_batch_size(
+    run: Run,
+    *,
+    epsilon: float,
+    delta: float = 1e-5,
+    bounds: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Calibration:
+    """The extreme batch size b in [1, n] whose best bound gives eps <= ``epsilon``, at fixed
+    epochs (the number of steps T = epochs * n / b, or epochs * ceil(n/b) for cyclic and shuffled
+    batches, changes with b) and a fixed noise input:
+
+    * a run given a ``noise_multiplier`` z (Opacus; sigma = z C / b) keeps z: a larger batch
+      samples each example more often at the same per-step scale and costs MORE privacy, so the
+      answer is the LARGEST batch size within the target;
+    * a run given a ``noise_std`` sigma (on the averaged gradient) keeps sigma: a larger batch
+      has the smaller sensitivity L / b and costs LESS, so the answer is the SMALLEST batch size
+      within the target (see :func:`batch_size_direction`).
+
+    The search is that of :func:`calibrate_epochs` over the integers of [1, n], ordered from the
+    cheap end to the expensive one: the locating estimates place the answer (doubling or halving b
+    from the run's own batch size, then integer bisection/interpolation), a focused phase brackets
+    it with the bound they name, and full accountings close it.  It ASSUMES the privacy loss is
+    monotone in b; the last-iterate theorems do not promise that, so the answer is the extreme
+    found by this bisection, verified, not proven global: the returned batch size's best bound
+    (a full accounting, in ``report``) is always within the target (never overshoots), and the
+    next batch size towards the expensive end was found above it, but a batch size farther out
+    may meet the target again where a bound is not monotone.
+
+    Example:
+        >>> import lastiterate as li
+        >>> run = li.Run(algorithm="sgd", n=500, batch_size=50, epochs=5, lr=0.1,
+        ...              noise_multiplier=1.0, clip=1.0, sampling="poisson",
+        ...              adjacency="add-remove")
+        >>> cal = li.calibrate_batch_size(run, epsilon=2.0, delta=1e-5)
+        >>> cal.report.best.epsilon <= 2.0 and 1 <= cal.batch_size <= 500
+        True
+
+    Args:
+        run: the run to calibrate; its batch size is the starting point, its epochs and its
+            noise input (``noise_multiplier`` or ``noise_std``) stay fixed.
+        epsilon: the target epsilon (> 0) at ``delta``.
+        delta: the target delta, in (0, 1).
+        bounds: bound ids to use (default all, composition included).
+        progress: called with a short message after every evaluation.
+
+    Returns:
+        A :class:`Calibration` with ``batch_size`` and the report at that batch size (its
+        ``noise_std`` is the one that batch size gets).
+
+    Raises:
+        ParameterError: the run has no batch size to choose (gd), a learning-rate schedule, a
+            fractional number of epochs under cyclic batches, or no batch size in [1, n] meets
+            the target.
+        NotApplicable: no bound applies to the run.
+    """
+    target = check_positive("epsilon", epsilon)
+    direction = batch_size_direction(run)
+    n = run.n
+    epochs: float = round(run.E) if abs(run.E - round(run.E)) <= 1e-9 else run.E
+
+    def b_of(x: int) -> int:
+        """The batch size at search position x (1 = the cheap end, n = the expensive end)."""
+        return x if direction == "largest" else n + 1 - x
+
+    def make_run(x: int) -> Run:
+        return run.replace(batch_size=b_of(x), epochs=epochs)
+
+    def partial(x: int, ids: Sequence[str] | None) -> float:
+        """The best epsilon of ``ids`` at position x; inf where the run is refused (e.g. a
+        per-step scale above the accountant's range at a small batch with a fixed noise std)."""
+        try:
+            r = make_run(x)
+        except ParameterError:
+            return math.inf
+        return _best_epsilon(r, delta, ids)[0]
+
+    seen: dict[int, tuple[float, Report | None]] = {}
+
+    def evaluate(x: int) -> float:
+        if x not in seen:
+            try:
+                eps, rep = _best_epsilon(make_run(x), delta, bounds)
+                seen[x] = (eps, rep)
+            except ParameterError:
+                seen[x] = (math.inf, None)
+            if progress is not None:
+                progress(f"batch size={b_of(x)} -> epsilon={seen[x][0]:.6g}")
+        return seen[x][0]
+
+    def full(x: float) -> float:
+        return _batch_excess(evaluate(int(x)), target)
+
+    def estimate(x: float) -> float:
+        try:
+            r = make_run(int(x))
+        except ParameterError:
+            return math.inf
+        with locating_estimates():
+            eps, rep = _best_epsilon(r, delta, estimates.bounds)
+        if rep.best is not None:
+            estimates.best_at[x] = _named_of_ties(rep)
+        return _log_excess(eps, target)
+
+    estimates = _Estimates(lambda x: make_run(int(x)), delta, bounds, target)
+    x0 = min(max(1, run.b if direction == "largest" else n + 1 - run.b), n)
+    bracket = None
+    located = _locate_batch(estimate, estimates, x0, n, b_of)
+    if located is not None:
+        named = estimates.best_at.get(float(located[0]))
+        if named is not None:
+            bracket, located = _focused_epoch_bracket(
+                full,
+                seen,  # type: ignore[arg-type]
+                located,
+                n,
+                run,
+                delta,
+                target,
+                named,
+                progress,
+                partial=partial,
+                label=lambda x: f"batch size={b_of(x)}",
+            )
+        if bracket is None:
+            bracket = _integer_bracket_near(full, located, n)
+    if bracket is None:  # no estimate, or it misled: bisection with full accountings
+        bracket = _full_batch_bracket(full, n, epsilon, direction, b_of)
+    if bracket is not None:
+        bracket = shrink_bracket(
+            full, bracket, done=lambda bad, good: abs(bad - good) <= 1, integer=True
+        )
+        best_x = int(bracket.good)
+    else:  # every batch size up to the expensive end meets the target
+        best_x = n
+    eps, rep = seen[best_x]
+    if rep is None or not eps <= target:  # the invariant of the bracket; checked, never assumed
+        raise RuntimeError(f"batch-size calibration ended outside the target at x={best_x}")
+    final = make_run(best_x)
+    return Calibration(final.sigma, _z(final), final.E, rep, batch_size=final.b)
+
+
+def _batch_excess(eps: float, target: float) -> float:
+    """:func:`_log_excess`, with its sign forced to agree with ``eps <= target`` exactly (the
+    verification of the answer compares epsilons, not logarithms)."""
+    g = _log_excess(eps, target)
+    if eps <= target:
+        return min(g, 0.0)
+    return g if g > 0 else math.ulp(1.0)
+
+
+def _locate_batch(
+    estimate: Callable[[float], float],
+    estimates: _Estimates,
+    x0: int,
+    n: int,
+    b_of: Callable[[int], int],
+) -> tuple[int, float | None] | None:
+    """The last search position meeting the target by the locating estimates, with their excess
+    per position there; None when they cannot place it.  Positions x run from the cheap end (1)
+    to the expensive one (n); the batch size b_of(x) is doubled or halved from the run's own
+    (geometric steps in b, whichever way x runs), then the integer bracket is shrunk on the
+    estimates."""
+
+    def x_of(b: int) -> int:
+        return b if b_of(1) == 1 else n + 1 - b
+
+    def towards(x: int, bad: bool) -> int:
+        b = b_of(x)
+        up = (b_of(1) == 1) == bad  # the expensive end is the large b under 'largest'
+        return x_of(min(n, 2 * b) if up else max(1, b // 2))
+
+    try:
+        g0 = estimate(x0)
+        x, g = x0, g0
+        while True:
+            nxt = towards(x, bad=g <= 0)
+            if nxt == x:  # an end of [1, n]
+                return (n, None) if g <= 0 else (1, None)
+            g_new = estimate(nxt)
+            if (g_new > 0) != (g > 0):
+                break
+            x, g = nxt, g_new
+        b = _ordered_bracket(x, g, nxt, g_new)
+        estimates.focus(b)
+        b = shrink_bracket(estimate, b, done=lambda bad, good: abs(bad - good) <= 1, integer=True)
+    except (ParameterError, NotApplicable):
+        return None
+    slope = (b.g_bad - b.g_good) / (b.bad - b.good)
+    return int(b.good), (slope if math.isfinite(slope) and slope > 0 else None)
+
+
+def _full_batch_bracket(
+    full: Callable[[float], float],
+    n: int,
+    epsilon: float,
+    direction: str,
+    b_of: Callable[[int], int],
+) -> Bracket | None:
+    """The bracket of the whole range with full accountings: None when the expensive end (n)
+    meets the target (the answer is that end; it is evaluated first, the usual reason to come
+    here); else the cheap end (1) must meet it (else ParameterError)."""
+    g_n = full(n)
+    if g_n <= 0:
+        return None
+    g1 = full(1)
+    if g1 > 0:
+        raise ParameterError(
+            "epsilon",
+            epsilon,
+            f"is not met by any batch size in [1, {n}] (the {direction} batch size is sought; "
+            f"even b={b_of(1)} exceeds it)",
+        )
+    return Bracket(bad=float(n), good=1.0, g_bad=g_n, g_good=g1)
 
 
 def _z(run: Run) -> float | None:
