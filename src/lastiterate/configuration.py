@@ -125,6 +125,15 @@ INTERCEPT_FEATURE = 0.3
 HORIZON_SCALE = 1.0
 HORIZON_GROWTH = 8.0
 
+#: least squares (DPRidge) plans the horizon ``H = n m / (LEAST_SQUARES_HORIZON_SCALE D(p))``:
+#: linear in m, no growth.  A regression prediction carries the final iterate's noise itself
+#: (its std along a row grows like ``2C H / (n m)``), while a class label only needs the sign of
+#: a logit, so the classification growth made DPRidge noise-dominated (test R^2 below 0 at
+#: epsilon 1-4 on every regression tuning set).  benchmarks/ridge_tuning.py (four regression
+#: sets, epsilon 0.5-8, 3 seeds; no classification data): c = 1 / 2 / 4 / 8 gave mean R^2
+#: 0.49 / 0.56 / 0.51 / 0.41 against -0.04 with the classification horizon
+LEAST_SQUARES_HORIZON_SCALE = 2.0
+
 #: the growth G(m) stops at this value: the noise left per coordinate stays below
 #: ``2C HORIZON_GROWTH_CAP / D(p)`` and the horizon then grows only linearly with m.  It binds for
 #: m > 1: epsilon above about 4.4 at delta = 1e-5 under replace-one, above about 2 under
@@ -412,7 +421,9 @@ def _geometric_sum(r: float, steps: int) -> float:
     return (1.0 - r**steps) / (1.0 - r)
 
 
-def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> float:
+def planned_horizon(
+    n: int, p: int, mu: float, adjacency: str = "replace", family: str = "binary-logistic"
+) -> float:
     """The horizon the rule plans for: ``n m G(m) / (HORIZON_SCALE D(p))`` with the growth
     ``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)`` and
     ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
@@ -426,18 +437,22 @@ def planned_horizon(n: int, p: int, mu: float, adjacency: str = "replace") -> fl
     tuning data showed that the horizon, not the noise, limited accuracy, up to the cap
     ``2C HORIZON_GROWTH_CAP`` (per ``sqrt(p) / D(p)``) beyond which longer horizons lost; the cap
     on D stops the shrinking for large p, where a test logit still sees only the noise along
-    its row.
+    its row.  Least squares plans ``n m / (LEAST_SQUARES_HORIZON_SCALE D(p))`` instead: a
+    regression prediction carries the noise itself, so the horizon does not grow with m.
 
     Args:
         n: the number of rows.
         p: the number of parameters.
         mu: the GDP budget ``gdp_mu(epsilon, delta)``.
         adjacency: ``"replace"`` or ``"add-remove"``.
+        family: the GLM family (``"least-squares"`` has its own horizon).
 
     Returns:
         The horizon H > 0.
     """
     m = mu * (2.0 if adjacency == "add-remove" else 1.0)
+    if family == "least-squares":
+        return n * m / (LEAST_SQUARES_HORIZON_SCALE * dimension_factor(p))
     return n * m * horizon_growth(m) / (HORIZON_SCALE * dimension_factor(p))
 
 
@@ -491,7 +506,7 @@ def _early_stopping_candidate(
     C = _clip(family, "early-stopping", R_eff, target_bound)
     beta = float(glm_certificate(family, feature_norm=R_eff, l2=0.0, clip=C).data_smoothness)  # type: ignore[arg-type]
     lr = 1.0 / beta
-    H = planned_horizon(n, p, mu, adjacency)
+    H = planned_horizon(n, p, mu, adjacency, family)
     T = max(1, min(max_steps, math.ceil(H / lr)))
     if adjacency == "add-remove":
         alg, sampling, b = "sgd", "poisson", n  # rate 1: every row, the sum divided by b = n
@@ -523,7 +538,7 @@ def _last_iterate_candidates(
     def steps_for(lam: float, fast: bool) -> float:
         return _CONVERGENCE_LOG / (lr_for(lam, fast) * lam)
 
-    lam = min(max(1.0 / planned_horizon(n, p, mu), 1e-12), LAMBDA_MAX)
+    lam = min(max(1.0 / planned_horizon(n, p, mu, family=family), 1e-12), LAMBDA_MAX)
     fast = steps_for(lam, False) > max_steps
     if fast and steps_for(lam, True) > max_steps:  # raise lambda until T <= max_steps
         lo, hi = lam, LAMBDA_MAX
@@ -554,7 +569,8 @@ RULE = (
     "replace-one, last "
     "iterate (lambda = 1/H, lr = 1/M, "
     "T = ceil(ln(100)/(lr lambda)), full batch within the work budget, else cyclic or uniform "
-    "batches, eligible when lr lambda <= 0.2); every noise calibrated over all bounds; early "
+    "batches, eligible when lr lambda <= 0.2); least squares plans H = n m/(2 min(sqrt(p), 6)); "
+    "every noise calibrated over all bounds; early "
     "stopping is trained unless the last-iterate candidate with the smallest noise-to-horizon "
     "ratio has a smaller ratio at every data curvature of CURVATURE_GRID (ties: early stopping)"
 )
@@ -587,7 +603,8 @@ def choose_configuration(
        and ``mu = gdp_mu(epsilon, delta)``.
     2. **Early stopping** (every adjacency): no L2, ``C = EARLY_STOPPING_CLIP * R_eff`` (least
        squares: ``target_bound * R_eff``), ``lr = 1/beta``, ``T = ceil(H / lr)`` with the horizon
-       ``H = planned_horizon(n, p, mu)``, at most ``max_steps``.  Full batch (replace-one) or
+       ``H = planned_horizon(n, p, mu, adjacency, family)`` (least squares: no growth), at most
+       ``max_steps``.  Full batch (replace-one) or
        Poisson sampling at rate 1 with b = n (add/remove).
     3. **Last iterate** (replace-one only): ``lambda = 1 / planned_horizon(n, p, mu)`` clamped to
        ``[ln(100) / (lr max_steps), LAMBDA_MAX]``, ``lr = 1/M`` (``2/(M + m)`` when max_steps
