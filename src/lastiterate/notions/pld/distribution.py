@@ -793,14 +793,8 @@ def poisson_subsampled_gaussian_pld(
     probs = _masses_from_values(vals, d, 1.0 - vals[0])
     _residual_masses_below_zero(probs, grid, q, mu, d)
     probs = np.maximum(probs, 0.0)
-    rem = _normalise_upper(_Pmf(i_lo, probs, float(vals[-1])), 0)
-    # The add direction is the swapped pair; its connect-the-dots PMF is the mirror, except for the
-    # mass at +inf of the remove PMF, which becomes P-mass at -inf in the add direction (no
-    # contribution to delta).  We keep it as a (pessimistic) mass at the lowest grid point.
-    # The add pair is the swapped remove pair; the perspective map sends the remove
-    # connect-the-dots curve to the add one on the mirrored grid, so the add PMF is the mirror.
-    # (The remove mass at +inf becomes Q-mass at loss -inf, which carries no P-mass.)
-    add = _normalise_upper(_Pmf(-n, (rem.probs * np.exp(-grid))[::-1].copy(), 0.0), 0)
+    rem = _fill_to_one(_without_leading_zeros(_Pmf(i_lo, probs, float(vals[-1]))))
+    add = _fill_to_one(_without_leading_zeros(_mirrored_add_pmf(probs, grid, n)))
     low_rem = low_add = None
     slack = 0.0
     if with_lower:
@@ -835,6 +829,59 @@ def poisson_subsampled_gaussian_pld(
         lower_slack=slack,
         log_mass_truncation_bound=lb,
     )
+
+
+def _mirrored_add_pmf(remove_masses: np.ndarray, grid: np.ndarray, n: int) -> _Pmf:
+    r"""Connect-the-dots PMF of the add direction of the Poisson pair (not yet filled to mass 1).
+
+    The add pair is the swapped remove pair; the perspective map sends the remove
+    connect-the-dots curve to the add one on the mirrored grid, so the add P-mass at
+    :math:`-\ell` is :math:`e^{-\ell}` times the remove P-mass at :math:`\ell` (the remove Q-mass).
+    The remove mass at +inf becomes Q-mass at loss -inf, which carries no P-mass.
+
+    ``remove_masses`` are the *computed* connect-the-dots masses on ``grid``, before any
+    normalisation: a round-off correction at the remove PMF's lowest loss :math:`\log(1-q)` would
+    be multiplied by :math:`1/(1-q)` here and land at the add direction's highest loss (see
+    :func:`_fill_to_one`).
+    """
+    return _Pmf(-n, (remove_masses * np.exp(-grid))[::-1].copy(), 0.0)
+
+
+def _without_leading_zeros(pmf: _Pmf) -> _Pmf:
+    """Drop the zero masses below the lowest loss that carries mass (the profile is unchanged)."""
+    nz = np.flatnonzero(pmf.probs)
+    first = int(nz[0]) if len(nz) else len(pmf.probs) - 1
+    if first == 0:
+        return pmf
+    return _Pmf(pmf.lower + first, np.array(pmf.probs[first:]), pmf.infinity_mass)
+
+
+def _fill_to_one(pmf: _Pmf) -> _Pmf:
+    r"""Add the mass that summation round-off leaves missing (total below 1) at the lowest loss.
+
+    Connect-the-dots masses are second differences divided by :math:`e^\Delta - 1`; their sum
+    misses 1 by round-off (about 1e-16, of either sign, changing with the last bit of the inputs).
+    A deficit is added at the PMF's lowest loss (it raises the profile only below that loss, so
+    the PMF stays pessimistic); an excess is kept (extra mass is pessimistic).  Nothing is taken
+    away.
+
+    Where the deficit goes matters near q = 1 (issues 8/11).  It used to be written at the lowest
+    *grid* point of the Poisson remove PMF, :math:`\lfloor\log(1-q)/\Delta\rfloor\Delta` (-11 at
+    q = 1 - 1/60000), which carries no mass at all when the noise is large, and the add PMF was
+    mirrored from the corrected masses.  A round-off of 1.1e-16 there then (i) became
+    1.1e-16/(1-q) = 6.7e-12 at the add direction's highest loss +11 and (ii) stretched the remove
+    support from -0.007 to -11, i.e. a composition window of 150 000 bins, each charged the FFT's
+    pessimistic error bound (5e-14).  Either took the certified epsilon at delta = 1e-12 after
+    1000 steps from 0.164 to 0.26 .. 14.9 for a 2e-9 relative change of the noise multiplier.  The
+    correction now goes to the lowest loss that carries mass (after
+    :func:`_without_leading_zeros`), and each direction is filled on its own.
+    """
+    missing = 1.0 - pmf.infinity_mass - float(np.sum(pmf.probs))
+    if missing <= 0.0:
+        return pmf
+    probs = np.array(pmf.probs)
+    probs[0] += missing
+    return _Pmf(pmf.lower, probs, pmf.infinity_mass)
 
 
 def _remove_residuals(eps: np.ndarray, q: float, mu: float) -> np.ndarray:
