@@ -1,4 +1,4 @@
-"""Poisson-subsampled Gaussian compositions at sampling rates near 1 are continuous in z (issues 8/11).
+"""Poisson-subsampled Gaussian compositions at rates near 1 are continuous in z (issues 8/11).
 
 At q = 1 - 1/60000, z = 1199.98, T = 1000, delta = 1e-12 the certified upper epsilon was 0.16447
 (dp_accounting's pessimistic PLD: 0.16447) but 14.87 at z (1 + 2e-9), with the certified lower end
@@ -34,6 +34,7 @@ import math
 import pytest
 
 from lastiterate.notions import pld as P
+from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.gdp import gdp_epsilon
 
 QS = (0.99, 0.999, 1 - 1e-4, 1 - 1 / 60000, 1.0)
@@ -52,13 +53,15 @@ GRID_STEPS = 2.0
 BRACKET_WIDTH = 1e-2
 
 
-def _certified(q: float, z: float, steps: int, delta: float, adjacency: str) -> tuple[float, float, float]:
+def _certified(
+    q: float, z: float, steps: int, delta: float, adjacency: Adjacency
+) -> tuple[float, float, float]:
     """(upper, lower, grid width) of T-fold Poisson-subsampled Gaussian at delta, built as the
     accountant builds it (width 1e-4, coarsened when the grid would not fit)."""
 
     def build(width: float) -> P.Pld:
         one = P.poisson_subsampled_gaussian_pld(
-            q, z, adjacency=adjacency, discretization=width, with_lower=True  # type: ignore[arg-type]
+            q, z, adjacency=adjacency, discretization=width, with_lower=True
         )
         return one.self_compose(steps)
 
@@ -69,7 +72,7 @@ def _certified(q: float, z: float, steps: int, delta: float, adjacency: str) -> 
     return est.upper, est.lower, composed.discretization
 
 
-def _gaussian_epsilon(z: float, steps: int, delta: float, adjacency: str) -> float:
+def _gaussian_epsilon(z: float, steps: int, delta: float, adjacency: Adjacency) -> float:
     """Exact epsilon at q = 1: T Gaussian steps of sensitivity s (1 add/remove, 2 replace) and
     noise z are G_{s sqrt(T)/z}."""
     s = 2.0 if adjacency == "replace" else 1.0
@@ -77,7 +80,12 @@ def _gaussian_epsilon(z: float, steps: int, delta: float, adjacency: str) -> flo
 
 
 def _check_window(
-    q: float, z0: float, steps: int, delta: float, adjacency: str, rel_steps: tuple[float, ...]
+    q: float,
+    z0: float,
+    steps: int,
+    delta: float,
+    adjacency: Adjacency,
+    rel_steps: tuple[float, ...],
 ) -> None:
     zs = [z0 * (1.0 + r) for r in rel_steps]
     rows = [_certified(q, z, steps, delta, adjacency) for z in zs]
@@ -130,7 +138,7 @@ def _exact_one_step_delta(q: float, z: float, eps: float) -> float:
     mpmath = pytest.importorskip("mpmath")
     with mpmath.workdps(60):
         mu, q_, e = mpmath.mpf(1) / z, mpmath.mpf(q), mpmath.mpf(eps)
-        ncdf = lambda x: mpmath.ncdf(x)  # noqa: E731
+        ncdf = mpmath.ncdf
         u = mpmath.exp(e)
         # remove: L > eps iff x > x_r
         x_r = (mpmath.log((u - (1 - q_)) / q_) + mu**2 / 2) / mu
@@ -170,7 +178,7 @@ FAST_STEPS = (0.0, 1e-9, 2e-9, 1e-6)
 
 @pytest.mark.parametrize(("q", "z0", "steps", "delta", "adjacency"), FAST)
 def test_rate_near_one_window_is_continuous(
-    q: float, z0: float, steps: int, delta: float, adjacency: str
+    q: float, z0: float, steps: int, delta: float, adjacency: Adjacency
 ) -> None:
     _check_window(q, z0, steps, delta, adjacency, FAST_STEPS)
 
@@ -181,6 +189,6 @@ def test_rate_near_one_window_is_continuous(
     list(itertools.product(QS, Z0S, TS, DELTAS, ADJACENCIES)),
 )
 def test_rate_near_one_full_scan(
-    q: float, z0: float, steps: int, delta: float, adjacency: str
+    q: float, z0: float, steps: int, delta: float, adjacency: Adjacency
 ) -> None:
     _check_window(q, z0, steps, delta, adjacency, REL_STEPS)
