@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from lastiterate.errors import (
     NotApplicable,
@@ -793,14 +794,8 @@ def poisson_subsampled_gaussian_pld(
     probs = _masses_from_values(vals, d, 1.0 - vals[0])
     _residual_masses_below_zero(probs, grid, q, mu, d)
     probs = np.maximum(probs, 0.0)
-    rem = _normalise_upper(_Pmf(i_lo, probs, float(vals[-1])), 0)
-    # The add direction is the swapped pair; its connect-the-dots PMF is the mirror, except for the
-    # mass at +inf of the remove PMF, which becomes P-mass at -inf in the add direction (no
-    # contribution to delta).  We keep it as a (pessimistic) mass at the lowest grid point.
-    # The add pair is the swapped remove pair; the perspective map sends the remove
-    # connect-the-dots curve to the add one on the mirrored grid, so the add PMF is the mirror.
-    # (The remove mass at +inf becomes Q-mass at loss -inf, which carries no P-mass.)
-    add = _normalise_upper(_Pmf(-n, (rem.probs * np.exp(-grid))[::-1].copy(), 0.0), 0)
+    rem = _fill_to_one(_without_leading_zeros(_Pmf(i_lo, probs, float(vals[-1]))))
+    add = _fill_to_one(_without_leading_zeros(_mirrored_add_pmf(probs, grid, n)))
     low_rem = low_add = None
     slack = 0.0
     if with_lower:
@@ -820,8 +815,9 @@ def poisson_subsampled_gaussian_pld(
         dr, qr = parts(-mids_a)
         uc = np.exp(mids_a)
         grid_a = np.arange(a_lo, a_hi + 1) * d
-        lva = _lower_residuals(uc * dr, uc * (dr + qr), -np.expm1(grid_a), d)
-        masses_a, s2 = _lower_masses(lva, a_lo, d, one_minus_u=True)
+        res_a, res_b = uc * dr, uc * (dr + qr)
+        plain_a, plain_b = _add_tangents(mids_a, res_a, res_b, q, mu)
+        masses_a, s2 = _add_lower_masses(res_a, res_b, plain_a, plain_b, grid_a, a_lo, d)
         low_add = _normalise_lower(_Pmf(a_lo, masses_a, 0.0))
         slack = max(s1, s2)
     return Pld(
@@ -835,6 +831,148 @@ def poisson_subsampled_gaussian_pld(
         lower_slack=slack,
         log_mass_truncation_bound=lb,
     )
+
+
+def _mirrored_add_pmf(remove_masses: np.ndarray, grid: np.ndarray, n: int) -> _Pmf:
+    r"""Connect-the-dots PMF of the add direction of the Poisson pair (not yet filled to mass 1).
+
+    The add pair is the swapped remove pair; the perspective map sends the remove
+    connect-the-dots curve to the add one on the mirrored grid, so the add P-mass at
+    :math:`-\ell` is :math:`e^{-\ell}` times the remove P-mass at :math:`\ell` (the remove Q-mass).
+    The remove mass at +inf becomes Q-mass at loss -inf, which carries no P-mass.
+
+    ``remove_masses`` are the *computed* connect-the-dots masses on ``grid``, before any
+    normalisation: a round-off correction at the remove PMF's lowest loss :math:`\log(1-q)` would
+    be multiplied by :math:`1/(1-q)` here and land at the add direction's highest loss (see
+    :func:`_fill_to_one`).
+    """
+    return _Pmf(-n, (remove_masses * np.exp(-grid))[::-1].copy(), 0.0)
+
+
+def _without_leading_zeros(pmf: _Pmf) -> _Pmf:
+    """Drop the zero masses below the lowest loss that carries mass (the profile is unchanged)."""
+    nz = np.flatnonzero(pmf.probs)
+    first = int(nz[0]) if len(nz) else len(pmf.probs) - 1
+    if first == 0:
+        return pmf
+    return _Pmf(pmf.lower + first, np.array(pmf.probs[first:]), pmf.infinity_mass)
+
+
+def _fill_to_one(pmf: _Pmf) -> _Pmf:
+    r"""Add the mass that summation round-off leaves missing (total below 1) at the lowest loss.
+
+    Connect-the-dots masses are second differences divided by :math:`e^\Delta - 1`; their sum
+    misses 1 by round-off (about 1e-16, of either sign, changing with the last bit of the inputs).
+    A deficit is added at the PMF's lowest loss (it raises the profile only below that loss, so
+    the PMF stays pessimistic); an excess is kept (extra mass is pessimistic).  Nothing is taken
+    away.
+
+    Where the deficit goes matters near q = 1 (issues 8/11).  It used to be written at the lowest
+    *grid* point of the Poisson remove PMF, :math:`\lfloor\log(1-q)/\Delta\rfloor\Delta` (-11 at
+    q = 1 - 1/60000), which carries no mass at all when the noise is large, and the add PMF was
+    mirrored from the corrected masses.  A round-off of 1.1e-16 there then (i) became
+    1.1e-16/(1-q) = 6.7e-12 at the add direction's highest loss +11 and (ii) stretched the remove
+    support from -0.007 to -11, i.e. a composition window of 150 000 bins, each charged the FFT's
+    pessimistic error bound (5e-14).  Either took the certified epsilon at delta = 1e-12 after
+    1000 steps from 0.164 to 0.26 .. 14.9 for a 2e-9 relative change of the noise multiplier.  The
+    correction now goes to the lowest loss that carries mass (after
+    :func:`_without_leading_zeros`), and each direction is filled on its own.
+    """
+    missing = 1.0 - pmf.infinity_mass - float(np.sum(pmf.probs))
+    if missing <= 0.0:
+        return pmf
+    probs = np.array(pmf.probs)
+    probs[0] += missing
+    return _Pmf(pmf.lower, probs, pmf.infinity_mass)
+
+
+def _add_tangents(
+    mids: np.ndarray, res_a: np.ndarray, res_b: np.ndarray, q: float, mu: float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Tangents of the add-direction profile at the midpoints ``mids`` in plain form,
+    :math:`T_c(u) = a_c + b_c (u/u_c - 1)` with :math:`a_c = \delta_A(c)`,
+    :math:`b_c = -u_c\,Q_A(L > c)`.
+
+    At :math:`c > 0` both are evaluated without cancellation (the residual form w.r.t. 1 - u,
+    ``res_a``/``res_b``, subtracts numbers close to :math:`u_c - 1` there and leaves round-off of
+    about 1e-16 u_c, which second differences turn into negative masses of 1e-13 per step):
+
+    * :math:`\delta_A(c) = 1 - u_c + u_c\,\delta_R(-c) = u_c\,r_R(-c)`, with the remove residual
+      :math:`r_R = \delta_R - (1 - e^{\varepsilon})` of :func:`_remove_residuals`;
+    * :math:`Q_A(L > c) = P_R(L_R < -c) = q\,\Phi(t/\mu - \mu/2) + (1-q)\,\Phi(t/\mu + \mu/2)`,
+      :math:`e^t = 1 + (e^{-c} - 1)/q` (the remove pair :math:`P = qN(\mu,1) + (1-q)N(0,1)`,
+      :math:`Q = N(0,1)` has loss below :math:`-c` iff :math:`x < t/\mu + \mu/2`); both are 0
+      for :math:`c \ge -\log(1-q)`, the largest add loss.
+
+    At :math:`c \le 0` the residual form is converted: :math:`a_c = 1 - u_c + a^{res}_c`,
+    :math:`b_c = b^{res}_c - u_c`.
+    """
+    uc = np.exp(mids)
+    a = -np.expm1(mids) + res_a
+    b = res_b - uc
+    pos = mids > 0
+    live = pos & (-mids > math.log1p(-q))
+    a[pos] = 0.0
+    b[pos] = 0.0
+    if np.any(live):
+        c = mids[live]
+        a[live] = uc[live] * _remove_residuals(-c, q, mu)
+        t = _log_amplified(-c, q)
+        s = np.exp(
+            np.logaddexp(
+                math.log(q) + special.log_ndtr(t / mu - mu / 2.0),
+                math.log1p(-q) + special.log_ndtr(t / mu + mu / 2.0),
+            )
+        )
+        b[live] = -uc[live] * s
+    return a, b
+
+
+#: the optimistic add curve is set to 0 from the first positive loss where it is at most this
+#: (lowers it by at most this much; without the cut it spans the whole grid up to -log(1-q))
+_LOWER_TOP_VALUE = 1e-40
+
+
+def _add_lower_masses(
+    res_a: np.ndarray,
+    res_b: np.ndarray,
+    plain_a: np.ndarray,
+    plain_b: np.ndarray,
+    grid: np.ndarray,
+    lo: int,
+    d: float,
+) -> tuple[np.ndarray, float]:
+    r"""Masses (and slack) of the optimistic add-direction curve on ``grid`` (from index ``lo``).
+
+    The curve is :func:`_lower_residuals`'s minimum of midpoint tangents.  It is represented by
+    its residual :math:`r = v - (1 - u)_+`, which keeps its relative precision everywhere: at
+    losses <= 0 it is the residual w.r.t. :math:`1 - u` (``res_a``/``res_b``; there the profile is
+    close to 1 - u), at positive losses it is the curve itself from the plain tangents
+    (``plain_a``/``plain_b``, :func:`_add_tangents`; there the profile is small, and the residual
+    form would subtract numbers close to :math:`u - 1`, whose round-off of about 1e-16 u became
+    negative masses and an additive slack of 2e-13 per step at q = 0.999, z = 100: 12% of bracket
+    width at T = 1000, delta = 1e-12).  :math:`(1 - u)_+` is the profile of a unit mass at loss 0,
+    so the masses of v are those of r plus that unit mass (connect-the-dots masses are linear in
+    the values).  The top (value 0) is the plain form's cut.  Negative masses are carried up
+    (:func:`_carry_up`, which only lowers the curve).  The curve is set to 0 from the first
+    positive loss where it is at most ``_LOWER_TOP_VALUE``.  Where either form ends at a loss <= 0
+    the residual form alone is used (:func:`_lower_masses`).
+    """
+    lin = -np.expm1(grid)
+    rho = _lower_residuals(res_a, res_b, lin, d)
+    v = _lower_residuals(plain_a, plain_b, np.zeros_like(grid), d)
+    zero = int(np.searchsorted(grid, 0.0, side="right"))  # grid[:zero] <= 0, grid[zero - 1] == 0
+    if len(rho) <= zero or len(v) <= zero or grid[zero - 1] != 0.0:
+        return _lower_masses(rho, lo, d, one_minus_u=True)
+    small = np.flatnonzero(v[zero:] <= _LOWER_TOP_VALUE)
+    if len(small):  # the left tangent is >= 0 there: a zero keeps the last segment below it
+        v = v[: zero + int(small[0]) + 1].copy()
+        v[-1] = 0.0
+    r = np.concatenate([rho[:zero], v[zero:]])
+    masses = _masses_from_values(r, d, -r[0])
+    masses[zero - 1] += 1.0  # (1 - u)_+
+    masses, slack = _carry_up(masses)
+    return masses, slack + max(float(r[0]), 0.0)
 
 
 def _remove_residuals(eps: np.ndarray, q: float, mu: float) -> np.ndarray:
