@@ -731,9 +731,9 @@ def verdict(results: dict[str, Any], eps_list) -> list[str]:
         (
             "- The rule (lastiterate.configuration.choose_configuration, set on tuning data that "
             "are not these: benchmarks/rule_tuning.py) trains clipped full-batch GD stopped at a "
-            "horizon n·m·max(1, 8m)/min(sqrt(p), 6) (early-stopping, accounted by composition), "
-            "or, where that is no better by its noise-to-horizon proxy and the L2 term is light, "
-            "λ-regularised GD "
+            "horizon n·m·min(max(1, 8m), 8)/min(sqrt(p), 6) (early-stopping, accounted by "
+            "composition), or, only where its noise-to-horizon proxy is smaller at every data "
+            "curvature and the L2 term is light, λ-regularised GD "
             "run to convergence (last-iterate). A negative 'configuration' share above means the "
             "noise-free run of the chosen configuration already scores below the test-tuned "
             "DP-SGD cell: the horizon or λ rule, not the accounting, is the ceiling there."
