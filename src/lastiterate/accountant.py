@@ -1160,14 +1160,10 @@ def calibrate_batch_size(
 
     def estimate(x: float) -> float:
         try:
-            r = make_run(int(x))
-        except ParameterError:
+            make_run(int(x))
+        except ParameterError:  # a batch size the run refuses: bad, as in ``partial``
             return math.inf
-        with locating_estimates():
-            eps, rep = _best_epsilon(r, delta, estimates.bounds)
-        if rep.best is not None:
-            estimates.best_at[x] = _named_of_ties(rep)
-        return _log_excess(eps, target)
+        return estimates(x)
 
     estimates = _Estimates(lambda x: make_run(int(x)), delta, bounds, target)
     x0 = min(max(1, run.b if direction == "largest" else n + 1 - run.b), n)

@@ -314,7 +314,7 @@ def _estimates_skipped() -> Iterator[None]:
         hit = kept.get(key)
         if hit is None:
             hit = [s for s in real(ids) if s.kind != "estimate"]
-            kept[(None if ids is None else tuple(ids), len(base._REGISTRY))] = hit
+            kept[key] = hit
         return list(hit)
 
     accountant.registered = bounds_only  # type: ignore[assignment]
