@@ -431,9 +431,8 @@ def _regression_split(n, d, noise, seed):
 @pytest.mark.parametrize(("eps", "floor"), [(1.0, 0.6), (4.0, 0.85)])
 def test_dpridge_explains_most_of_the_variance_on_generated_data(eps, floor):
     # 20 informative features, n = 2250: the non-private R^2 is 0.98.  With the classification
-    # horizon (growth up to 8, scale 1) DPRidge scored 0.49 / 0.54 at epsilon 1 / 4 here
-    # (benchmarks/ridge_tuning.py, reg20), noise-dominated; the least-squares horizon scores
-    # about 0.83 / 0.94
+    # horizon (growth up to 8, scale 1) DPRidge scores 0.49 / 0.54 at epsilon 1 / 4 on these
+    # arrays (3 seeds), noise-dominated; the least-squares horizon scores 0.83 / 0.94
     from lastiterate.sklearn import DPRidge
 
     Xtr, Xte, ytr, yte = _regression_split(3000, 20, 20.0, 2)
