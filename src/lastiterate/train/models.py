@@ -344,13 +344,16 @@ class GLM(nn.Module):
     def _norms(self, r: Tensor, X: Tensor) -> Tensor:
         return glm_grad_norms(r, X, self.bias is not None)
 
-    def clipped_grad_sum(self, X: Tensor, y: Tensor, clip: float) -> tuple[list[Tensor], int]:
+    def clipped_grad_sum(
+        self, X: Tensor, y: Tensor, clip: float, x_sq: Tensor | None = None
+    ) -> tuple[list[Tensor], int]:
         """``sum_i clip_C(g_i)`` in closed form (one matrix product) and the number clipped.
 
         Args:
             X: features ``[B, d]``.
             y: labels or targets ``[B]``.
             clip: the clip norm C.
+            x_sq: the rows' squared norms ``||x_i||^2`` ``[B]`` if known (else computed).
 
         Returns:
             The clipped sum per parameter tensor, and the number of examples with ||g_i|| > C.
@@ -358,7 +361,9 @@ class GLM(nn.Module):
         with torch.no_grad():
             if len(y) == 0:
                 return [torch.zeros_like(p) for p in self.params()], 0
-            out, clipped = glm_clipped_grad_sum(self.family, self.weight, self.bias, X, y, clip)
+            out, clipped = glm_clipped_grad_sum(
+                self.family, self.weight, self.bias, X, y, clip, x_sq=x_sq
+            )
             return out, int(clipped)
 
     def certificate(

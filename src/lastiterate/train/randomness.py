@@ -395,6 +395,8 @@ class Randomness:
         Returns:
             The included indices, increasing (int64).
         """
+        if p >= 1.0:  # u < 1 always: every index, whatever the draw (no draw needed)
+            return np.arange(n, dtype=np.int64)
         u = (
             self._secure_uniform(stream, keys, n)
             if self.secure

@@ -66,6 +66,7 @@ from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.distributed import DataParallel, check_device, move_model, parameters_sha256
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
 from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint, training_checkpoint
+from lastiterate.train.models import GLM
 from lastiterate.train.randomness import Randomness, SeededRunWarning
 from lastiterate.train.sampling import Sampler, make_sampler
 
@@ -378,6 +379,8 @@ class NoisyMethod:
         self.permute = permute
         self._adam_state: dict[str, Any] = {}
         self._dp = DataParallel()  # one process on the CPU unless fit(device=, distributed=)
+        #: (training features, their squared row norms): a GLM's norms, computed once per X
+        self._row_sq_norms: tuple[Tensor, Tensor] | None = None
 
     # ---------------------------------------------------------------- planning
     def sampler(self, n: int) -> Sampler:
@@ -526,16 +529,43 @@ class NoisyMethod:
             ``(gradients per parameter, number clipped, batch size)``.
         """
         idx = sampler.batch(t)
-        mine = self._dp.share(idx)
-        idx_t = torch.from_numpy(mine).to(X.device)
-        Xb, yb = torch.index_select(X, 0, idx_t), torch.index_select(y, 0, idx_t)
-        gsum, n_clipped = self.model.clipped_grad_sum(Xb, yb, self.clip)
+        Xb, yb, xb_sq = self._batch_rows(X, y, self._dp.share(idx))
+        if xb_sq is None:
+            gsum, n_clipped = self.model.clipped_grad_sum(Xb, yb, self.clip)
+        else:
+            gsum, n_clipped = self.model.clipped_grad_sum(Xb, yb, self.clip, x_sq=xb_sq)
         gsum, n_clipped = self._dp.sum_clipped(gsum, n_clipped)
         denom = sampler.normaliser(idx)
         params = self.model.params()
         noise = self._noise(t, sigma, params)
         grads = averaged_noisy_gradient(gsum, params, noise, denom, self.l2)
         return grads, n_clipped, len(idx)
+
+    def _batch_rows(
+        self, X: Tensor, y: Tensor, idx: np.ndarray
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The rows of a batch, and for a GLM their squared norms ``||x_i||^2``.
+
+        A batch of every row in order (full batch; Poisson sampling at rate 1) uses ``X`` and
+        ``y`` in place instead of a gathered copy, and a GLM's row norms are computed once per
+        training set and gathered (:func:`~lastiterate.train.models.glm_grad_norms`): on Adult
+        (32561 x 113) a full-batch step took 31 ms, most of it copying the data set twice.
+        """
+        n = X.shape[0]
+        whole = len(idx) == n and n > 0 and idx[0] == 0 and bool(np.all(np.diff(idx) == 1))
+        if whole:
+            Xb, yb = X, y
+        else:
+            idx_t = torch.from_numpy(idx).to(X.device)
+            Xb, yb = torch.index_select(X, 0, idx_t), torch.index_select(y, 0, idx_t)
+        if not isinstance(self.model, GLM):
+            return Xb, yb, None
+        cached = self._row_sq_norms
+        if cached is None or cached[0] is not X:
+            cached = (X, (X * X).sum(-1))
+            self._row_sq_norms = cached
+        x_sq = cached[1]
+        return Xb, yb, (x_sq if whole else torch.index_select(x_sq, 0, idx_t))
 
     def _apply(self, t: int, grads: list[Tensor], eta: float) -> None:
         descend(self.model.params(), grads, eta, self.projection)
