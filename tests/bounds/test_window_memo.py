@@ -70,7 +70,7 @@ def test_memoised_windows_equal_fresh_ones_and_are_composed_once(
     real = si._composition_value
 
     def counting(*args: Any) -> float:
-        p, mu_sub, k, mu_gauss, q, disc, max_points = args
+        p, mu_sub, k, mu_gauss, _query, disc, max_points = args
         computed.append((p, mu_sub, k, mu_gauss, disc, max_points))
         return real(*args)
 

@@ -1266,8 +1266,9 @@ def _rdp_literal_many(q: float, sigma: float, alphas: Sequence[float]) -> list[f
     at least the peak times ``sqrt(2 pi) s / sqrt(1 + (alpha-1)/(4 s^2))``); where ``log I <
     0.01``, ``I - 1 = E[h(X)]`` over ``[min(z_m, 0) - 14 s, 1 + 14 s]`` (the scalar version
     integrates 40 s beyond; the tails left out are bounded in closed form by multiples of
-    ``Phi(-14)`` and must be below 1e-17 of the value, else the scalar quadrature is used).  An order whose two rules differ by more than ``_LITERAL_RULE_TOL`` (relative), and every
-    order when ``s < _LITERAL_RULE_MIN_S``, gets the scalar quadrature (the same value as before).
+    ``Phi(-14)`` and must be below 1e-17 of the value, else the scalar quadrature is used).  An
+    order whose two rules differ by more than ``_LITERAL_RULE_TOL`` (relative), and every order
+    when ``s < _LITERAL_RULE_MIN_S``, gets the scalar quadrature (the same value as before).
     The result carries the relative margin ``_LITERAL_RULE_MARGIN`` (1.5e-10 instead of 1e-10),
     which keeps it above the scalar quadrature's value.
     """
@@ -1315,15 +1316,17 @@ def _rdp_literal_many(q: float, sigma: float, alphas: Sequence[float]) -> list[f
 
         lo_s = np.minimum(z_m[sub], 0.0) - 14.0 * sigma
         hi_s = np.full(sub.shape, 1.0 + 14.0 * sigma)
-        n_pan = int(math.ceil(float(np.max(hi_s - lo_s)) / sigma * _LITERAL_RULE_PANELS_PER_S))
+        n_pan = math.ceil(float(np.max(hi_s - lo_s)) / sigma * _LITERAL_RULE_PANELS_PER_S)
         i_m1, err_s = _panel_rule(h_density, lo_s, hi_s, n_pan)
         # what lies beyond: |h(X)| <= (1 + X)^beta + 1 + |beta| q (1 + r), r = X/q + 1, and
         # outside the interval |z - z_m| > 14 s, |z| > 14 s and |z - 1| > 14 s, so
         # (1 + X)^beta phi(z) <= I-density peak x exp(-(z - z_m)^2 / (2 s^2)) (l'' <= -1/s^2),
         # P(tail) <= 2 Phi(-14) and E[r; tail] = P(N(1, s^2) in tail) <= 2 Phi(-14)
         peak = np.exp(l_m[sub] + norm)
-        tail = 2.0 * _PHI_MINUS_14 * (
-            peak * sigma * math.sqrt(2.0 * math.pi) + 1.0 + 2.0 * np.abs(1.0 - a[sub]) * q
+        tail = (
+            2.0
+            * _PHI_MINUS_14
+            * (peak * sigma * math.sqrt(2.0 * math.pi) + 1.0 + 2.0 * np.abs(1.0 - a[sub]) * q)
         )
         good = (
             np.isfinite(i_m1)
