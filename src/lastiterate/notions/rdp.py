@@ -1304,7 +1304,10 @@ def _rdp_literal_many(q: float, sigma: float, alphas: Sequence[float]) -> list[f
     norm = -math.log(sigma * math.sqrt(2.0 * math.pi))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_i = np.log(val) + l_m + norm
-    ok = np.isfinite(log_i) & (err <= _LITERAL_RULE_TOL * val)
+    # and only where the panels are at most twice the narrowest the integrand can be (its
+    # log-curvature is at most 1/s^2 + (alpha - 1)/(4 s^4)): narrower bumps get the adaptive quad
+    resolved = a <= 1.0 + 60.0 * s2
+    ok = np.isfinite(log_i) & (err <= _LITERAL_RULE_TOL * val) & resolved
     small = ok & (log_i < 0.01)
     if small.any():
         sub = np.nonzero(small)[0]
