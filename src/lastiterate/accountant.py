@@ -448,23 +448,15 @@ def _focused_noise_bracket(
     target: float,
     progress: Callable[[str], None] | None,
     named: str | None = None,
-    retry: bool = True,
 ) -> tuple[Bracket | None, float | None]:
-    """Close the noise bracket next to a located root with the bound that is best there only,
-    then check both ends with full accountings.
+    """The focused phase (:func:`_focused_bracket`) of :func:`calibrate_noise`, on log sigma.
 
     The bound B is ``named`` (the locating estimates' best at the located noise), or, when None,
-    the best of a full accounting at the located noise; the bracket is then searched with B alone
-    (``eps_B >= eps_best``, so a point B finds good is good) and closed to ``width``; full
-    accountings at its two ends give the report (good end) and check that no other bound meets
-    the target at the bad end, so a B the estimates named wrongly costs evaluations, never a
-    wrong answer.  When another bound meets the target at the bad end and a different bound B'
-    is best at the good end (the estimates named the wrong one), the search is made once more
-    with B', from the good end (``retry``; without the bad end's check when B' is 1% below the
-    target there, far more than the bracket's width can change).  Returns ``(bracket, start)``:
-    the checked bracket, or None and the point from which the caller's full search starts (the
-    located noise, or the bad end that another bound turned out to meet; None: the run's own
-    noise)."""
+    the best of a full accounting at the located noise.  The bracket of B alone is found next to
+    the located root (:func:`_bracket_near`) and closed to ``width``.  Returns ``(bracket,
+    start)``: the checked bracket, or None and the point from which the caller's full search
+    starts (the located noise, or the bad end that another bound turned out to meet; None: the
+    run's own noise)."""
     x1 = min(max(located.x, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
     if named is None:
         try:
@@ -475,62 +467,136 @@ def _focused_noise_bracket(
         if best is None or not math.isfinite(g1):
             return None, None
         named = best.bound
-    bound_b = named
 
-    b_values: dict[float, float] = {}
+    def partial(x: float, ids: list[str]) -> float:
+        return _best_epsilon(run.replace(noise_std=math.exp(x)), delta, ids)[0]
 
-    def excess_b(log_sigma: float) -> float:
-        if log_sigma in reports:
-            return excess(log_sigma)  # a full accounting already made: its best is <= eps_B
-        if log_sigma in b_values:
-            return b_values[log_sigma]
-        sigma = math.exp(log_sigma)
-        try:
-            eps = _best_epsilon(run.replace(noise_std=sigma), delta, [bound_b])[0]
-        except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
-            eps = math.inf
-        if progress is not None:
-            progress(f"sigma={sigma:.6g} -> epsilon={eps:.6g} ({bound_b})")
-        b_values[log_sigma] = _log_excess(eps, target)
-        return b_values[log_sigma]
+    def near(excess_b: Callable[[float], float], x: float) -> Bracket | None:
+        at = _Located(x=x, slope=located.slope, bad_direction=located.bad_direction)
+        return _bracket_near(excess_b, at, width, _SIGMA_RANGE)
 
-    def _refocus(bound: str, good: float) -> tuple[Bracket | None, float | None]:
-        """The estimates named the wrong bound: the one best at the good end (by a full
-        accounting) takes over, from there."""
-        again = _Located(x=good, slope=located.slope, bad_direction=located.bad_direction)
-        return _focused_noise_bracket(
-            excess, reports, again, width, run, delta, target, progress, named=bound, retry=False
-        )
-
-    near = _bracket_near(excess_b, located, width, _SIGMA_RANGE)
-    if near is None:
-        return None, x1
-    near = shrink_bracket(
-        excess_b, near, done=lambda bad, good: abs(good - bad) <= width, close_within=width
+    search = _FocusedSearch(
+        full=excess,
+        report_at=lambda x: reports.get(x),
+        partial=partial,
+        near=near,
+        shrink=lambda f, b: shrink_bracket(
+            f, b, done=lambda bad, good: abs(good - bad) <= width, close_within=width
+        ),
+        key=lambda x: x,
+        label=lambda x: f"sigma={math.exp(x):.6g}",
+        target=target,
+        progress=progress,
     )
-    g_good = excess(near.good)  # full: the report; <= eps_B, so still within the target
-    best_good = reports[near.good].best
-    wrong_name = best_good is not None and best_good.bound != bound_b
-    if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
-        return _refocus(best_good.bound, near.good)  # type: ignore[union-attr]
-    # does any other bound meet the target at the bad end?  Every bound that comes within
-    # _RIVAL_FACTOR of the target at the good end is evaluated there (B's value is known)
-    rivals = _rivals(reports[near.good], target) - {bound_b}
-    g_bad = excess_b(near.bad)
+    out = _focused_bracket(search, x1, named)
+    if out.bracket is not None:
+        return out.bracket, x1
+    return None, out.bad if out.other_meets_bad else out.x1
+
+
+@dataclass(frozen=True)
+class _FocusedSearch:
+    """One calibration's search variable x for :func:`_focused_bracket`: log sigma, or an integer
+    (epochs, a batch-size position).
+
+    Attributes:
+        full: the FULL excess ``log(eps_best / target)`` at x (a full accounting, remembered by
+            the caller).
+        report_at: the report of the full accounting made at x, None if none was made.
+        partial: the best epsilon of some bound ids at x (may raise ``NotApplicable``).
+        near: a bracket of an excess function next to x (None if it finds none).
+        shrink: the bracket shrunk to the calibration's resolution.
+        key: how x is remembered (``int`` for the integer searches).
+        label: x in the progress messages.
+        target: the target epsilon.
+        progress: called with a short message after every evaluation.
+    """
+
+    full: Callable[[float], float]
+    report_at: Callable[[float], Report | None]
+    partial: Callable[[float, list[str]], float]
+    near: Callable[[Callable[[float], float], float], Bracket | None]
+    shrink: Callable[[Callable[[float], float], Bracket], Bracket]
+    key: Callable[[float], float]
+    label: Callable[[float], str]
+    target: float
+    progress: Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class _Focus:
+    """What :func:`_focused_bracket` found: the checked bracket (or None), the located point of
+    the phase that ended (``x1``; a retry starts from the good end), the bracket's two ends (None
+    when no bracket of the named bound was found) and whether another bound met the target at
+    the bad end."""
+
+    bracket: Bracket | None
+    x1: float
+    good: float | None = None
+    bad: float | None = None
+    other_meets_bad: bool = False
+
+
+def _focused_bracket(search: _FocusedSearch, x1: float, named: str, retry: bool = True) -> _Focus:
+    """The focused phase of a calibration: close the bracket next to a located root ``x1`` with
+    the bound B that is best there only, then check both ends.
+
+    The bracket is searched with B alone (``eps_B >= eps_best``, so a point B finds good is
+    good) and shrunk to the calibration's resolution; a full accounting at the good end gives the
+    report, and at the bad end every bound within ``_RIVAL_FACTOR`` of the target at the good
+    end is evaluated (:func:`_rivals`: the others stay above the target there), so a B the
+    estimates named wrongly costs evaluations, never a wrong answer.  When the good end's full
+    accounting finds another bound B' best (the estimates named the wrong one), the search is
+    made once more with B' from the good end (``retry``): at once when B' is 1% below the target
+    there (far more than the bracket's width can change), else when another bound turned out to
+    meet the target at the bad end.  Returns the checked bracket, or None with what was learnt
+    (where the caller's full search starts)."""
+    values: dict[float, float] = {}
+
+    def excess_b(x: float) -> float:
+        k = search.key(x)
+        if search.report_at(k) is not None:
+            return search.full(k)  # a full accounting already made: its best is <= eps_B
+        if k not in values:
+            try:
+                eps = search.partial(k, [named])
+            except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
+                eps = math.inf
+            if search.progress is not None:
+                search.progress(f"{search.label(k)} -> epsilon={eps:.6g} ({named})")
+            values[k] = _log_excess(eps, search.target)
+        return values[k]
+
+    near = search.near(excess_b, x1)
+    if near is None:
+        return _Focus(None, x1)
+    near = search.shrink(excess_b, near)
+    good, bad = search.key(near.good), search.key(near.bad)
+    g_good = search.full(good)  # full: the report; <= eps_B, so still within the target
+    report = search.report_at(good)
+    best_good = report.best if report is not None else None
+    wrong_name = best_good is not None and best_good.bound != named
+    if retry and wrong_name and best_good.epsilon * 1.01 < search.target:  # type: ignore[union-attr]
+        return _focused_bracket(search, good, best_good.bound, retry=False)  # type: ignore[union-attr]
+    # does any other bound meet the target at the bad end?  (B's value there is known)
+    rivals = _rivals(report, search.target) - {named} if report is not None else set()
+    g_bad = excess_b(bad)
     if rivals and g_bad > 0:
-        sigma_bad = math.exp(near.bad)
         try:
-            eps_r = _best_epsilon(run.replace(noise_std=sigma_bad), delta, sorted(rivals))[0]
+            eps_r = search.partial(bad, sorted(rivals))
         except NotApplicable:
             eps_r = math.inf
-        if progress is not None:
-            progress(f"sigma={sigma_bad:.6g} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
-        g_bad = min(g_bad, _log_excess(eps_r, target))
+        if search.progress is not None:
+            search.progress(
+                f"{search.label(bad)} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})"
+            )
+        g_bad = min(g_bad, _log_excess(eps_r, search.target))
     if g_bad > 0 >= g_good:
-        return Bracket(bad=near.bad, good=near.good, g_bad=g_bad, g_good=g_good), x1
+        bracket = Bracket(bad=float(bad), good=float(good), g_bad=g_bad, g_good=g_good)
+        return _Focus(bracket, x1, good, bad)
     if retry and g_bad <= 0 and wrong_name:
-        return _refocus(best_good.bound, near.good)  # type: ignore[union-attr]
-    return None, near.bad if g_bad <= 0 else x1
+        return _focused_bracket(search, good, best_good.bound, retry=False)  # type: ignore[union-attr]
+    return _Focus(None, x1, good, bad, other_meets_bad=g_bad <= 0)
 
 
 #: a bound whose epsilon at the good end of a focused noise bracket exceeds the target by more
@@ -833,86 +899,49 @@ def _focused_epoch_bracket(
     target: float,
     named: str,
     progress: Callable[[str], None] | None,
-    retry: bool = True,
     partial: Callable[[int, list[str]], float] | None = None,
     label: Callable[[int], str] | None = None,
 ) -> tuple[Bracket | None, tuple[int, float | None]]:
-    """Close the epoch bracket next to a located number of epochs with the bound B the locating
-    estimates name there (:func:`_integer_bracket_near` and :func:`shrink_bracket` on B alone:
-    ``eps_B >= eps_best``, so a number of epochs B finds good is good), then check its ends: a
-    full accounting at the good end (the report) and, at the bad end (one epoch more), every
-    bound within ``_RIVAL_FACTOR`` of the target at the good end (:func:`_rivals`; every bound
-    is non-decreasing in the number of steps, which the registry contract tests, so the others
-    stay above the target there).  When the good end's full accounting finds another bound B'
-    best, 1% below the target (the estimates named the wrong one), the search runs once more with
-    B' from the good end (``retry``).  Returns ``(bracket, start)``: the checked bracket
-    (adjacent integers), or None and where the caller's full search starts (the good end when
-    another bound turned out to meet the target at the bad end, else the located value).
+    """The focused phase (:func:`_focused_bracket`) of :func:`calibrate_epochs`, on the integers:
+    the bracket of the bound B the locating estimates name is found next to the located number
+    of epochs (:func:`_integer_bracket_near`) and shrunk to adjacent integers; at the bad end
+    (one epoch more) the rivals are checked (every bound is non-decreasing in the number of
+    steps, which the registry contract tests).  Returns ``(bracket, start)``: the checked
+    bracket, or None and where the caller's full search starts (the good end when another bound
+    turned out to meet the target at the bad end, else the located value).
 
     ``partial(k, ids)`` is the best epsilon of the bound ids ``ids`` at the searched integer k
     (default: the run with k epochs) and ``label(k)`` names k in the progress messages; the
     batch-size calibration searches another integer with the same phase."""
-    values: dict[int, float] = {}
-    if label is None:
 
-        def label(k: int) -> str:
-            return f"epochs={k}"
+    def epochs_partial(k: int, ids: list[str]) -> float:
+        return _best_epsilon(run.replace(epochs=k), delta, ids)[0]
 
-    if partial is None:
+    part = epochs_partial if partial is None else partial
+    name = (lambda k: f"epochs={k}") if label is None else label
 
-        def partial(k: int, ids: list[str]) -> float:
-            return _best_epsilon(run.replace(epochs=k), delta, ids)[0]
+    def report_at(k: float) -> Report | None:
+        hit = seen.get(int(k))
+        return hit[1] if hit is not None else None
 
-    def full_b(e: float) -> float:
-        k = int(e)
-        if k in seen:
-            return full(k)  # a full accounting already made: its best is <= eps_B
-        if k not in values:
-            try:
-                eps = partial(k, [named])
-            except NotApplicable:  # B does not apply here: "bad" for B, checked in full below
-                eps = math.inf
-            if progress is not None:
-                progress(f"{label(k)} -> epsilon={eps:.6g} ({named})")
-            values[k] = _log_excess(eps, target)
-        return values[k]
-
-    near = _integer_bracket_near(full_b, located, max_epochs)
-    if near is None:
-        return None, located
-    near = shrink_bracket(full_b, near, done=lambda bad, good: bad - good <= 1, integer=True)
-    good, bad = int(near.good), int(near.bad)
-    g_good = full(good)  # full: the report; <= eps_B, so within the target
-    best_good = seen[good][1].best
-    wrong_name = best_good is not None and best_good.bound != named
-    if retry and wrong_name and best_good.epsilon * 1.01 < target:  # type: ignore[union-attr]
-        return _focused_epoch_bracket(
-            full,
-            seen,
-            (good, located[1]),
-            max_epochs,
-            run,
-            delta,
-            target,
-            best_good.bound,  # type: ignore[union-attr]
-            progress,
-            retry=False,
-            partial=partial,
-            label=label,
-        )
-    rivals = _rivals(seen[good][1], target) - {named}
-    g_bad = full_b(bad)
-    if rivals and g_bad > 0:
-        try:
-            eps_r = partial(bad, sorted(rivals))
-        except NotApplicable:
-            eps_r = math.inf
-        if progress is not None:
-            progress(f"{label(bad)} -> epsilon={eps_r:.6g} ({', '.join(sorted(rivals))})")
-        g_bad = min(g_bad, _log_excess(eps_r, target))
-    if g_bad > 0 >= g_good:
-        return Bracket(bad=float(bad), good=float(good), g_bad=g_bad, g_good=g_good), located
-    return None, (good if g_bad <= 0 else located[0], located[1])
+    search = _FocusedSearch(
+        full=full,
+        report_at=report_at,
+        partial=lambda x, ids: part(int(x), ids),
+        near=lambda f, x: _integer_bracket_near(f, (int(x), located[1]), max_epochs),
+        shrink=lambda f, b: shrink_bracket(
+            f, b, done=lambda bad, good: bad - good <= 1, integer=True
+        ),
+        key=lambda x: int(x),
+        label=lambda x: name(int(x)),
+        target=target,
+        progress=progress,
+    )
+    out = _focused_bracket(search, float(located[0]), named)
+    if out.bracket is not None:
+        return out.bracket, located
+    start = out.good if out.other_meets_bad and out.good is not None else out.x1
+    return None, (int(start), located[1])
 
 
 def _locate_epochs(

@@ -767,6 +767,46 @@ def subsampled_gaussian_composition_value(
     if mu_sub > _MAX_PLD_MU or mu_gauss > _MAX_PLD_MU:
         return math.inf
     # lazy: the PLD engine adds ~20 ms to every start-up and only the sgd bounds need it
+    from lastiterate.notions.pld import max_grid_points
+
+    key = (
+        float(p),
+        float(mu_sub),
+        int(k),
+        float(mu_gauss),
+        query.delta,
+        query.epsilon,
+        discretization,
+        max_points,
+        max_grid_points(),
+        locating(),
+    )
+    hit = _WINDOW_VALUES.get(key)
+    if hit is None:
+        hit = _composition_value(p, mu_sub, k, mu_gauss, query, discretization, max_points)
+        if len(_WINDOW_VALUES) >= 4096:
+            _WINDOW_VALUES.pop(next(iter(_WINDOW_VALUES)), None)
+        _WINDOW_VALUES[key] = hit
+    return hit
+
+
+#: values of :func:`subsampled_gaussian_composition_value`, by everything they depend on (the
+#: composition, the query, the grid and its budget): a window search, the T -> infinity search
+#: and the evaluation at the run's T often ask for the same window more than 8 compositions apart
+#: (the composer's own cache), e.g. the limit's window again when c^tau underflows to 0
+_WINDOW_VALUES: dict[tuple[Any, ...], float] = {}
+
+
+def _composition_value(
+    p: float,
+    mu_sub: float,
+    k: int,
+    mu_gauss: float,
+    query: Query,
+    discretization: float | None,
+    max_points: int | None,
+) -> float:
+    """:func:`subsampled_gaussian_composition_value`, computed (no memo)."""
     from lastiterate.notions.pld import delta_of_interest, grid_budget
 
     composer = _composer(float(p), float(mu_sub))
