@@ -1099,14 +1099,6 @@ def _rdp_mixture_first_from(
     return max(0.0, (log_a + err) / (alpha - 1.0) * (1.0 + _RDP_REL_MARGIN))
 
 
-def _binomial_series_converges(
-    x: float | np.ndarray, beta: float | np.ndarray
-) -> bool | np.ndarray:
-    """Where :func:`_binomial_remainder_scalar` sums its series: ``|x| < 0.05`` and ``|beta x| <
-    0.5`` (elementwise for arrays)."""
-    return (abs(x) < 0.05) & (abs(beta * x) < 0.5)
-
-
 def _binomial_remainder_scalar(x: float, beta: float) -> float:
     """``h(x) = (1 + x)^beta - 1 - beta x`` for x > -1, accurately (>= 0 when beta < 0 or beta > 1).
 
@@ -1117,7 +1109,7 @@ def _binomial_remainder_scalar(x: float, beta: float) -> float:
     whose cancellation costs at most ``~4e-16 / |beta x|`` relative there.  (The series alone at
     ``|x| < 0.05`` was 8.8e-6 too SMALL at beta = -1000, x = -0.01, where its terms grow.)
     """
-    if _binomial_series_converges(x, beta):
+    if abs(x) < 0.05 and abs(beta * x) < 0.5:
         term = beta * (beta - 1.0) / 2.0 * x * x
         acc = term
         for k in range(3, 27):
@@ -1245,7 +1237,7 @@ def _panel_rule(
 def _binomial_remainder_many(x: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """:func:`_binomial_remainder_scalar` elementwise: the same two formulas and switch (the
     24-term series summed by Horner's rule with the same coefficients ``C(beta, k)``)."""
-    small = _binomial_series_converges(x, beta)
+    small = (np.abs(x) < 0.05) & (np.abs(beta * x) < 0.5)
     xs = np.where(small, x, 0.0)
     coefs = [beta * (beta - 1.0) / 2.0]
     for k in range(3, 27):
