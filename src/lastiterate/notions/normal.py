@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -412,20 +413,65 @@ def _expit_scalar(x: float) -> float:
     return e / (1.0 + e)
 
 
-# --- array path (one block) --------------------------------------------------------------------
+@lru_cache(maxsize=32)
+def _stacked(num: tuple[float, ...], den: tuple[float, ...]) -> np.ndarray:
+    """The coefficients of a numerator and a denominator side by side, shape ``(k, 2, 1)``."""
+    return np.array([num, den], dtype=float).T[:, :, None].copy()  # (k, 2, 1)
+
+
+def _rational_block(y: np.ndarray, num: tuple[float, ...], den: tuple[float, ...]) -> np.ndarray:
+    """Numerator and denominator by Horner's rule at once, ``(2, n)``: ``(((c0 y + c1) y + ...)
+    y + c_last`` for both rows, the same operations per element as the scalar kernels (``c0 = 1``
+    in CALERF's denominators: ``1 * y`` is exact), half the numpy calls."""
+    coeffs = _stacked(num, den)
+    acc = coeffs[0] * y
+    for c in coeffs[1:-1]:
+        acc += c
+        acc *= y
+    acc += coeffs[-1]
+    return acc
+
+
+def _erf_central_block(x: np.ndarray) -> np.ndarray:
+    """:func:`_erf_central` of an array."""
+    ysq = x * x
+    nd = _rational_block(ysq, (_A[4], *_A[:4]), (1.0, *_B))
+    return x * nd[0] / nd[1]
+
+
+def _erfcx_middle_block(y: np.ndarray) -> np.ndarray:
+    """:func:`_erfcx_middle` of an array."""
+    nd = _rational_block(y, (_C[8], *_C[:8]), (1.0, *_D))
+    return nd[0] / nd[1]
+
+
+def _erfcx_far_block(y: np.ndarray) -> np.ndarray:
+    """:func:`_erfcx_far` of an array."""
+    z = 1.0 / (y * y)
+    nd = _rational_block(z, (_P[5], *_P[:5]), (1.0, *_Q))
+    return (_SQRPI - z * nd[0] / nd[1]) / y
+
+
+# --- array path (one block; every branch skipped when no element takes it) ---------------------
 
 
 def _erfcx_positive_block(y: np.ndarray) -> np.ndarray:
     """erfcx for ``y > 0.46875`` (``inf`` included, no ``nan``)."""
     out = np.empty_like(y)
     mid = y <= 4.0
-    out[mid] = _erfcx_middle(y[mid])
-    far = ~mid & (y <= _CONTINUED_FRACTION)
-    out[far] = _erfcx_far(y[far])
-    cf = (y > _CONTINUED_FRACTION) & (y < _XHUGE)
-    out[cf] = _erfcx_continued_fraction(y[cf])
-    huge = y >= _XHUGE
-    out[huge] = _SQRPI / y[huge]
+    big = y > _CONTINUED_FRACTION
+    if mid.any():
+        out[mid] = _erfcx_middle_block(y[mid])
+    far = ~(mid | big)
+    if far.any():
+        out[far] = _erfcx_far_block(y[far])
+    if big.any():
+        yb = y[big]
+        with np.errstate(over="ignore", invalid="ignore"):  # y^2 overflows from 1.3e154 on
+            out[big] = _erfcx_continued_fraction(yb)
+        huge = y >= _XHUGE
+        if huge.any():
+            out[huge] = _SQRPI / y[huge]
     return out
 
 
@@ -433,83 +479,107 @@ def _erfc_positive_block(y: np.ndarray) -> np.ndarray:
     """erfc for ``y > 0.46875`` (no ``nan``): 0 from 28 on."""
     out = np.zeros_like(y)
     live = y < _ERFC_ZERO
-    yl = y[live]
-    out[live] = _times_exp_minus_square_block(yl, _erfcx_positive_block(yl), False)
+    if live.any():
+        yl = y[live]
+        out[live] = _times_exp_minus_square_block(yl, _erfcx_positive_block(yl), False)
     return out
 
 
 def _erf_block(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     central = np.abs(x) <= _THRESH
-    out[central] = _erf_central(x[central])
-    rest = ~central & ~np.isnan(x)
-    xr = x[rest]
-    v = (0.5 - _erfc_positive_block(np.abs(xr))) + 0.5
-    out[rest] = np.where(xr < 0, -v, v)
-    out[np.isnan(x)] = np.nan
+    if central.any():
+        out[central] = _erf_central_block(x[central])
+    rest = ~central
+    if rest.any():
+        xr = x[rest]
+        v = (0.5 - _erfc_positive_block(np.abs(xr))) + 0.5
+        out[rest] = np.where(xr < 0, -v, v)
+        out[np.isnan(x)] = np.nan
     return out
 
 
 def _erfc_block(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     central = np.abs(x) <= _THRESH
-    out[central] = 1.0 - _erf_central(x[central])
-    rest = ~central & ~np.isnan(x)
-    xr = x[rest]
-    v = _erfc_positive_block(np.abs(xr))
-    out[rest] = np.where(xr < 0, 2.0 - v, v)
-    out[np.isnan(x)] = np.nan
+    if central.any():
+        out[central] = 1.0 - _erf_central_block(x[central])
+    rest = ~central
+    if rest.any():
+        xr = x[rest]
+        v = _erfc_positive_block(np.abs(xr))
+        out[rest] = np.where(xr < 0, 2.0 - v, v)
+        out[np.isnan(x)] = np.nan
     return out
 
 
 def _erfcx_block(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     central = np.abs(x) <= _THRESH
-    xc = x[central]
-    out[central] = np.exp(xc * xc) * (1.0 - _erf_central(xc))
+    if central.any():
+        xc = x[central]
+        out[central] = np.exp(xc * xc) * (1.0 - _erf_central_block(xc))
     pos = x > _THRESH
-    out[pos] = _erfcx_positive_block(x[pos])
-    neg = (x < -_THRESH) & (x >= _ERFCX_INF)
-    y = -x[neg]
-    # erfcx(-y) = 2 exp(y^2) - erfcx(y), exp(y^2) split as in _times_exp_minus_square; from
-    # y = 6.1 on erfcx(y) < 0.1 is below half an ulp of 2 exp(y^2) > 2.9e16: not computed
-    k = (y * 16.0).astype(np.intp)
-    with np.errstate(over="ignore"):
-        e = _EXP_SQUARE[k] * np.exp(_split_square(y, k))
-        e += e
-    near = y <= _ERFCX_NEGLIGIBLE
-    e[near] -= _erfcx_positive_block(y[near])
-    out[neg] = e
-    out[x < _ERFCX_INF] = np.inf
+    if pos.any():
+        out[pos] = _erfcx_positive_block(x[pos])
+    neg = x < -_THRESH
+    if neg.any():
+        out[neg] = _erfcx_negative_block(-x[neg])
     out[np.isnan(x)] = np.nan
+    return out
+
+
+def _erfcx_negative_block(y: np.ndarray) -> np.ndarray:
+    """``erfcx(-y) = 2 exp(y^2) - erfcx(y)`` for ``y > 0.46875``, ``exp(y^2)`` split as in
+    :func:`_times_exp_minus_square`; from ``y = 6.1`` on ``erfcx(y) < 0.1`` is below half an ulp
+    of ``2 exp(y^2) > 2.9e16`` (not computed), from 26.63 on the result overflows."""
+    out = np.full_like(y, np.inf)
+    live = y <= -_ERFCX_INF
+    yl = y[live]
+    k = (yl * 16.0).astype(np.intp)
+    with np.errstate(over="ignore"):
+        e = _EXP_SQUARE[k] * np.exp(_split_square(yl, k))
+        e += e
+    near = yl <= _ERFCX_NEGLIGIBLE
+    if near.any():
+        e[near] -= _erfcx_positive_block(yl[near])
+    out[live] = e
     return out
 
 
 def _ndtr_block(x: np.ndarray) -> np.ndarray:
     t = x * _SQRT1_2
     u = np.abs(t)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = 0.5 + 0.5 * _erf_central(t)  # the value where |t| <= 0.46875, nan at nan
-    tails = u > _THRESH
-    xt, ut = x[tails], u[tails]
-    tail = np.zeros_like(ut)
-    live = ut < _ERFC_ZERO
-    ul = ut[live]
-    r = _erfcx_positive_block(ul)
-    r *= 0.5
-    tail[live] = _times_exp_minus_square_block(np.abs(xt[live]), r, True)
-    out[tails] = np.where(xt < 0, tail, 1.0 - tail)
+    out = np.empty_like(x)
+    central = u <= _THRESH
+    if central.any():
+        out[central] = 0.5 + 0.5 * _erf_central_block(t[central])
+    tails = ~central
+    if tails.any():
+        xt, ut = x[tails], u[tails]
+        tail = np.zeros_like(ut)  # beyond |t| = 28 (and for nan, set below)
+        live = ut < _ERFC_ZERO
+        ul = ut[live]
+        r = _erfcx_positive_block(ul)
+        r *= 0.5
+        tail[live] = _times_exp_minus_square_block(np.abs(xt[live]), r, True)
+        out[tails] = np.where(xt < 0, tail, 1.0 - tail)
+        out[np.isnan(x)] = np.nan
     return out
 
 
 def _log_ndtr_block(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     left = x < -1.0
-    t = x[left] * _SQRT1_2
-    with np.errstate(over="ignore", divide="ignore"):
-        out[left] = np.log(0.5 * _erfcx_block(-t)) - t * t
+    if left.any():
+        t = x[left] * _SQRT1_2
+        r = _erfcx_positive_block(-t)  # -t > 0.7 > 0.46875; erfcx(inf) = 0 gives -inf below
+        r *= 0.5
+        with np.errstate(over="ignore", divide="ignore"):
+            out[left] = np.log(r) - t * t
     right = ~left
-    out[right] = np.log1p(-_ndtr_block(-x[right]))
+    if right.any():
+        out[right] = np.log1p(-_ndtr_block(-x[right]))
     return out
 
 
@@ -517,30 +587,27 @@ def _ndtri_block(p: np.ndarray) -> np.ndarray:
     out = np.full_like(p, np.nan)
     q = p - 0.5
     central = np.abs(q) <= 0.425
-    qc = q[central]
-    r = 0.180625 - qc * qc
-    out[central] = _horner(_PPND_CENTRAL_NUM, r) * qc / _horner(_PPND_CENTRAL_DEN, r)
+    if central.any():
+        qc = q[central]
+        r = 0.180625 - qc * qc
+        nd = _rational_block(r, _PPND_CENTRAL_NUM, _PPND_CENTRAL_DEN)
+        out[central] = nd[0] * qc / nd[1]
     tail = (np.abs(q) > 0.425) & (p > 0.0) & (p < 1.0)
-    qt = q[tail]
-    r = np.sqrt(-np.log(np.where(qt <= 0.0, p[tail], 1.0 - p[tail])))
-    x = np.empty_like(r)
-    near = r <= 5.0
-    rn = r[near] - 1.6
-    x[near] = _horner(_PPND_NEAR_NUM, rn) / _horner(_PPND_NEAR_DEN, rn)
-    rf = r[~near] - 5.0
-    x[~near] = _horner(_PPND_FAR_NUM, rf) / _horner(_PPND_FAR_DEN, rf)
-    out[tail] = np.where(qt < 0.0, -x, x)
+    if tail.any():
+        qt = q[tail]
+        r = np.sqrt(-np.log(np.where(qt <= 0.0, p[tail], 1.0 - p[tail])))
+        x = np.empty_like(r)
+        near = r <= 5.0
+        rn = r[near] - 1.6
+        nd = _rational_block(rn, _PPND_NEAR_NUM, _PPND_NEAR_DEN)
+        x[near] = nd[0] / nd[1]
+        rf = r[~near] - 5.0
+        nd = _rational_block(rf, _PPND_FAR_NUM, _PPND_FAR_DEN)
+        x[~near] = nd[0] / nd[1]
+        out[tail] = np.where(qt < 0.0, -x, x)
     out[p == 0.0] = -np.inf
     out[p == 1.0] = np.inf
     return out
-
-
-def _horner(coeffs: tuple[float, ...], r: np.ndarray) -> np.ndarray:
-    """``((c0 r + c1) r + c2) r + ...``, the evaluation order of ``statistics``' AS 241."""
-    acc = coeffs[0] * r + coeffs[1]
-    for c in coeffs[2:]:
-        acc = acc * r + c
-    return acc
 
 
 def _expit_block(x: np.ndarray) -> np.ndarray:
@@ -558,8 +625,8 @@ def _elementwise(
         return np.float64(scalar(x))
     a = np.asarray(x, dtype=float)
     if a.size == 1:
-        v = scalar(float(a.reshape(-1)[0]))
-        return np.float64(v) if a.ndim == 0 else np.full(a.shape, v)
+        v = scalar(a.item())
+        return np.float64(v) if a.ndim == 0 else np.array([v]).reshape(a.shape)
     flat = a.reshape(-1)
     if flat.size <= _BLOCK:
         return block(flat).reshape(a.shape)
@@ -675,20 +742,37 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def _lgamma_positive(z: np.ndarray) -> np.ndarray:
-    """``log Gamma(z)`` for finite ``z >= 0.5``: shifted to ``w = z + n >= 10`` (``Gamma(z) =
-    Gamma(w) / (z (z + 1) ... (w - 1))``) and Stirling's series there (Abramowitz-Stegun 6.1.40);
-    absolute error a few units of ``1e-16 max(1, |log Gamma(z)|)``."""
+    """``log Gamma(z)`` for finite ``z >= 0.5``: below 10 shifted to ``w = z + n >= 10``
+    (``Gamma(z) = Gamma(w) / (z (z + 1) ... (w - 1))``), and Stirling's series at ``w``
+    (Abramowitz-Stegun 6.1.40); absolute error a few units of ``1e-16 max(1, |log Gamma(z)|)``."""
+    small = z < 10.0
+    if not small.any():
+        return _stirling(z)
     w = z.copy()
-    prod = np.ones_like(z)
-    for _ in range(10):
-        low = w < 10.0
+    ws = z[small]
+    prod = np.ones_like(ws)
+    for _ in range(10):  # at most 10 steps from 0.5
+        low = ws < 10.0
         if not low.any():
             break
-        prod[low] *= w[low]
-        w[low] += 1.0
+        prod = np.where(low, prod * ws, prod)
+        ws = np.where(low, ws + 1.0, ws)
+    w[small] = ws
+    out = _stirling(w)
+    out[small] -= np.log(prod)
+    return out
+
+
+def _stirling(w: np.ndarray) -> np.ndarray:
+    """Stirling's series for ``log Gamma(w)``, ``w >= 10``."""
     v = 1.0 / (w * w)
-    series = _horner(_STIRLING, v) / w
-    return (w - 0.5) * np.log(w) - w + _HALF_LOG_2PI + series - np.log(prod)
+    series = _STIRLING[0] * v
+    for c in _STIRLING[1:-1]:
+        series += c
+        series *= v
+    series += _STIRLING[-1]
+    series /= w
+    return (w - 0.5) * np.log(w) - w + _HALF_LOG_2PI + series
 
 
 def _lgamma_block(x: np.ndarray) -> np.ndarray:
