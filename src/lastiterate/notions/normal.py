@@ -228,12 +228,12 @@ _BLOCK = 1 << 15
 _LGAMMA_TABLE_MAX = 1 << 20
 _lgamma_table = np.array([math.inf])  # _lgamma_table[n] = math.lgamma(n), grown on demand
 
-# --- kernels: the same arithmetic on a float (with math.exp) or an array (with np.exp) ---------
+# --- kernels on floats, in CALERF's order of operations (the *_block versions below do the same
+# operations elementwise) ------------------------------------------------------------------------
 
 
-def _erf_central(x: Any) -> Any:
-    """CALERF's erf for ``|x| <= 0.46875`` (signed).  The kernels run on a float or an array
-    (augmented assignments: in place on arrays) with CALERF's order of operations."""
+def _erf_central(x: float) -> float:
+    """CALERF's erf for ``|x| <= 0.46875`` (signed)."""
     ysq = x * x
     num = _A[4] * ysq
     den = ysq + _B[0]
@@ -250,7 +250,7 @@ def _erf_central(x: Any) -> Any:
     return x * num / den
 
 
-def _erfcx_middle(y: Any) -> Any:
+def _erfcx_middle(y: float) -> float:
     """CALERF's erfcx for ``0.46875 < y <= 4``."""
     num = _C[8] * y
     den = y + _D[0]
@@ -268,7 +268,7 @@ def _erfcx_middle(y: Any) -> Any:
     return num
 
 
-def _erfcx_far(y: Any) -> Any:
+def _erfcx_far(y: float) -> float:
     """CALERF's erfcx for ``4 < y <= 50``: ``(1/sqrt(pi) - z R(z))/y``, ``z = 1/y^2``."""
     z = 1.0 / (y * y)
     num = _P[5] * z
@@ -305,7 +305,7 @@ def _split_square(y: Any, k: Any) -> Any:
 
 
 def _times_exp_minus_square(y: float, r: float, half: bool) -> float:
-    """``r exp(-y^2)`` (``half``: ``r exp(-y^2/2)``) for ``0 <= y < 40`` (``y < 27`` without
+    """``r exp(-y^2)`` (``half``: ``r exp(-y^2/2)``) for ``0 <= y < 40`` (``y < 28`` without
     ``half``), the small factor last, so that a subnormal result is rounded once more at most."""
     k = int(y * 16.0)
     d = _split_square(y, k)
