@@ -63,7 +63,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import lru_cache
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -221,7 +220,6 @@ _PPND_FAR_DEN = (
 )
 
 
-_STANDARD_NORMAL = NormalDist()
 #: arrays are evaluated in blocks of this many elements, which keep the temporaries in cache
 _BLOCK = 1 << 15
 #: gammaln of the integers 1 .. this is read from a table of ``math.lgamma`` values
@@ -400,7 +398,10 @@ def _log_ndtr_scalar(x: float) -> float:
 
 def _ndtri_scalar(p: float) -> float:
     if 0.0 < p < 1.0:
-        return _STANDARD_NORMAL.inv_cdf(p)
+        # lazy: statistics imports fractions and decimal, ~4 ms of the CLI's start-up
+        from statistics import NormalDist
+
+        return NormalDist().inv_cdf(p)
     if p == 0.0:
         return -math.inf
     return math.inf if p == 1.0 else math.nan
