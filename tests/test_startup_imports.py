@@ -111,8 +111,9 @@ def test_help_imports_neither_scipy_nor_numpy_nor_torch(args: list[str]) -> None
 def test_account_one_bound_imports_only_what_that_bound_uses() -> None:
     """``account --bound pld-composition`` (the benchmark's start-up command): no training,
     table, plot or peer library, none of scipy's statistics, quadrature or optimisation (the root
-    finding is notions.roots), no scipy.fft (the PLD kernels use numpy.fft), and none of the other
-    theorems' modules (the registry imports the module of the bound asked for)."""
+    finding is notions.roots), no scipy.fft (the PLD kernels use numpy.fft), no scipy.special
+    (notions.normal), in fact no scipy at all, and none of the other theorems' modules (the
+    registry imports the module of the bound asked for)."""
     modules = _imported_by([*POISSON_SGD, "--bound", "pld-composition", "--json"])
     unwanted = [
         p
@@ -122,6 +123,7 @@ def test_account_one_bound_imports_only_what_that_bound_uses() -> None:
             "scipy.integrate",
             "scipy.optimize",
             "scipy.fft",
+            "scipy",
         )
         if _loaded(modules, p)
     ]
@@ -134,25 +136,31 @@ def test_account_one_bound_imports_only_what_that_bound_uses() -> None:
 
 def test_account_of_every_bound_needs_no_training_or_peer_library() -> None:
     """The benchmark's all-bounds start-up command: composition bounds only (no geometry), so
-    no scipy.optimize either (the sampled-Gaussian PLD and GDP inverses use notions.roots)."""
+    no scipy.optimize either (the sampled-Gaussian PLD and GDP inverses use notions.roots), and
+    no scipy.special (notions.normal): no scipy at all."""
     modules = _imported_by([*POISSON_SGD, "--json"])
     unwanted = [
-        p for p in (*NOT_FOR_ACCOUNTING, "scipy.stats", "scipy.optimize") if _loaded(modules, p)
+        p
+        for p in (*NOT_FOR_ACCOUNTING, "scipy.stats", "scipy.optimize", "scipy")
+        if _loaded(modules, p)
     ]
     assert not unwanted, f"account imports {unwanted}"
 
 
 def test_importing_the_accountant_defers_scipy_optimize_and_integrate() -> None:
     """The modules of the accounting path import scipy.optimize / scipy.integrate only inside the
-    functions that solve or integrate (each is ~0.2 s of start-up)."""
+    functions that solve or integrate (each is ~0.2 s of start-up), and scipy.special not at all
+    (its ~0.2 s import is replaced by notions.normal)."""
     modules = _imported_by_code(
         "import lastiterate.accountant, lastiterate.notions.pld, lastiterate.notions.rdp, "
         "lastiterate.notions.clt, lastiterate.notions.tradeoff\n"
         "from lastiterate.bounds import load_all\nload_all()"
     )
-    assert "lastiterate.bounds.pabi" in modules and "scipy.special" in modules  # the probe
+    assert "lastiterate.bounds.pabi" in modules and "numpy" in modules  # the probe
     deferred = [
-        p for p in ("scipy.optimize", "scipy.integrate", "scipy.stats") if _loaded(modules, p)
+        p
+        for p in ("scipy.optimize", "scipy.integrate", "scipy.stats", "scipy.special")
+        if _loaded(modules, p)
     ]
     assert not deferred, f"importing the bounds imports {deferred}"
 

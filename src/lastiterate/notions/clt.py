@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from lastiterate.errors import ParameterError, check_in_range, check_nonnegative, check_positive
+from lastiterate.notions import normal
 
 __all__ = ["clt_h", "clt_mu_poisson", "clt_mu_symmetric"]
 
@@ -40,7 +40,7 @@ def clt_h(mu: ArrayLike) -> float | np.ndarray:
         raise ParameterError("mu", mu, "must be >= 0 (not NaN)")
     with np.errstate(over="ignore", invalid="ignore"):
         big = np.expm1(np.square(m))
-        g = 0.5 * special.erf(1.5 * m / _SQRT2) - 1.5 * special.erf(0.5 * m / _SQRT2)
+        g = 0.5 * normal.erf(1.5 * m / _SQRT2) - 1.5 * normal.erf(0.5 * m / _SQRT2)
         # g = Phi(1.5m) - 3 Phi(0.5m) + 1 = 1.5 phi(0) int_0^m e^{-t^2/8} expm1(-t^2) dt is O(m^3);
         # for small m use its Taylor series (next term ~1e-14 relative at m = 0.01) instead of the
         # cancelling erf difference.
@@ -51,7 +51,7 @@ def clt_h(mu: ArrayLike) -> float | np.ndarray:
             * (-m3 / 3.0 + 0.125 * m3 * m * m - 91.0 / 2688.0 * m3 * m3 * m)
         )
         g = np.where(m < 0.01, g_series, g)
-        out = big * special.ndtr(1.5 * m) + g
+        out = big * normal.ndtr(1.5 * m) + g
     out = np.maximum(out, 0.0)  # h >= 0; clip rounding noise at mu ~ 0
     return float(out) if out.ndim == 0 else out
 

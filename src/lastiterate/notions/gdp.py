@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive
+from lastiterate.notions import normal
 from lastiterate.notions.roots import brent_root
 
 __all__ = [
@@ -98,8 +98,8 @@ def gaussian_tradeoff(alpha: ArrayLike, mu: float) -> np.ndarray:
     if ((a < 0) | (a > 1)).any():
         raise ParameterError("alpha", alpha, "must lie in [0, 1]")
     with np.errstate(divide="ignore"):
-        z = special.ndtri(a)  # -inf at 0, +inf at 1
-    out = special.ndtr(-z - m)
+        z = normal.ndtri(a)  # -inf at 0, +inf at 1
+    out = normal.ndtr(-z - m)
     return np.asarray(out, dtype=float)
 
 
@@ -130,11 +130,11 @@ def _gdp_delta_unchecked(eps: np.ndarray, mu: float | np.ndarray) -> np.ndarray:
         head = finite & (a > 0)
         if tail.any():
             at, bt = a[tail], b[tail]
-            bracket = special.erfcx(-at / _SQRT2) - special.erfcx(-bt / _SQRT2)
+            bracket = normal.erfcx(-at / _SQRT2) - normal.erfcx(-bt / _SQRT2)
             out[tail] = 0.5 * np.exp(-0.5 * at * at) * np.maximum(bracket, 0.0)
         if head.any():
             ah, bh, eh = a[head], b[head], e[head]
-            out[head] = special.ndtr(ah) - np.exp(eh + special.log_ndtr(bh))
+            out[head] = normal.ndtr(ah) - np.exp(eh + normal.log_ndtr(bh))
     # eps = +inf -> delta = 0 (left as 0).
     return np.clip(out, 0.0, 1.0)
 

@@ -24,7 +24,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from lastiterate.errors import (
     NotApplicable,
@@ -33,6 +32,7 @@ from lastiterate.errors import (
     check_nonnegative,
     check_positive,
 )
+from lastiterate.notions import normal
 
 __all__ = [
     "CONVERSION_METHODS",
@@ -768,7 +768,7 @@ def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:
     k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
     alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
     log_c = (
-        special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(alpha - k + 1.0)
+        normal.gammaln(alpha + 1.0) - normal.gammaln(k + 1.0) - normal.gammaln(alpha - k + 1.0)
     )
     terms = (
         log_c
@@ -795,7 +795,7 @@ def _integer_order_layout(
     k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
     alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
     log_c = (
-        special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(alpha - k + 1.0)
+        normal.gammaln(alpha + 1.0) - normal.gammaln(k + 1.0) - normal.gammaln(alpha - k + 1.0)
     )
     starts = np.concatenate([[0], np.cumsum([a - 1 for a in alphas])[:-1]]).astype(np.intp)
     for arr in (k, alpha, log_c, starts):
@@ -854,10 +854,10 @@ def _log_half_gauss_tail_term(k: np.ndarray, z0: float, sigma: float, upper: boo
     neg = x < 0
     kn, xn = k[neg], x[neg]
     out[neg] = (kn * (2.0 * z0 - 1.0) - z0 * z0) / (2.0 * sigma * sigma) + np.log(
-        0.5 * special.erfcx(-xn / math.sqrt(2.0))
+        0.5 * normal.erfcx(-xn / math.sqrt(2.0))
     )
     kp, xp = k[~neg], x[~neg]
-    out[~neg] = (kp * kp - kp) / (2.0 * sigma * sigma) + special.log_ndtr(xp)
+    out[~neg] = (kp * kp - kp) / (2.0 * sigma * sigma) + normal.log_ndtr(xp)
     return out
 
 
@@ -902,7 +902,7 @@ def _log_a_frac(
     """
     log_q, log_1mq = math.log(q), math.log1p(-q)
     z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
-    log_gamma_a1 = special.gammaln(alpha + 1.0)
+    log_gamma_a1 = normal.gammaln(alpha + 1.0)
     log_p = log_n = -math.inf
     i0 = 0
     if start is not None:  # the sums of the first chunks, already made (the same numbers)
@@ -910,8 +910,8 @@ def _log_a_frac(
     while i0 < _FRAC_MAX_TERMS:
         i = np.arange(i0, i0 + _FRAC_CHUNK, dtype=float)
         j = alpha - i
-        log_c = log_gamma_a1 - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
-        sign = special.gammasgn(j + 1.0)
+        log_c = log_gamma_a1 - normal.gammaln(i + 1.0) - normal.gammaln(j + 1.0)
+        sign = normal.gammasgn(j + 1.0)
         s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(i, z0, sigma, upper=False)
         s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
         mag = np.logaddexp(s0, s1)
@@ -968,8 +968,8 @@ def _log_a_frac_first_chunk_many(
     a = np.asarray(alphas, dtype=float)[:, None]
     i = np.arange(0, _FRAC_CHUNK, dtype=float)[None, :]
     j = a - i
-    log_c = special.gammaln(a + 1.0) - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
-    sign = special.gammasgn(j + 1.0)
+    log_c = normal.gammaln(a + 1.0) - normal.gammaln(i + 1.0) - normal.gammaln(j + 1.0)
+    sign = normal.gammasgn(j + 1.0)
     ii = np.broadcast_to(i, j.shape)
     s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(ii, z0, sigma, upper=False)
     s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
@@ -1144,7 +1144,7 @@ def _rdp_literal_scalar(q: float, sigma: float, alpha: float) -> float:
 
     def dlog(z: float) -> float:
         u = (2.0 * z - 1.0) / (2.0 * s2)
-        w = special.expit(u + log_q - log_1mq)  # q e^u / (1 - q + q e^u)
+        w = normal.expit(u + log_q - log_1mq)  # q e^u / (1 - q + q e^u)
         return -z / s2 + (1.0 - alpha) * w / s2
 
     from scipy import integrate, optimize  # lazy: start-up (issue 11)
@@ -1543,8 +1543,8 @@ def _truncated_lognormal_moments(
         lo = (np.asarray(z_lo, dtype=float) - j) / sigma
         hi = (np.asarray(z_hi, dtype=float) - j) / sigma
         upper_tail = lo > 0  # take the difference of the smaller tails (accurate)
-        a = np.where(upper_tail, special.ndtr(-lo), special.ndtr(hi))
-        b = np.where(upper_tail, special.ndtr(-hi), special.ndtr(lo))
+        a = np.where(upper_tail, normal.ndtr(-lo), normal.ndtr(hi))
+        b = np.where(upper_tail, normal.ndtr(-hi), normal.ndtr(lo))
         e = math.exp(j * (j - 1) * t / 2.0)
         vals.append(e * np.maximum(a - b, 0.0))
         mags.append(e * (a + b))

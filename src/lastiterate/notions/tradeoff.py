@@ -43,9 +43,9 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from lastiterate.errors import ParameterError, check_in_range, check_nonnegative
+from lastiterate.notions import normal
 from lastiterate.notions.gdp import _as_float_array, _gdp_delta_unchecked, gaussian_tradeoff
 
 __all__ = [
@@ -82,8 +82,8 @@ def default_grid(n_logit: int = 5500, n_far: int = 12000, n_linear: int = 2001) 
     """
     g = np.concatenate(
         [
-            special.expit(np.linspace(-100.0, 37.0, int(n_logit))),
-            special.expit(np.linspace(-700.0, -100.0, int(n_far))),
+            normal.expit(np.linspace(-100.0, 37.0, int(n_logit))),
+            normal.expit(np.linspace(-700.0, -100.0, int(n_far))),
             np.linspace(0.0, 1.0, int(n_linear)),
             [0.0, 1.0],
         ]
@@ -203,7 +203,7 @@ def _w_of_one_minus_x(one_minus_x: np.ndarray, p: float, mu: float) -> np.ndarra
     hi = np.full(one_minus_x.shape, 40.0 + mu)
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        g = p * special.ndtr(mu - mid) + (1.0 - p) * special.ndtr(-mid) - one_minus_x
+        g = p * normal.ndtr(mu - mid) + (1.0 - p) * normal.ndtr(-mid) - one_minus_x
         bigger = g > 0  # value too large -> root is to the right
         lo = np.where(bigger, mid, lo)
         hi = np.where(bigger, hi, mid)
@@ -232,7 +232,7 @@ def subsampled_gaussian_tradeoff(alpha: ArrayLike, p: float, mu: float) -> np.nd
     pp = _check_probability_closed("p", p)
     m = check_nonnegative("mu", mu)
     a = _check_alpha_array(alpha)
-    x_star = float(special.ndtr(-m / 2.0))
+    x_star = float(normal.ndtr(-m / 2.0))
     y_star = pp * float(gaussian_tradeoff(x_star, m)) + (1.0 - pp) * (1.0 - x_star)
     out = np.empty_like(a)
     first = a <= x_star
@@ -246,7 +246,7 @@ def subsampled_gaussian_tradeoff(alpha: ArrayLike, p: float, mu: float) -> np.nd
     if third.any():
         at = a[third]
         w = _w_of_one_minus_x(1.0 - at, pp, m)
-        out[third] = special.ndtr(-w)
+        out[third] = normal.ndtr(-w)
     return np.clip(out, 0.0, 1.0)
 
 
@@ -395,7 +395,7 @@ class TradeoffCurve:
         (which carries the ``f^{-1}`` side of the profile) cannot be represented."""
         e = check_in_range("epsilon", epsilon, 0.0, 700.0)
         d = _check_probability_closed("delta", delta)
-        k = (1.0 - d) * float(special.expit(-e))  # = (1 - delta)/(1 + e^eps), no overflow
+        k = (1.0 - d) * float(normal.expit(-e))  # = (1 - delta)/(1 + e^eps), no overflow
         x = np.array([0.0, k, 1.0 - d, 1.0])
         y = np.array([1.0 - d, k, 0.0, 0.0])
         return cls._from_points(x, y)

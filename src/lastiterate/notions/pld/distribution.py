@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from lastiterate.errors import (
     NotApplicable,
@@ -19,6 +18,7 @@ from lastiterate.errors import (
     check_positive_int,
     check_probability,
 )
+from lastiterate.notions import normal
 from lastiterate.notions.adjacency import Adjacency
 from lastiterate.notions.pld._common import (
     DEFAULT_DISCRETIZATION,
@@ -920,8 +920,8 @@ def _add_tangents(
         t = _log_amplified(-c, q)
         s = np.exp(
             np.logaddexp(
-                math.log(q) + special.log_ndtr(t / mu - mu / 2.0),
-                math.log1p(-q) + special.log_ndtr(t / mu + mu / 2.0),
+                math.log(q) + normal.log_ndtr(t / mu - mu / 2.0),
+                math.log1p(-q) + normal.log_ndtr(t / mu + mu / 2.0),
             )
         )
         b[live] = -uc[live] * s

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special
 
+from lastiterate.notions import normal
 from lastiterate.notions.pld._common import (
     _GridTooLarge,
     max_grid_points,
@@ -495,7 +495,7 @@ def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     logm = logm[keep]
     start = (np.arange(nb) * width)[keep].astype(float)
     stop = np.minimum(start + width - 1, n - 1)
-    base = float(special.logsumexp(logm))
+    base = float(normal.logsumexp(logm))
     up = _logsumexp_rows(_THETAS[:, None] * stop[None, :] + logm[None, :], True) - base
     dn = _logsumexp_rows(-_THETAS[:, None] * start[None, :] + logm[None, :], True) - base
     return up, dn, base
@@ -509,7 +509,7 @@ def _exact_log_cgfs(logx: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, n
     j = np.arange(len(logx), dtype=float)
     keep = np.isfinite(logx)
     j, lx = j[keep], logx[keep]
-    base = float(special.logsumexp(lx))
+    base = float(normal.logsumexp(lx))
     up = _logsumexp_rows(thetas[:, None] * j[None, :] + lx[None, :], True) - base
     dn = _logsumexp_rows(-thetas[:, None] * j[None, :] + lx[None, :], True) - base
     return up, dn, base
@@ -538,7 +538,7 @@ def _chernoff_tails(
         keep = np.isfinite(logx)
         j = np.arange(len(logx), dtype=float)[keep]
         lx = logx[keep]
-        base = float(special.logsumexp(lx))
+        base = float(normal.logsumexp(lx))
         w = np.exp(lx - base)
         m = float(np.sum(w * j))
         mean += k * m
@@ -849,7 +849,7 @@ def _tilted_pass(
         else:
             with np.errstate(divide="ignore"):
                 lw = np.log(p) + lam * np.arange(len(p))
-            log_m = float(special.logsumexp(lw))
+            log_m = float(normal.logsumexp(lw))
             log_scale += k * log_m
             tilted = lw - log_m
             logxs.append(tilted)

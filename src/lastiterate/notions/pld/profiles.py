@@ -14,13 +14,13 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import special
 
 from lastiterate.errors import (
     ParameterError,
     check_nonnegative,
     check_probability,
 )
+from lastiterate.notions import normal
 from lastiterate.notions.gdp import _gdp_delta_unchecked
 from lastiterate.notions.tradeoff import subsampled_gaussian_delta
 
@@ -37,8 +37,8 @@ def _gaussian_parts(eps: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray]
     :math:`u=e^\varepsilon`, times u).  Computed in log space so that neither term underflows and
     the difference keeps its relative precision for large eps.
     """
-    log_p = special.log_ndtr(-eps / mu + mu / 2.0)
-    log_qe = special.log_ndtr(-eps / mu - mu / 2.0) + eps
+    log_p = normal.log_ndtr(-eps / mu + mu / 2.0)
+    log_qe = normal.log_ndtr(-eps / mu - mu / 2.0) + eps
     with np.errstate(over="ignore", invalid="ignore"):
         delta = np.exp(log_p) * -np.expm1(np.minimum(log_qe - log_p, 0.0))
     return np.maximum(delta, 0.0), np.exp(log_qe)
@@ -131,7 +131,7 @@ def _subsampled_parts(eps: np.ndarray, p: float, mu: float) -> tuple[np.ndarray,
         x = -ep[~pos]
         dx, _ = _gaussian_parts(x, mu)
         d[~pos] = _reflect(x, dx)
-    log_qe[:] = special.log_ndtr(-ep / mu - mu / 2.0) + e
+    log_qe[:] = normal.log_ndtr(-ep / mu - mu / 2.0) + e
     delta[~flat] = np.clip(p * d, 0.0, 1.0)
     qe[~flat] = np.exp(log_qe)
     return delta, qe
@@ -195,12 +195,12 @@ def _replace_parts(q: float, z: float) -> Callable[[np.ndarray], tuple[np.ndarra
         else:
             x = -s2 * eps / 2
         lp = np.logaddexp(
-            math.log(q) + special.log_ndtr((x + 1) / z),
-            (math.log1p(-q) + special.log_ndtr(x / z)) if q < 1 else -np.inf,
+            math.log(q) + normal.log_ndtr((x + 1) / z),
+            (math.log1p(-q) + normal.log_ndtr(x / z)) if q < 1 else -np.inf,
         )
         lq = np.logaddexp(
-            math.log(q) + special.log_ndtr((x - 1) / z),
-            (math.log1p(-q) + special.log_ndtr(x / z)) if q < 1 else -np.inf,
+            math.log(q) + normal.log_ndtr((x - 1) / z),
+            (math.log1p(-q) + normal.log_ndtr(x / z)) if q < 1 else -np.inf,
         )
         log_qe = lq + eps
         delta = np.exp(lp) * -np.expm1(np.minimum(log_qe - lp, 0.0))
