@@ -653,6 +653,16 @@ class _Pass:
         """Bin t of the window is ``r[t]`` (the inverse transform rotated by the offset)."""
         return np.roll(self.raw, -self.shift) if self.shift else self.raw
 
+    def segment(self, start: int, stop: int) -> np.ndarray:
+        """``r[start:stop]`` without materialising the whole rotation (same values)."""
+        n, s = len(self.raw), self.shift
+        a, b = (start + s) % n, (stop + s) % n
+        if stop - start <= 0:
+            return self.raw[:0]
+        if a < b or b == 0:
+            return self.raw[a : (b if b else n)]
+        return np.concatenate([self.raw[a:], self.raw[:b]])
+
     def head_into(self, out: np.ndarray, scale: float) -> None:
         """``out[:] = r[:len(out)] * scale`` without materialising the rotation (same values)."""
         m, n, s = len(out), len(self.raw), self.shift
@@ -994,9 +1004,11 @@ def _compose_spectral(
     bound), at most ``_MAX_TILTS`` passes.
     """
     # per-bin bookkeeping exists only once a tilted pass competes with the untilted one (most
-    # compositions need a single pass, whose error bound is one number for every bin)
-    idx: np.ndarray | None = None
-    best_log_err = sel_log_err = rel = source = np.empty(0)
+    # compositions need a single pass, whose error bound is one number for every bin), and only
+    # for the bins ``lo ..`` that a tilted pass can take (see _first_takeable: below them its
+    # bound is not below the untilted one, so they keep the untilted pass's value and bound)
+    lo = out_len
+    idx = best_log_err = sel_log_err = rel = source = np.empty(0)
     first_log_err = 0.0
     value = np.empty(out_len)
     passes: list[_Pass] = []
@@ -1007,38 +1019,39 @@ def _compose_spectral(
     for _ in range(_MAX_TILTS):
         ps = _tilted_pass(probs, powers, lam, n_fft, offset, memos)
         passes.append(ps)
-        # (the untilted pass is constant in the bin: scalars, no per-bin exponentials)
-        if lam != 0.0 and idx is None:
-            idx = offset + np.arange(out_len, dtype=float)
-            best_log_err = np.full(out_len, first_log_err)
-            sel_log_err = np.full(out_len, first_log_err)
-            rel = np.full(out_len, passes[0].relative)
-            source = np.zeros(out_len, dtype=np.int64)
-        factor_log: np.ndarray | float = (
-            ps.log_scale if lam == 0.0 else ps.log_scale - lam * idx  # type: ignore[operator]
-        )
-        log_err = factor_log + (math.log(ps.bound) if ps.bound > 0.0 else -math.inf)
-        # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
-        # pass may wrap in much more, which must steer the choice of pass away from it
-        alias: np.ndarray | float = 0.0
-        if aliasing and lam > 0.0:
-            cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
-            if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
-                alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
-                if np.any(alias[cand] > 100.0 * ps.bound):
-                    alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
-        if isinstance(alias, np.ndarray):
-            with np.errstate(divide="ignore"):
-                log_sel = np.log(ps.bound + alias) + factor_log
-        else:
-            log_sel = log_err
-        with np.errstate(over="ignore", invalid="ignore"):
-            if lam == 0.0:  # the first pass takes every bin (log_sel == log_err: no alias term)
+        log_bound = math.log(ps.bound) if ps.bound > 0.0 else -math.inf
+        if lam == 0.0:  # the untilted pass is constant in the bin: scalars, and it takes every bin
+            with np.errstate(over="ignore", invalid="ignore"):
                 ps.head_into(value, np.exp(ps.log_scale))
-                first_log_err = float(log_err)  # type: ignore[arg-type]
-            else:
+            first_log_err = ps.log_scale + log_bound
+            log_err: np.ndarray | float = first_log_err
+        else:
+            start = _first_takeable(ps.log_scale + log_bound, first_log_err, lam, offset, out_len)
+            if start < lo:  # the bins start .. lo - 1 join the bookkeeping, untouched so far
+                grow = lo - start
+                idx = np.concatenate([offset + np.arange(start, lo, dtype=float), idx])
+                best_log_err = np.concatenate([np.full(grow, first_log_err), best_log_err])
+                sel_log_err = np.concatenate([np.full(grow, first_log_err), sel_log_err])
+                rel = np.concatenate([np.full(grow, passes[0].relative), rel])
+                source = np.concatenate([np.zeros(grow, dtype=np.int64), source])
+                lo = start
+            factor_log = ps.log_scale - lam * idx
+            log_err = factor_log + log_bound
+            # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
+            # pass may wrap in much more, which must steer the choice of pass away from it
+            log_sel = log_err
+            if aliasing and lam > 0.0:
+                cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
+                if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
+                    alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
+                    if np.any(alias[lo:][cand] > 100.0 * ps.bound):
+                        alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
+                    with np.errstate(divide="ignore"):
+                        log_sel = np.log(ps.bound + alias[lo:]) + factor_log
+            with np.errstate(over="ignore", invalid="ignore"):
                 take = log_sel < sel_log_err
-                value[take] = ps.r[:out_len][take] * np.exp(np.asarray(factor_log)[take])
+                tail_value = value[lo:]
+                tail_value[take] = ps.segment(lo, out_len)[take] * np.exp(factor_log[take])
                 np.copyto(best_log_err, log_err, where=take)
                 np.copyto(sel_log_err, log_sel, where=take)
                 np.copyto(rel, ps.relative, where=take)
@@ -1050,14 +1063,15 @@ def _compose_spectral(
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
         # (only bins above the mode are examined: the tails below are the same numbers)
         if len(passes) == 1:  # one constant bound: its tail sums in closed form
-            err1 = math.exp(min(709.0, float(log_err)))
+            err1 = math.exp(min(709.0, float(log_err)))  # type: ignore[arg-type]
             if not _uncovered_above_mode(value, mode, err1, rho, tilt_delta_floor()):
                 break
         else:
             with np.errstate(over="ignore"):
-                err_bins = np.exp(best_log_err)
-                err = err_bins[mode + 1 :]
-                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
+                err = _bin_bounds(best_log_err, first_log_err, lo, mode + 1)
+                # (a reverse cumulative sum adds from the top: the same numbers as the whole
+                # window's from mode + 1 up)
+                tail_err = np.cumsum(err[::-1])[::-1]
             bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
             if not np.any(bad):
                 break
@@ -1090,7 +1104,11 @@ def _compose_spectral(
             error *= passes[0].relative
             error += np.exp(first_log_err)
         else:
-            error = np.exp(best_log_err) + rel * np.abs(value)
+            error = np.empty(out_len)
+            np.abs(value[:lo], out=error[:lo])
+            error[:lo] *= passes[0].relative
+            error[:lo] += np.exp(np.full(1, first_log_err))  # (as an array: the same exp)
+            error[lo:] = np.exp(best_log_err) + rel * np.abs(value[lo:])
     alias_total = 0.0
     if aliasing and need_alias:
         # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
@@ -1099,10 +1117,13 @@ def _compose_spectral(
             if len(passes) == 1:  # the one pass took every bin
                 t0, t1 = 0, out_len - 1
             else:
-                taken = np.nonzero(source == i)[0]
-                if len(taken) == 0:
+                taken = lo + np.nonzero(source == i)[0]
+                if i == 0 and lo > 0:  # the untilted pass holds every bin below the bookkeeping
+                    t0, t1 = 0, int(taken[-1]) if len(taken) else lo - 1
+                elif len(taken) == 0:
                     continue
-                t0, t1 = int(taken[0]), int(taken[-1])
+                else:
+                    t0, t1 = int(taken[0]), int(taken[-1])
             if ps.lam == 0.0 and window_tail is not None:
                 alias_total += window_tail  # the window was chosen to hold all but this mass
                 continue
@@ -1110,6 +1131,34 @@ def _compose_spectral(
             top = ps.log_scale - ps.lam * (offset + (t0 if ps.lam > 0 else t1))
             alias_total += w * math.exp(min(700.0, top))
     return value, error, alias_total
+
+
+def _first_takeable(
+    log_scale_bound: float, first_log_err: float, lam: float, offset: int, out_len: int
+) -> int:
+    """The lowest bin a pass with tilt ``lam > 0`` can take from the untilted one, less a margin.
+
+    Bin t's log error bound under the tilt is ``log_scale_bound - lam (offset + t)``; a pass takes
+    a bin only where its bound (plus a non-negative aliasing term) is below the best so far, which
+    is at most the untilted ``first_log_err``.  So bins up to ``(log_scale_bound -
+    first_log_err) / lam - offset`` are never taken; two bins of margin cover the rounding of the
+    per-bin computation.  Only how much of the window is examined depends on it.
+    """
+    x = (log_scale_bound - first_log_err) / lam - offset
+    if math.isnan(x) or x == -math.inf:
+        return 0
+    if x == math.inf:
+        return out_len
+    return int(max(0, min(out_len, math.floor(x) - 2)))
+
+
+def _bin_bounds(best_log_err: np.ndarray, first_log_err: float, lo: int, start: int) -> np.ndarray:
+    """Error bounds ``exp(log bound)`` of the bins ``start ..`` of a window whose bins below ``lo``
+    hold the untilted pass (bound ``exp(first_log_err)``) and bins ``lo ..`` the bounds
+    ``best_log_err`` (the same numbers as exponentiating a whole-window array)."""
+    if start >= lo:
+        return np.exp(best_log_err[start - lo :])
+    return np.exp(np.concatenate([np.full(lo - start, first_log_err), best_log_err]))
 
 
 def _self_compose(
