@@ -1022,16 +1022,17 @@ def _compose_power(base: Pld, k: int, extra: Pld | None, tail: float) -> Pld:
     if extra is not None and extra.discretization != base.discretization:
         raise ParameterError("extra", extra.description, "must have the same discretization")
     e_up = None if extra is None else extra._remove
-    rem, t1 = _self_compose(base._remove, k, tail, True, e_up)
-    add, t2 = (None, 0.0) if base._add is None else _self_compose(base._add, k, tail, True, e_up)
+    d = base.discretization  # (steers the tilted passes: _compose_spectral)
+    rem, t1 = _self_compose(base._remove, k, tail, True, e_up, d)
+    add, t2 = (None, 0.0) if base._add is None else _self_compose(base._add, k, tail, True, e_up, d)
     low_rem = low_add = None
     slack = 0.0
     if base.has_lower and (extra is None or extra.has_lower):
         e_low = None if extra is None else extra._low_remove
-        low_rem, s1 = _self_compose(base._low_remove, k, tail, False, e_low)  # type: ignore[arg-type]
+        low_rem, s1 = _self_compose(base._low_remove, k, tail, False, e_low, d)  # type: ignore[arg-type]
         s2 = 0.0
         if base._low_add is not None:
-            low_add, s2 = _self_compose(base._low_add, k, tail, False, e_low)
+            low_add, s2 = _self_compose(base._low_add, k, tail, False, e_low, d)
         slack = k * base._low_slack + (0.0 if extra is None else extra._low_slack) + max(s1, s2)
     # a one-step excess t of the profile (sup norm) grows at most to k t under k-fold composition
     base_trunc = min(1.0, k * base._trunc)

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import special
 
 from lastiterate.notions.pld._common import (
+    _TILT_FLOOR_FRACTION,
     _GridTooLarge,
     max_grid_points,
     tilt_delta_floor,
@@ -988,6 +989,7 @@ def _compose_spectral(
     need_alias: bool = True,
     window_tail: float | None = None,
     memos: Sequence[dict | None] | None = None,
+    loss_step: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window
     ``offset .. offset + out_len - 1``.
@@ -1002,6 +1004,14 @@ def _compose_spectral(
     :math:`e^{\lambda s}` that move the mode to the part of the upper tail where the error bound is
     not yet below ``_TILT_RELATIVE_ERROR`` of the bin (each bin keeps the pass with the smallest
     bound), at most ``_MAX_TILTS`` passes.
+
+    A bin is settled when its bound is small relative to the bin, or when the bounds from it to
+    the top of the window add less than the tilt floor (:func:`tilt_delta_floor`) to delta; with
+    ``loss_step`` (the grid width of the losses) also when they add less than
+    ``_TILT_FLOOR_FRACTION`` of a certified lower bound on the profile at that loss
+    (:func:`_profile_floor`): the same accuracy relative to delta as at the delta of interest,
+    which no longer asks for passes for the bins far below the query's epsilon.  Which passes
+    run only steers tightness: every bin's bound is added to the pessimistic PMF.
     """
     # per-bin bookkeeping exists only once a tilted pass competes with the untilted one (most
     # compositions need a single pass, whose error bound is one number for every bin), and only
@@ -1016,6 +1026,7 @@ def _compose_spectral(
     schedule: list[float] | None = None
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
+    target: float | None = None  # (with loss_step) the total index the next tilt aims at
     for _ in range(_MAX_TILTS):
         ps = _tilted_pass(probs, powers, lam, n_fft, offset, memos)
         passes.append(ps)
@@ -1066,6 +1077,15 @@ def _compose_spectral(
             err1 = math.exp(min(709.0, float(log_err)))  # type: ignore[arg-type]
             if not _uncovered_above_mode(value, mode, err1, rho, tilt_delta_floor()):
                 break
+            if loss_step is not None:
+                above = value[mode + 1 :]
+                tail_err = err1 * np.arange(len(above), 0, -1, dtype=float)
+                bad = (err1 > rho * np.maximum(above, 0.0)) & (tail_err > tilt_delta_floor())
+                relative = passes[0].relative
+                first = _first_unsettled(bad, tail_err, above, err1, relative, loss_step)
+                if first < 0:
+                    break
+                target = offset + mode + 1.0 + first
         else:
             with np.errstate(over="ignore"):
                 err = _bin_bounds(best_log_err, first_log_err, lo, mode + 1)
@@ -1075,6 +1095,13 @@ def _compose_spectral(
             bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
             if not np.any(bad):
                 break
+            if loss_step is not None:
+                relative = max(p.relative for p in passes)
+                above = value[mode + 1 :]
+                first = _first_unsettled(bad, tail_err, above, err, relative, loss_step)
+                if first < 0:
+                    break
+                target = offset + mode + 1.0 + first
         if schedule is None:
             with np.errstate(divide="ignore"):  # only a tilted pass needs the factors' logs
                 logps = [_blocks(np.log(p)) for p in probs]
@@ -1095,6 +1122,14 @@ def _compose_spectral(
             # measured (issue 11): the smallest rung rarely settles a bin on its own while the
             # second one usually settles all of them, so the second rung is tried first
             schedule = ladder[1:2] + ladder[2:] + ladder[:1] if len(ladder) > 1 else ladder
+        if target is not None:  # the tilt whose mean lies at (above) the lowest unsettled bin
+            sd = math.sqrt(max(_tilted_moments(logps, powers, 0.0)[1], 0.0))
+            lam_next = _tilt_for_mean(logps, powers, min(top, target + _TARGET_SDS * sd), hi_l)
+            if lam_next <= 0.0 or any(abs(p.lam - lam_next) <= 1e-6 * lam_next for p in passes):
+                break  # no tilt moves the mode further (or it ran already)
+            lam = lam_next
+            target = None
+            continue
         if not schedule:
             break
         lam = schedule.pop(0)
@@ -1133,6 +1168,73 @@ def _compose_spectral(
     return value, error, alias_total
 
 
+#: loss gaps K * Delta of :func:`_profile_floor`
+_PROFILE_GAPS = (0.02, 0.1, 0.5)
+
+
+def _profile_floor(
+    above: np.ndarray, bound: np.ndarray | float, relative: float, loss_step: float
+) -> np.ndarray:
+    r"""A lower bound on the composed privacy profile at the loss of each bin of ``above`` (the
+    bins from above the mode to the top of the window, with their error ``bound + relative
+    |value|``), as :func:`_crossing_floor`: :math:`\delta(\ell_t) \ge (1 - e^{-K\Delta})
+    \sum_{j \ge t+K} p_j` for every K >= 1, with the bins' certified lower estimates
+    :math:`(v_j - \text{error}_j)_+` for :math:`p_j` (best of a few loss gaps ``_PROFILE_GAPS``).
+    Mass wrapped in by the cyclic transform (at most the window's tail, far below these levels)
+    is not subtracted: the floor only steers which tilted passes run."""
+    n = len(above)
+    low = above - bound - relative * np.abs(above)
+    np.maximum(low, 0.0, out=low)
+    sums = np.cumsum(low[::-1])[::-1]  # sum over j >= t of the lower estimates
+    out = np.zeros(n)
+    for gap in _PROFILE_GAPS:
+        k = max(1, round(gap / loss_step))
+        if k < n:
+            np.maximum(out[: n - k], -math.expm1(-k * loss_step) * sums[k:], out=out[: n - k])
+    return out
+
+
+def _first_unsettled(
+    bad: np.ndarray,
+    tail_err: np.ndarray,
+    above: np.ndarray,
+    bound: np.ndarray | float,
+    relative: float,
+    loss_step: float,
+) -> int:
+    """The lowest bin (index into ``above``) flagged ``bad`` by the absolute tilt floor that is also
+    unsettled relative to the profile: its tail of error bounds ``tail_err`` exceeds
+    ``_TILT_FLOOR_FRACTION`` of the profile's lower bound there (:func:`_profile_floor`); -1 when
+    there is none."""
+    if not np.any(bad):
+        return -1
+    floor = _profile_floor(above, bound, relative, loss_step)
+    hit = np.flatnonzero(bad & (tail_err > _TILT_FLOOR_FRACTION * floor))
+    return int(hit[0]) if len(hit) else -1
+
+
+#: a tilt chosen for the lowest unsettled bin puts its mean this many standard deviations (of the
+#: untilted composition) above it: the bins above it are the ones left to settle
+_TARGET_SDS = 2.0
+
+
+def _tilt_for_mean(
+    logps: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], target: float, hi: float
+) -> float:
+    """The tilt in ``[0, hi]`` whose tilted mean total index is ``target`` (bisection; the mean
+    increases with the tilt; ``hi`` when even it falls short).  Only places a pass."""
+    lo_l, hi_l = 0.0, hi
+    if _tilted_moments(logps, powers, hi_l)[0] <= target:
+        return hi_l
+    for _bisect in range(24):
+        mid = 0.5 * (lo_l + hi_l)
+        if _tilted_moments(logps, powers, mid)[0] > target:
+            hi_l = mid
+        else:
+            lo_l = mid
+    return 0.5 * (lo_l + hi_l)
+
+
 def _first_takeable(
     log_scale_bound: float, first_log_err: float, lam: float, offset: int, out_len: int
 ) -> int:
@@ -1162,7 +1264,12 @@ def _bin_bounds(best_log_err: np.ndarray, first_log_err: float, lo: int, start: 
 
 
 def _self_compose(
-    pmf: _Pmf, k: int, tail: float, pessimistic: bool, extra: _Pmf | None = None
+    pmf: _Pmf,
+    k: int,
+    tail: float,
+    pessimistic: bool,
+    extra: _Pmf | None = None,
+    loss_step: float | None = None,
 ) -> tuple[_Pmf, float]:
     r"""k-fold composition (times one ``extra`` PMF) by FFT powers on a Chernoff window.
 
@@ -1204,6 +1311,7 @@ def _self_compose(
         need_alias=not pessimistic,
         window_tail=tail,
         memos=[pmf._cache] if extra is None else [pmf._cache, extra._cache],
+        loss_step=loss_step,
     )
     inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
     lower = k * pmf.lower + a
