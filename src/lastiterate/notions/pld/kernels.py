@@ -1027,6 +1027,7 @@ def _compose_spectral(
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
     target: float | None = None  # (with loss_step) the total index the next tilt aims at
+    last_target: float | None = None
     for _ in range(_MAX_TILTS):
         ps = _tilted_pass(probs, powers, lam, n_fft, offset, memos)
         passes.append(ps)
@@ -1122,14 +1123,20 @@ def _compose_spectral(
             # measured (issue 11): the smallest rung rarely settles a bin on its own while the
             # second one usually settles all of them, so the second rung is tried first
             schedule = ladder[1:2] + ladder[2:] + ladder[:1] if len(ladder) > 1 else ladder
-        if target is not None:  # the tilt whose mean lies at (above) the lowest unsettled bin
-            sd = math.sqrt(max(_tilted_moments(logps, powers, 0.0)[1], 0.0))
-            lam_next = _tilt_for_mean(logps, powers, min(top, target + _TARGET_SDS * sd), hi_l)
-            if lam_next <= 0.0 or any(abs(p.lam - lam_next) <= 1e-6 * lam_next for p in passes):
-                break  # no tilt moves the mode further (or it ran already)
-            lam = lam_next
-            target = None
-            continue
+        if target is not None and (last_target is None or target > last_target):
+            # the tilt whose mean lies above the lowest unsettled bin, as long as each such pass
+            # settles the bin it aimed at (a skewed composition, e.g. a small sampling rate, is
+            # multimodal under a tilt: its mean may sit where no pass settles anything; then the
+            # fixed ladder's rungs that have not run yet take over)
+            last_target = target
+            lam_next = _tilt_above(logps, powers, min(top, target), top, hi_l)
+            if lam_next > 0.0 and all(abs(p.lam - lam_next) > 0.1 * lam_next for p in passes):
+                lam = lam_next
+                target = None
+                continue
+        if target is not None:
+            target = last_target = math.inf  # from here on: the ladder
+            schedule = [x for x in schedule if all(abs(p.lam - x) > 0.1 * x for p in passes)]
         if not schedule:
             break
         lam = schedule.pop(0)
@@ -1214,8 +1221,22 @@ def _first_unsettled(
 
 
 #: a tilt chosen for the lowest unsettled bin puts its mean this many standard deviations (of the
-#: untilted composition) above it: the bins above it are the ones left to settle
+#: composition tilted to that bin) above it: the bins above it are the ones left to settle
 _TARGET_SDS = 2.0
+
+
+def _tilt_above(
+    logps: Sequence[tuple[np.ndarray, np.ndarray]],
+    powers: Sequence[int],
+    target: float,
+    top: float,
+    hi: float,
+) -> float:
+    """The tilt whose mean lies ``_TARGET_SDS`` standard deviations above the total index
+    ``target`` (the deviation of the composition tilted to ``target``), at most ``top``."""
+    at = _tilt_for_mean(logps, powers, target, hi)
+    sd = math.sqrt(max(_tilted_moments(logps, powers, at)[1], 0.0))
+    return _tilt_for_mean(logps, powers, min(top, target + _TARGET_SDS * sd), hi)
 
 
 def _tilt_for_mean(
