@@ -50,14 +50,15 @@ def _composition(kw: dict[str, object], steps: int, delta: float) -> dict[str, o
 @pytest.mark.parametrize("kw", [POISSON, UNIFORM], ids=["poisson", "uniform"])
 @pytest.mark.parametrize("delta", [1e-5, 1e-12])
 def test_sized_grid_lands_within_the_target_bracket(kw: dict[str, object], delta: float) -> None:
-    got = _composition(kw, 10**6, delta)
+    got = _composition(kw, 10**7, delta)
     width = got["epsilon_bracket_relative_width"]
     assert isinstance(width, float)
     assert width <= composition._TARGET_BRACKET  # the README's promise
     assert got["discretization"] > 1e-4  # the pilot chose a coarser grid than the default ...
     assert width > 0.2 * composition._SIZED_BRACKET  # ... because the target allowed it
     # the sized upper end is never below the certified lower end of the default grid
-    default = composition._build_sgd_pld(Run(**kw, steps=10**6), 1e-4)[0]  # type: ignore[arg-type]
+    with pld.delta_of_interest(delta):  # (the default grid, or the coarsest that fits 2**20)
+        default = composition._build_sgd_pld(Run(**kw, steps=10**7), 1e-4)[0]  # type: ignore[arg-type]
     with pld.delta_of_interest(delta):
         lower_default = default.epsilon_with_error(delta).lower
     assert got["epsilon"] >= lower_default
@@ -65,14 +66,20 @@ def test_sized_grid_lands_within_the_target_bracket(kw: dict[str, object], delta
 
 
 def test_short_compositions_keep_the_default_grid() -> None:
-    run = Run(**POISSON, steps=1000)  # type: ignore[arg-type]
-    assert composition._expected_points(run, 1e-4) < composition._PILOT_POINTS
+    for steps in (1000, 10**6):
+        run = Run(**POISSON, steps=steps)  # type: ignore[arg-type]
+        assert composition._expected_points(run, 1e-4) < composition._PILOT_POINTS
+        assert composition._sized_discretization(run, Query(delta=1e-5)) == 1e-4
+    # paper 000's MNIST NoisySGD run at E = 200 keeps the grid its Table 4 values are checked on
+    from lastiterate.experiments.paper000 import mnist_run
+
+    run = mnist_run("sgd", 200)
     assert composition._sized_discretization(run, Query(delta=1e-5)) == 1e-4
 
 
 def test_window_tail_is_a_small_fraction_of_delta() -> None:
     for delta in (1e-5, 1e-8):
-        got = _composition(POISSON, 10**6, delta)
+        got = _composition(POISSON, 10**7, delta)
         assert 0.0 < got["truncation_mass"] <= 1.01e-5 * delta
     with pld.delta_of_interest(None):
         assert composition._window_tail() == pld.DEFAULT_TAIL_MASS_TRUNCATION
@@ -81,8 +88,8 @@ def test_window_tail_is_a_small_fraction_of_delta() -> None:
 
 
 def test_sized_query_by_epsilon_brackets_delta() -> None:
-    run = Run(**POISSON, steps=10**6)  # type: ignore[arg-type]
-    eps = _composition(POISSON, 10**6, 1e-5)["epsilon"]
+    run = Run(**POISSON, steps=10**7)  # type: ignore[arg-type]
+    eps = _composition(POISSON, 10**7, 1e-5)["epsilon"]
     assert isinstance(eps, float)
     r = account(run, epsilon=eps, bounds=["pld-composition"]).result("pld-composition")
     assert r is not None
