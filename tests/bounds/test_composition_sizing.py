@@ -128,7 +128,9 @@ def test_ten_million_steps_bracket_holds_dp_accountings_value() -> None:
     assert got["epsilon_bracket_relative_width"] <= composition._TARGET_BRACKET
     theirs = (
         pld_mod.from_gaussian_mechanism(
-            5.12, sampling_prob=256 / 60000, value_discretization_interval=1e-4,
+            5.12,
+            sampling_prob=256 / 60000,
+            value_discretization_interval=1e-4,
             use_connect_dots=True,
         )
         .self_compose(10**7)

@@ -64,9 +64,7 @@ def test_aimed_tilts_give_the_ladders_values(
     for aimed in (False, True):
         with monkeypatch.context() as m:
             lams = _passes(m, aimed)
-            one = pld.poisson_subsampled_gaussian_pld(
-                q, z, discretization=1e-4, with_lower=True
-            )
+            one = pld.poisson_subsampled_gaussian_pld(q, z, discretization=1e-4, with_lower=True)
             with pld.delta_of_interest(delta):
                 got[aimed] = one.self_compose(steps).epsilon_with_error(delta)
             counts[aimed] = len(lams)
