@@ -786,7 +786,7 @@ def poisson_subsampled_gaussian_pld(
     if q == 1.0:
         return _symmetric_pld(lambda e: _gaussian_parts(e, mu), desc, d, lb, with_lower)
     parts = lambda e: _subsampled_parts(e, q, mu)
-    i_lo = math.floor(math.log1p(-q) / d)
+    i_lo = _residual_start(q, mu, d, math.floor(math.log1p(-q) / d))
     n = _top_index(parts, d, lb)
     grid = np.arange(i_lo, n + 1) * d
     vals, _ = parts(grid)
@@ -795,7 +795,9 @@ def poisson_subsampled_gaussian_pld(
     _residual_masses_below_zero(probs, grid, q, mu, d)
     probs = np.maximum(probs, 0.0)
     rem = _fill_to_one(_without_leading_zeros(_Pmf(i_lo, probs, float(vals[-1]))))
-    add = _fill_to_one(_without_leading_zeros(_mirrored_add_pmf(probs, grid, n)))
+    add = _without_trailing_zeros(
+        _fill_to_one(_without_leading_zeros(_mirrored_add_pmf(probs, grid, n)))
+    )
     low_rem = low_add = None
     slack = 0.0
     if with_lower:
@@ -803,14 +805,25 @@ def poisson_subsampled_gaussian_pld(
         mids = (np.arange(i_lo - 1, n) + 0.5) * d
         dm, qm = parts(mids)
         lv = _lower_residuals(dm, -qm, np.zeros(n - i_lo + 1), d)
+        # the chord from (0, 1) to the first point lies below 1 - u <= delta_R when the first
+        # value does (at log(1 - q) it is 1 - u itself; above, up to round-off)
+        lv[0] = min(lv[0], -math.expm1(i_lo * d))
         masses, s1 = _lower_masses(lv, i_lo, d, one_minus_u=False)
         low_rem = _normalise_lower(_Pmf(i_lo, masses, 0.0))
+        # near q = 1 the grid reaches down to log(1 - q) and round-off leaves masses of ~1e-13
+        # scattered down there, which stretch every composition window (150 000 bins at
+        # q = 1 - 1/60000): dropping a little mass only lowers the optimistic curve
+        low_rem, _ = _trim_bottom(low_rem, _LOWER_BOTTOM_DROP, False)
         # add direction (the swapped pair), in residual form w.r.t. 1 - u, because the optimistic
         # PMF cannot simply be mirrored (its total masses are not exactly 1):
         #   delta_A(c) = 1 - u_c + u_c delta_R(-c),
         #   T_c(u) - (1 - u) = u_c delta_R(-c) + u_c Q_A(L <= c) (u/u_c - 1),
         #   Q_A(L <= c) = P_R(L >= -c) = delta_R(-c) + e^{-c} Q_R(L > -c).
-        a_lo, a_hi = -n, -i_lo
+        # above the upper add PMF's top loss the profile is 0 (the upper one is, and lies above
+        # it): the optimistic curve is 0 there, so its grid can stop a few bins higher (near q = 1
+        # the top would be -log(1 - q), i.e. 110 000 bins of special functions at q = 1 - 1/60000;
+        # _lower_residuals places the last zero validly at any end)
+        a_lo, a_hi = -n, min(-i_lo, max(add.upper, 0) + _LOWER_ADD_MARGIN)
         mids_a = (np.arange(a_lo - 1, a_hi) + 0.5) * d
         dr, qr = parts(-mids_a)
         uc = np.exp(mids_a)
@@ -833,6 +846,37 @@ def poisson_subsampled_gaussian_pld(
     )
 
 
+def _residual_start(q: float, mu: float, d: float, i_lo: int) -> int:
+    r"""The lowest grid index the Poisson remove PMF is evaluated from: two below the first index
+    whose residual :math:`\delta_R - (1 - e^\varepsilon)` (:func:`_remove_residuals`) is positive
+    in floating point, or ``i_lo`` (:math:`\lfloor\log(1-q)/\Delta\rfloor`).
+
+    Below that index the computed residual is 0, so the connect-the-dots masses there are 0 and
+    the PMF is the same whether they are evaluated or not; near q = 1 that range is most of the
+    grid (log(1 - q) = -11 at q = 1 - 1/60000: 110 000 points of special functions, for masses
+    of at most e^-700).  The residual increases with epsilon (its derivative is
+    :math:`e^\varepsilon Q(L \le \varepsilon) \ge 0`): bisection over the integers, and the two
+    points below the answer are checked.
+    """
+
+    def live(j: int) -> bool:
+        return float(_remove_residuals(np.array([j * d]), q, mu)[0]) > 0.0
+
+    if i_lo >= -3 or live(i_lo) or not live(0):
+        return i_lo
+    dead, alive = i_lo, 0
+    while alive - dead > 1:
+        mid = (dead + alive) // 2
+        if live(mid):
+            alive = mid
+        else:
+            dead = mid
+    start = alive - 2
+    if start <= i_lo or live(start) or live(start + 1):
+        return i_lo
+    return start
+
+
 def _mirrored_add_pmf(remove_masses: np.ndarray, grid: np.ndarray, n: int) -> _Pmf:
     r"""Connect-the-dots PMF of the add direction of the Poisson pair (not yet filled to mass 1).
 
@@ -847,6 +891,23 @@ def _mirrored_add_pmf(remove_masses: np.ndarray, grid: np.ndarray, n: int) -> _P
     :func:`_fill_to_one`).
     """
     return _Pmf(-n, (remove_masses * np.exp(-grid))[::-1].copy(), 0.0)
+
+
+#: bins of the optimistic add curve's grid above the upper add PMF's top loss
+_LOWER_ADD_MARGIN = 16
+#: the optimistic remove PMF of a Poisson pair drops at most this much mass at its lowest losses
+#: (the composed lower curve falls by at most about T times it, relative: 1e-4 at T = 1e7)
+_LOWER_BOTTOM_DROP = 1e-11
+
+
+def _without_trailing_zeros(pmf: _Pmf) -> _Pmf:
+    """Drop the zero masses above the highest loss that carries mass (the profile is unchanged:
+    the mass at +inf stays)."""
+    nz = np.flatnonzero(pmf.probs)
+    last = int(nz[-1]) if len(nz) else 0
+    if last == len(pmf.probs) - 1:
+        return pmf
+    return _Pmf(pmf.lower, np.array(pmf.probs[: last + 1]), pmf.infinity_mass)
 
 
 def _without_leading_zeros(pmf: _Pmf) -> _Pmf:
@@ -1022,16 +1083,17 @@ def _compose_power(base: Pld, k: int, extra: Pld | None, tail: float) -> Pld:
     if extra is not None and extra.discretization != base.discretization:
         raise ParameterError("extra", extra.description, "must have the same discretization")
     e_up = None if extra is None else extra._remove
-    rem, t1 = _self_compose(base._remove, k, tail, True, e_up)
-    add, t2 = (None, 0.0) if base._add is None else _self_compose(base._add, k, tail, True, e_up)
+    d = base.discretization  # (steers the tilted passes: _compose_spectral)
+    rem, t1 = _self_compose(base._remove, k, tail, True, e_up, d)
+    add, t2 = (None, 0.0) if base._add is None else _self_compose(base._add, k, tail, True, e_up, d)
     low_rem = low_add = None
     slack = 0.0
     if base.has_lower and (extra is None or extra.has_lower):
         e_low = None if extra is None else extra._low_remove
-        low_rem, s1 = _self_compose(base._low_remove, k, tail, False, e_low)  # type: ignore[arg-type]
+        low_rem, s1 = _self_compose(base._low_remove, k, tail, False, e_low, d)  # type: ignore[arg-type]
         s2 = 0.0
         if base._low_add is not None:
-            low_add, s2 = _self_compose(base._low_add, k, tail, False, e_low)
+            low_add, s2 = _self_compose(base._low_add, k, tail, False, e_low, d)
         slack = k * base._low_slack + (0.0 if extra is None else extra._low_slack) + max(s1, s2)
     # a one-step excess t of the profile (sup norm) grows at most to k t under k-fold composition
     base_trunc = min(1.0, k * base._trunc)

@@ -11,6 +11,7 @@ import numpy as np
 
 from lastiterate.notions import normal
 from lastiterate.notions.pld._common import (
+    _TILT_FLOOR_FRACTION,
     _GridTooLarge,
     max_grid_points,
     tilt_delta_floor,
@@ -653,6 +654,16 @@ class _Pass:
         """Bin t of the window is ``r[t]`` (the inverse transform rotated by the offset)."""
         return np.roll(self.raw, -self.shift) if self.shift else self.raw
 
+    def segment(self, start: int, stop: int) -> np.ndarray:
+        """``r[start:stop]`` without materialising the whole rotation (same values)."""
+        n, s = len(self.raw), self.shift
+        a, b = (start + s) % n, (stop + s) % n
+        if stop - start <= 0:
+            return self.raw[:0]
+        if a < b or b == 0:
+            return self.raw[a : (b if b else n)]
+        return np.concatenate([self.raw[a:], self.raw[:b]])
+
     def head_into(self, out: np.ndarray, scale: float) -> None:
         """``out[:] = r[:len(out)] * scale`` without materialising the rotation (same values)."""
         m, n, s = len(out), len(self.raw), self.shift
@@ -978,6 +989,7 @@ def _compose_spectral(
     need_alias: bool = True,
     window_tail: float | None = None,
     memos: Sequence[dict | None] | None = None,
+    loss_step: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Composition :math:`\circledast_i p_i^{*k_i}` on the window
     ``offset .. offset + out_len - 1``.
@@ -992,11 +1004,21 @@ def _compose_spectral(
     :math:`e^{\lambda s}` that move the mode to the part of the upper tail where the error bound is
     not yet below ``_TILT_RELATIVE_ERROR`` of the bin (each bin keeps the pass with the smallest
     bound), at most ``_MAX_TILTS`` passes.
+
+    A bin is settled when its bound is small relative to the bin, or when the bounds from it to
+    the top of the window add less than the tilt floor (:func:`tilt_delta_floor`) to delta; with
+    ``loss_step`` (the grid width of the losses) also when they add less than
+    ``_TILT_FLOOR_FRACTION`` of a certified lower bound on the profile at that loss
+    (:func:`_profile_floor`): the same accuracy relative to delta as at the delta of interest,
+    which no longer asks for passes for the bins far below the query's epsilon.  Which passes
+    run only steers tightness: every bin's bound is added to the pessimistic PMF.
     """
     # per-bin bookkeeping exists only once a tilted pass competes with the untilted one (most
-    # compositions need a single pass, whose error bound is one number for every bin)
-    idx: np.ndarray | None = None
-    best_log_err = sel_log_err = rel = source = np.empty(0)
+    # compositions need a single pass, whose error bound is one number for every bin), and only
+    # for the bins ``lo ..`` that a tilted pass can take (see _first_takeable: below them its
+    # bound is not below the untilted one, so they keep the untilted pass's value and bound)
+    lo = out_len
+    idx = best_log_err = sel_log_err = rel = source = np.empty(0)
     first_log_err = 0.0
     value = np.empty(out_len)
     passes: list[_Pass] = []
@@ -1004,41 +1026,44 @@ def _compose_spectral(
     schedule: list[float] | None = None
     floor = math.inf
     max_index = sum(k * (len(p) - 1) for p, k in zip(probs, powers))
+    target: float | None = None  # (with loss_step) the total index the next tilt aims at
+    last_target: float | None = None
     for _ in range(_MAX_TILTS):
         ps = _tilted_pass(probs, powers, lam, n_fft, offset, memos)
         passes.append(ps)
-        # (the untilted pass is constant in the bin: scalars, no per-bin exponentials)
-        if lam != 0.0 and idx is None:
-            idx = offset + np.arange(out_len, dtype=float)
-            best_log_err = np.full(out_len, first_log_err)
-            sel_log_err = np.full(out_len, first_log_err)
-            rel = np.full(out_len, passes[0].relative)
-            source = np.zeros(out_len, dtype=np.int64)
-        factor_log: np.ndarray | float = (
-            ps.log_scale if lam == 0.0 else ps.log_scale - lam * idx  # type: ignore[operator]
-        )
-        log_err = factor_log + (math.log(ps.bound) if ps.bound > 0.0 else -math.inf)
-        # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
-        # pass may wrap in much more, which must steer the choice of pass away from it
-        alias: np.ndarray | float = 0.0
-        if aliasing and lam > 0.0:
-            cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
-            if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
-                alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
-                if np.any(alias[cand] > 100.0 * ps.bound):
-                    alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
-        if isinstance(alias, np.ndarray):
-            with np.errstate(divide="ignore"):
-                log_sel = np.log(ps.bound + alias) + factor_log
-        else:
-            log_sel = log_err
-        with np.errstate(over="ignore", invalid="ignore"):
-            if lam == 0.0:  # the first pass takes every bin (log_sel == log_err: no alias term)
+        log_bound = math.log(ps.bound) if ps.bound > 0.0 else -math.inf
+        if lam == 0.0:  # the untilted pass is constant in the bin: scalars, and it takes every bin
+            with np.errstate(over="ignore", invalid="ignore"):
                 ps.head_into(value, np.exp(ps.log_scale))
-                first_log_err = float(log_err)  # type: ignore[arg-type]
-            else:
+            first_log_err = ps.log_scale + log_bound
+            log_err: np.ndarray | float = first_log_err
+        else:
+            start = _first_takeable(ps.log_scale + log_bound, first_log_err, lam, offset, out_len)
+            if start < lo:  # the bins start .. lo - 1 join the bookkeeping, untouched so far
+                grow = lo - start
+                idx = np.concatenate([offset + np.arange(start, lo, dtype=float), idx])
+                best_log_err = np.concatenate([np.full(grow, first_log_err), best_log_err])
+                sel_log_err = np.concatenate([np.full(grow, first_log_err), sel_log_err])
+                rel = np.concatenate([np.full(grow, passes[0].relative), rel])
+                source = np.concatenate([np.zeros(grow, dtype=np.int64), source])
+                lo = start
+            factor_log = ps.log_scale - lam * idx
+            log_err = factor_log + log_bound
+            # the untilted pass wraps in at most the Chernoff tail (slack / +inf below); a tilted
+            # pass may wrap in much more, which must steer the choice of pass away from it
+            log_sel = log_err
+            if aliasing and lam > 0.0:
+                cand = log_err < sel_log_err  # bins this pass could win on its round-off bound
+                if np.any(cand):  # cheap binned bound first, exact log-CGFs only where it matters
+                    alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len, refine=False)
+                    if np.any(alias[lo:][cand] > 100.0 * ps.bound):
+                        alias = _alias_profile(ps.logxs, powers, offset, n_fft, out_len)
+                    with np.errstate(divide="ignore"):
+                        log_sel = np.log(ps.bound + alias[lo:]) + factor_log
+            with np.errstate(over="ignore", invalid="ignore"):
                 take = log_sel < sel_log_err
-                value[take] = ps.r[:out_len][take] * np.exp(np.asarray(factor_log)[take])
+                tail_value = value[lo:]
+                tail_value[take] = ps.segment(lo, out_len)[take] * np.exp(factor_log[take])
                 np.copyto(best_log_err, log_err, where=take)
                 np.copyto(sel_log_err, log_sel, where=take)
                 np.copyto(rel, ps.relative, where=take)
@@ -1050,17 +1075,34 @@ def _compose_spectral(
         rho = max(_TILT_RELATIVE_ERROR, 100.0 * floor)
         # (only bins above the mode are examined: the tails below are the same numbers)
         if len(passes) == 1:  # one constant bound: its tail sums in closed form
-            err1 = math.exp(min(709.0, float(log_err)))
+            err1 = math.exp(min(709.0, float(log_err)))  # type: ignore[arg-type]
             if not _uncovered_above_mode(value, mode, err1, rho, tilt_delta_floor()):
                 break
+            if loss_step is not None:
+                above = value[mode + 1 :]
+                tail_err = err1 * np.arange(len(above), 0, -1, dtype=float)
+                bad = (err1 > rho * np.maximum(above, 0.0)) & (tail_err > tilt_delta_floor())
+                relative = passes[0].relative
+                first = _first_unsettled(bad, tail_err, above, err1, relative, loss_step)
+                if first < 0:
+                    break
+                target = offset + mode + 1.0 + first
         else:
             with np.errstate(over="ignore"):
-                err_bins = np.exp(best_log_err)
-                err = err_bins[mode + 1 :]
-                tail_err = np.cumsum(err_bins[::-1])[::-1][mode + 1 :]
+                err = _bin_bounds(best_log_err, first_log_err, lo, mode + 1)
+                # (a reverse cumulative sum adds from the top: the same numbers as the whole
+                # window's from mode + 1 up)
+                tail_err = np.cumsum(err[::-1])[::-1]
             bad = (err > rho * np.maximum(value[mode + 1 :], 0.0)) & (tail_err > tilt_delta_floor())
             if not np.any(bad):
                 break
+            if loss_step is not None:
+                relative = max(p.relative for p in passes)
+                above = value[mode + 1 :]
+                first = _first_unsettled(bad, tail_err, above, err, relative, loss_step)
+                if first < 0:
+                    break
+                target = offset + mode + 1.0 + first
         if schedule is None:
             with np.errstate(divide="ignore"):  # only a tilted pass needs the factors' logs
                 logps = [_blocks(np.log(p)) for p in probs]
@@ -1081,6 +1123,20 @@ def _compose_spectral(
             # measured (issue 11): the smallest rung rarely settles a bin on its own while the
             # second one usually settles all of them, so the second rung is tried first
             schedule = ladder[1:2] + ladder[2:] + ladder[:1] if len(ladder) > 1 else ladder
+        if target is not None and (last_target is None or target > last_target):
+            # the tilt whose mean lies above the lowest unsettled bin, as long as each such pass
+            # settles the bin it aimed at (a skewed composition, e.g. a small sampling rate, is
+            # multimodal under a tilt: its mean may sit where no pass settles anything; then the
+            # fixed ladder's rungs that have not run yet take over)
+            last_target = target
+            lam_next = _tilt_above(logps, powers, min(top, target), top, hi_l)
+            if lam_next > 0.0 and all(abs(p.lam - lam_next) > 0.1 * lam_next for p in passes):
+                lam = lam_next
+                target = None
+                continue
+        if target is not None:
+            target = last_target = math.inf  # from here on: the ladder
+            schedule = [x for x in schedule if all(abs(p.lam - x) > 0.1 * x for p in passes)]
         if not schedule:
             break
         lam = schedule.pop(0)
@@ -1090,7 +1146,11 @@ def _compose_spectral(
             error *= passes[0].relative
             error += np.exp(first_log_err)
         else:
-            error = np.exp(best_log_err) + rel * np.abs(value)
+            error = np.empty(out_len)
+            np.abs(value[:lo], out=error[:lo])
+            error[:lo] *= passes[0].relative
+            error[:lo] += np.exp(np.full(1, first_log_err))  # (as an array: the same exp)
+            error[lo:] = np.exp(best_log_err) + rel * np.abs(value[lo:])
     alias_total = 0.0
     if aliasing and need_alias:
         # mass wrapped in from above lands on bins t >= t0 only from indices >= offset + n_fft + t0,
@@ -1099,10 +1159,13 @@ def _compose_spectral(
             if len(passes) == 1:  # the one pass took every bin
                 t0, t1 = 0, out_len - 1
             else:
-                taken = np.nonzero(source == i)[0]
-                if len(taken) == 0:
+                taken = lo + np.nonzero(source == i)[0]
+                if i == 0 and lo > 0:  # the untilted pass holds every bin below the bookkeeping
+                    t0, t1 = 0, int(taken[-1]) if len(taken) else lo - 1
+                elif len(taken) == 0:
                     continue
-                t0, t1 = int(taken[0]), int(taken[-1])
+                else:
+                    t0, t1 = int(taken[0]), int(taken[-1])
             if ps.lam == 0.0 and window_tail is not None:
                 alias_total += window_tail  # the window was chosen to hold all but this mass
                 continue
@@ -1112,8 +1175,122 @@ def _compose_spectral(
     return value, error, alias_total
 
 
+#: loss gaps K * Delta of :func:`_profile_floor`
+_PROFILE_GAPS = (0.02, 0.1, 0.5)
+
+
+def _profile_floor(
+    above: np.ndarray, bound: np.ndarray | float, relative: float, loss_step: float
+) -> np.ndarray:
+    r"""A lower bound on the composed privacy profile at the loss of each bin of ``above`` (the
+    bins from above the mode to the top of the window, with their error ``bound + relative
+    |value|``), as :func:`_crossing_floor`: :math:`\delta(\ell_t) \ge (1 - e^{-K\Delta})
+    \sum_{j \ge t+K} p_j` for every K >= 1, with the bins' certified lower estimates
+    :math:`(v_j - \text{error}_j)_+` for :math:`p_j` (best of a few loss gaps ``_PROFILE_GAPS``).
+    Mass wrapped in by the cyclic transform (at most the window's tail, far below these levels)
+    is not subtracted: the floor only steers which tilted passes run."""
+    n = len(above)
+    low = above - bound - relative * np.abs(above)
+    np.maximum(low, 0.0, out=low)
+    sums = np.cumsum(low[::-1])[::-1]  # sum over j >= t of the lower estimates
+    out = np.zeros(n)
+    for gap in _PROFILE_GAPS:
+        k = max(1, round(gap / loss_step))
+        if k < n:
+            np.maximum(out[: n - k], -math.expm1(-k * loss_step) * sums[k:], out=out[: n - k])
+    return out
+
+
+def _first_unsettled(
+    bad: np.ndarray,
+    tail_err: np.ndarray,
+    above: np.ndarray,
+    bound: np.ndarray | float,
+    relative: float,
+    loss_step: float,
+) -> int:
+    """The lowest bin (index into ``above``) flagged ``bad`` by the absolute tilt floor that is also
+    unsettled relative to the profile: its tail of error bounds ``tail_err`` exceeds
+    ``_TILT_FLOOR_FRACTION`` of the profile's lower bound there (:func:`_profile_floor`); -1 when
+    there is none."""
+    if not np.any(bad):
+        return -1
+    floor = _profile_floor(above, bound, relative, loss_step)
+    hit = np.flatnonzero(bad & (tail_err > _TILT_FLOOR_FRACTION * floor))
+    return int(hit[0]) if len(hit) else -1
+
+
+#: a tilt chosen for the lowest unsettled bin puts its mean this many standard deviations (of the
+#: composition tilted to that bin) above it: the bins above it are the ones left to settle
+_TARGET_SDS = 2.0
+
+
+def _tilt_above(
+    logps: Sequence[tuple[np.ndarray, np.ndarray]],
+    powers: Sequence[int],
+    target: float,
+    top: float,
+    hi: float,
+) -> float:
+    """The tilt whose mean lies ``_TARGET_SDS`` standard deviations above the total index
+    ``target`` (the deviation of the composition tilted to ``target``), at most ``top``."""
+    at = _tilt_for_mean(logps, powers, target, hi)
+    sd = math.sqrt(max(_tilted_moments(logps, powers, at)[1], 0.0))
+    return _tilt_for_mean(logps, powers, min(top, target + _TARGET_SDS * sd), hi)
+
+
+def _tilt_for_mean(
+    logps: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], target: float, hi: float
+) -> float:
+    """The tilt in ``[0, hi]`` whose tilted mean total index is ``target`` (bisection; the mean
+    increases with the tilt; ``hi`` when even it falls short).  Only places a pass."""
+    lo_l, hi_l = 0.0, hi
+    if _tilted_moments(logps, powers, hi_l)[0] <= target:
+        return hi_l
+    for _bisect in range(24):
+        mid = 0.5 * (lo_l + hi_l)
+        if _tilted_moments(logps, powers, mid)[0] > target:
+            hi_l = mid
+        else:
+            lo_l = mid
+    return 0.5 * (lo_l + hi_l)
+
+
+def _first_takeable(
+    log_scale_bound: float, first_log_err: float, lam: float, offset: int, out_len: int
+) -> int:
+    """The lowest bin a pass with tilt ``lam > 0`` can take from the untilted one, less a margin.
+
+    Bin t's log error bound under the tilt is ``log_scale_bound - lam (offset + t)``; a pass takes
+    a bin only where its bound (plus a non-negative aliasing term) is below the best so far, which
+    is at most the untilted ``first_log_err``.  So bins up to ``(log_scale_bound -
+    first_log_err) / lam - offset`` are never taken; two bins of margin cover the rounding of the
+    per-bin computation.  Only how much of the window is examined depends on it.
+    """
+    x = (log_scale_bound - first_log_err) / lam - offset
+    if math.isnan(x) or x == -math.inf:
+        return 0
+    if x == math.inf:
+        return out_len
+    return int(max(0, min(out_len, math.floor(x) - 2)))
+
+
+def _bin_bounds(best_log_err: np.ndarray, first_log_err: float, lo: int, start: int) -> np.ndarray:
+    """Error bounds ``exp(log bound)`` of the bins ``start ..`` of a window whose bins below ``lo``
+    hold the untilted pass (bound ``exp(first_log_err)``) and bins ``lo ..`` the bounds
+    ``best_log_err`` (the same numbers as exponentiating a whole-window array)."""
+    if start >= lo:
+        return np.exp(best_log_err[start - lo :])
+    return np.exp(np.concatenate([np.full(lo - start, first_log_err), best_log_err]))
+
+
 def _self_compose(
-    pmf: _Pmf, k: int, tail: float, pessimistic: bool, extra: _Pmf | None = None
+    pmf: _Pmf,
+    k: int,
+    tail: float,
+    pessimistic: bool,
+    extra: _Pmf | None = None,
+    loss_step: float | None = None,
 ) -> tuple[_Pmf, float]:
     r"""k-fold composition (times one ``extra`` PMF) by FFT powers on a Chernoff window.
 
@@ -1155,6 +1332,7 @@ def _self_compose(
         need_alias=not pessimistic,
         window_tail=tail,
         memos=[pmf._cache] if extra is None else [pmf._cache, extra._cache],
+        loss_step=loss_step,
     )
     inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
     lower = k * pmf.lower + a
