@@ -200,28 +200,36 @@ def test_estimate_only_ids_are_not_evaluated_but_bounds_are() -> None:
     assert sweep._table_bound_ids(["clt", "pabi"]) == ("pabi",)
 
 
-def test_estimate_theorems_are_skipped_for_the_table_only_and_restored() -> None:
-    """Inside a sweep the table's accounting evaluates no estimate (the CLT versions of Thms 4.9
-    / 4.10 share the shifted-interpolation id with bounds); its best and composition results
-    are the full report's; any other call of ``account`` sees every theorem; the registry is
-    restored."""
-    real = accountant.registered
+def test_estimate_theorems_are_skipped_for_the_table_only() -> None:
+    """The table's accounting evaluates no estimate (the CLT versions of Thms 4.9 / 4.10 share
+    the shifted-interpolation id with bounds); its best and composition results are the full
+    report's; a plain ``account`` still reports the estimates."""
     run = li.Run(**{**BASE, "epochs": 3, "noise_std": 0.02})
-    with sweep._estimates_skipped():
-        assert accountant.registered is not real
-        full = accountant.account(run, delta=1e-5)
-        assert any(
-            r.kind == "estimate" and r.bound == "shifted-interpolation" for r in full.results
-        )
-        table = sweep._without_estimates(accountant.account, run, delta=1e-5)
-        assert table.results and all(r.kind == "bound" for r in table.results)
-        assert table.best == full.best and table.composition() == full.composition()
-        # only estimates apply: accounted in full, so the reason is account's
-        alone = sweep._without_estimates(accountant.account, run, delta=1e-5, bounds=("clt",))
-        assert alone.best is None
-        assert alone.no_bound_reason() == full_reason(run)
-    assert accountant.registered is real
+    full = accountant.account(run, delta=1e-5)
+    assert any(r.kind == "estimate" and r.bound == "shifted-interpolation" for r in full.results)
+    table = sweep._without_estimates(accountant.account, run, delta=1e-5)
+    assert table.results and all(r.kind == "bound" for r in table.results)
+    assert table.best == full.best and table.composition() == full.composition()
+    # only estimates apply: accounted in full, so the reason is account's
+    alone = sweep._without_estimates(accountant.account, run, delta=1e-5, bounds=("clt",))
+    assert alone.best is None
+    assert alone.no_bound_reason() == full_reason(run)
     assert any(r.kind == "estimate" for r in accountant.account(run, delta=1e-5).results)
+
+
+def test_account_kinds() -> None:
+    """``kinds`` keeps the theorems of those kinds only, and is checked."""
+    run = li.Run(**{**BASE, "epochs": 3, "noise_std": 0.02})
+    full = li.account(run, delta=1e-5)
+    bounds_only = li.account(run, delta=1e-5, kinds=("bound",))
+    estimates = li.account(run, delta=1e-5, kinds=["estimate"])
+    assert {r.kind for r in full.results} == {"bound", "estimate"}
+    assert [r for r in full.results if r.kind == "bound"] == list(bounds_only.results)
+    assert [r for r in full.results if r.kind == "estimate"] == list(estimates.results)
+    assert estimates.best is None and bounds_only.best == full.best
+    for bad in ("bound", ("bounds",), [1]):
+        with pytest.raises(li.ParameterError, match="kinds"):
+            li.account(run, delta=1e-5, kinds=bad)  # type: ignore[arg-type]
 
 
 def full_reason(run: li.Run) -> str | None:

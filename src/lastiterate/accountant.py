@@ -209,12 +209,14 @@ def account(
     epsilon: float | None = None,
     bounds: Sequence[str] | None = None,
     orders: Sequence[float] | None = None,
+    kinds: Sequence[str] | None = None,
 ) -> Report:
     """Account ``run`` under every applicable theorem.
 
     Give ``delta`` (default 1e-5) to get epsilon(delta), or ``epsilon`` to get delta(epsilon).
     ``bounds`` restricts to some bound ids; ``orders`` sets the Renyi orders at which RDP results
-    report their curves.
+    report their curves; ``kinds=("bound",)`` leaves out the theorems that only estimate (the
+    privacy CLT, the CLT versions of Thms 4.9 / 4.10), which are never ``best``.
 
     Args:
         run: the validated run (what was trained, with its declared geometry and adjacency).
@@ -223,13 +225,15 @@ def account(
         bounds: bound ids to evaluate (default: all registered,
             ``lastiterate.bounds.BOUND_IDS``).
         orders: Renyi orders > 1 at which RDP results report their curves.
+        kinds: the kinds of theorem to evaluate, a subset of ``("bound", "estimate")``
+            (default both).
 
     Returns:
         A :class:`Report`: every valid result, the tightest ``best`` (None when no bound applies),
         the refusals with their reasons and the theorems that failed internally.
 
     Raises:
-        ParameterError: invalid ``delta``, ``epsilon``, ``bounds`` or ``orders``.
+        ParameterError: invalid ``delta``, ``epsilon``, ``bounds``, ``orders`` or ``kinds``.
 
     Example:
         >>> import lastiterate as li
@@ -245,7 +249,7 @@ def account(
     by_theorem: list[tuple[str, str, str]] = []
     failures: list[Failure] = []
     strict = os.environ.get(STRICT_ENV) == "1"
-    specs = registered(bounds)
+    specs = _of_kinds(registered(bounds), kinds)
     for bid in {s.id for s in specs}:
         covered = sorted({a for s in specs if s.id == bid for a in s.algorithms})
         if run.algorithm not in covered:
@@ -286,6 +290,19 @@ def account(
         refusals_by_theorem=tuple(by_theorem),
         failures=tuple(failures),
     )
+
+
+#: the kinds of theorem (``BoundSpec.kind``)
+THEOREM_KINDS = ("bound", "estimate")
+
+
+def _of_kinds(specs: list[Any], kinds: Sequence[str] | None) -> list[Any]:
+    """The theorems of ``specs`` whose kind is in ``kinds`` (all when None)."""
+    if kinds is None:
+        return specs
+    if isinstance(kinds, str) or not all(k in THEOREM_KINDS for k in kinds):
+        raise ParameterError("kinds", kinds, "must be a sequence of 'bound' and/or 'estimate'")
+    return [s for s in specs if s.kind in kinds]
 
 
 def _join_reasons(items: list[tuple[str, str]]) -> str:

@@ -26,7 +26,7 @@ Reuse across points (only where it cannot change a value):
   (:func:`_shared_per_step_plds`), and Thms 4.9 / 4.10 remember their T-independent CLT choices;
 * only what a row reports is computed: estimates are not evaluated (bound ids that only estimate,
   the privacy CLT, and the CLT versions of Thms 4.9 / 4.10 that share a bound id with bounds,
-  :func:`_estimates_skipped`; a point where no bound applies is accounted in full, for its
+  :func:`_without_estimates`; a point where no bound applies is accounted in full, for its
   reason), and paper 002's Thm 3.3 is left out where the exact epsilon of a Gaussian that its
   curve dominates already exceeds the best of the other bounds (:func:`thm33_cannot_win`), so it
   can be neither the best bound nor a tie.  A bound left out can only make a row's epsilon
@@ -273,55 +273,14 @@ def _account_for_table(
 
 
 def _without_estimates(account: Callable[..., Any], run: Run, **query: Any) -> Any:
-    """``account(run, **query)`` with no theorem of kind ``"estimate"`` evaluated (the CLT
-    versions of Thms 4.9 / 4.10 share a bound id with bounds, so they are skipped theorem by
-    theorem; see :func:`_estimates_skipped`): ``Report.best`` and ``Report.composition`` are
-    chosen among bounds only, so both are those of the full report.  A point where no bound
-    applies is accounted again in full, so that its reason (which mentions the estimates) is
+    """``account(run, **query)`` with no theorem of kind ``"estimate"`` evaluated
+    (``kinds=("bound",)``; the CLT versions of Thms 4.9 / 4.10 share a bound id with bounds, so
+    they are left out theorem by theorem): ``Report.best`` and ``Report.composition`` are chosen
+    among bounds only, so both are those of the full report.  A point where no bound applies is
+    accounted again in full, so that its reason (which mentions the estimates) is
     ``account``'s."""
-    _SKIPPING.on = True
-    try:
-        report = account(run, **query)
-    finally:
-        _SKIPPING.on = False
+    report = account(run, kinds=("bound",), **query)
     return report if report.best is not None else account(run, **query)
-
-
-#: set while the sweep's own thread accounts a point for the table (:func:`_without_estimates`)
-_SKIPPING = threading.local()
-
-
-@contextmanager
-def _estimates_skipped() -> Iterator[None]:
-    """While the context is open, the accountant's view of the registry
-    (``lastiterate.accountant.registered``) leaves out the theorems of kind ``"estimate"`` for
-    the thread that accounts a point for a table (:func:`_without_estimates`); every other
-    caller, in any thread, sees the whole registry.  Restored on exit (sweeps in several threads
-    take turns under the same lock as :func:`_shared_per_step_plds`)."""
-    # lazy: `lastiterate sweep --help` imports this module
-    from lastiterate import accountant
-    from lastiterate.bounds import base
-
-    real = accountant.registered
-    kept: dict[tuple[Any, ...], list[Any]] = {}  # the sweep asks for the same ids at every point
-
-    @functools.wraps(real)
-    def bounds_only(ids: Sequence[str] | None = None) -> Any:
-        if not getattr(_SKIPPING, "on", False):
-            return real(ids)
-        # (keyed on the registry's size too: a first call may import bound modules)
-        key = (None if ids is None else tuple(ids), len(base._REGISTRY))
-        hit = kept.get(key)
-        if hit is None:
-            hit = [s for s in real(ids) if s.kind != "estimate"]
-            kept[key] = hit
-        return list(hit)
-
-    accountant.registered = bounds_only  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        accountant.registered = real  # type: ignore[assignment]
 
 
 @contextmanager
@@ -339,7 +298,7 @@ def _shared_per_step_plds() -> Iterator[None]:
     # lazy: the PLD engine (numpy) is loaded by the accounting anyway
     from lastiterate.notions import pld
 
-    with _HOOK_LOCK, _memoised_constructor(pld), _estimates_skipped():
+    with _HOOK_LOCK, _memoised_constructor(pld):
         yield
 
 
