@@ -1111,14 +1111,8 @@ def _compose_spectral(
             top = min(
                 offset + out_len - 1.0 - (0.1 * out_len if aliasing else 0.0), max_index - 0.5
             )
-            lo_l, hi_l = 0.0, 600.0 / n_fft  # a larger tilt spans more than e^600 over the window
-            if _tilted_moments(logps, powers, hi_l)[0] > top:
-                for _bisect in range(10):
-                    mid = 0.5 * (lo_l + hi_l)
-                    if _tilted_moments(logps, powers, mid)[0] > top:
-                        hi_l = mid
-                    else:
-                        lo_l = mid
+            # a larger tilt than 600 / n_fft spans more than e^600 over the window
+            hi_l = _tilt_bracket(logps, powers, top, 600.0 / n_fft, 10)[1]
             ladder = [hi_l / 4.0**j for j in range(_MAX_TILTS - 2, -1, -1)]
             # measured (issue 11): the smallest rung rarely settles a bin on its own while the
             # second one usually settles all of them, so the second rung is tried first
@@ -1244,16 +1238,30 @@ def _tilt_for_mean(
 ) -> float:
     """The tilt in ``[0, hi]`` whose tilted mean total index is ``target`` (bisection; the mean
     increases with the tilt; ``hi`` when even it falls short).  Only places a pass."""
+    lo_l, hi_l = _tilt_bracket(logps, powers, target, hi, 24)
+    return hi_l if lo_l == hi_l else 0.5 * (lo_l + hi_l)
+
+
+def _tilt_bracket(
+    logps: Sequence[tuple[np.ndarray, np.ndarray]],
+    powers: Sequence[int],
+    target: float,
+    hi: float,
+    steps: int,
+) -> tuple[float, float]:
+    """``steps`` bisections on ``[0, hi]`` for the tilt whose tilted mean total index is
+    ``target`` (the mean increases with the tilt): the final bracket, or ``(hi, hi)`` when even
+    ``hi`` falls short."""
+    if _tilted_moments(logps, powers, hi)[0] <= target:
+        return hi, hi
     lo_l, hi_l = 0.0, hi
-    if _tilted_moments(logps, powers, hi_l)[0] <= target:
-        return hi_l
-    for _bisect in range(24):
+    for _bisect in range(steps):
         mid = 0.5 * (lo_l + hi_l)
         if _tilted_moments(logps, powers, mid)[0] > target:
             hi_l = mid
         else:
             lo_l = mid
-    return 0.5 * (lo_l + hi_l)
+    return lo_l, hi_l
 
 
 def _first_takeable(
