@@ -767,21 +767,44 @@ def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:
     values are those of the scalar calls."""
     k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
     alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
-    log_c = (
-        normal.gammaln(alpha + 1.0) - normal.gammaln(k + 1.0) - normal.gammaln(alpha - k + 1.0)
+    lg_a, lg_k, lg_ak = (
+        normal.gammaln(alpha + 1.0),
+        normal.gammaln(k + 1.0),
+        normal.gammaln(alpha - k + 1.0),
     )
-    terms = (
-        log_c
-        + k * math.log(q)
-        + (alpha - k) * math.log1p(-q)
-        + _log_expm1((k * k - k) / (2.0 * sigma * sigma))
+    log_c = lg_a - lg_k - lg_ak
+    x = (k * k - k) / (2.0 * sigma * sigma)
+    terms = log_c + k * math.log(q) + (alpha - k) * math.log1p(-q) + _log_expm1(x)
+    # each term's logarithm is a sum of components of size up to alpha log alpha: its absolute
+    # rounding error (not the ulp of the term) is up to a few eps times their magnitudes, which
+    # at alpha = 4096 exceeds the 1e-12 relative margin (issue 8 audit)
+    log_err = np.log(
+        _INT_TERM_LOG_ERR
+        * (
+            np.abs(lg_a)
+            + np.abs(lg_k)
+            + np.abs(lg_ak)
+            + k * abs(math.log(q))
+            + (alpha - k) * abs(math.log1p(-q))
+            + x
+            + 1.0
+        )
     )
     out, start = [], 0
     for a in alphas:
-        log_s = _logsumexp(terms[start : start + a - 1])
+        seg = slice(start, start + a - 1)
+        log_s = _logsumexp(terms[seg])
+        if math.isfinite(log_s):  # sum(t_k (1 + e_k)) <= S (1 + weighted mean of e_k)
+            log_s += 2.0 * math.exp(_logsumexp(terms[seg] + log_err[seg]) - log_s) + 8.0 * _U
         out.append(float(np.logaddexp(0.0, log_s)))
         start += a - 1
     return out
+
+
+#: absolute rounding error of the logarithm of a term of :func:`_log_a_int_many`, per unit of
+#: the magnitudes of its components (gammaln of integers comes from a table of math.lgamma,
+#: correctly rounded to ~1 ulp; each product and sum adds an ulp)
+_INT_TERM_LOG_ERR = 4.0 * _U
 
 
 @lru_cache(maxsize=32)
@@ -835,8 +858,16 @@ def mixture_first_integer_grid(
         terms[small] += np.log(-np.expm1(-x[small]))
         m = np.maximum.reduceat(terms, starts, axis=1)
         m_safe = np.where(np.isfinite(m), m, 0.0)
-        rest = np.exp(terms - np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1))
-        log_s = np.where(np.isfinite(m), m_safe + np.log(np.add.reduceat(rest, starts, axis=1)), m)
+        m_rep = np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1)
+        rest = np.exp(terms - m_rep)
+        sums = np.add.reduceat(rest, starts, axis=1)
+        log_s = np.where(np.isfinite(m), m_safe + np.log(sums), m)
+        # the rounding bound of _log_a_int_many (same weighted mean of the terms' log errors)
+        # |lg_a| + |lg_k| + |lg_ak| = 2 lg_a - log_c: the three log-factorials are >= 0
+        lg_a = normal.gammaln(k + a_minus_k + 1.0)
+        mags = 2.0 * lg_a - log_c + k * abs(math.log(qq)) + a_minus_k * abs(math.log1p(-qq)) + 1.0
+        weighted = np.add.reduceat(rest * (_INT_TERM_LOG_ERR * (mags[None, :] + x)), starts, axis=1)
+        log_s = np.where(np.isfinite(m), log_s + 2.0 * weighted / sums + 8.0 * _U, log_s)
         log_a = np.logaddexp(0.0, log_s)
     return np.maximum(0.0, log_a / (a - 1.0)[None, :] * (1.0 + _RDP_REL_MARGIN))
 
