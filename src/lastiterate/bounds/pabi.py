@@ -150,11 +150,20 @@ def window_diameter_factor(N: np.ndarray | float, c: float) -> np.ndarray:
     """
     N = np.asarray(N, dtype=float)
     lc = math.log(c)
-    if abs(lc) < 1e-12:
+    if _unit_window(lc):
         return 1.0 / N
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         out = -math.expm1(2.0 * lc) / np.expm1(-2.0 * N * lc)
     return np.where(np.isfinite(out), out, 0.0 if lc < 0 else math.expm1(2.0 * lc))
+
+
+def _unit_window(lc: float) -> bool:
+    """Whether ``g_c(N) = 1/N`` may stand for ``g_c(N)`` (``lc = log c``): only for ``c <= 1``,
+    where ``g_c(N) <= 1/N`` (an upper bound, exact within ``N |log c|`` relative).  For an
+    expansion ``c > 1``, ``g_c(N) > 1/N`` (by ``~N log c`` relative: 9e-6 too SMALL at ``c = 1 +
+    9e-13``, ``N = 1e7``; issue 8 audit), so the exact formula is evaluated (accurate there:
+    ``expm1`` of small arguments)."""
+    return -1e-12 < lc <= 0.0
 
 
 def _continuous_window(Q: np.ndarray, K: np.ndarray, c: float) -> np.ndarray:
@@ -198,6 +207,7 @@ def best_window(
         Q, K = np.broadcast_arrays(np.atleast_1d(Q), np.atleast_1d(K))
     cap = 1e15 if not math.isfinite(n_max) else float(n_max)
     unit = abs(math.log(c)) < 1e-12
+    unit_g = _unit_window(math.log(c))  # g = 1/N only where that is an upper bound
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if unit:  # _continuous_window's c = 1 branch, inlined
             n_star = np.where(Q > 0, np.sqrt(K / Q), np.inf)
@@ -208,7 +218,7 @@ def best_window(
         values = []
         for cand in (np.floor(n_star), np.ceil(n_star)):
             cand = np.minimum(np.maximum(cand, 1.0), cap)
-            g = 1.0 / cand if unit else window_diameter_factor(cand, c)
+            g = 1.0 / cand if unit_g else window_diameter_factor(cand, c)
             v = cand * Q + K * g
             values.append((np.where(np.isnan(v), np.inf, v), cand))
         (v_lo, n_lo), (v_hi, n_hi) = values

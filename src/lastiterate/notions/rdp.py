@@ -767,21 +767,44 @@ def _log_a_int_many(q: float, sigma: float, alphas: list[int]) -> list[float]:
     values are those of the scalar calls."""
     k = np.concatenate([np.arange(2, a + 1, dtype=float) for a in alphas])
     alpha = np.concatenate([np.full(a - 1, float(a)) for a in alphas])
-    log_c = (
-        normal.gammaln(alpha + 1.0) - normal.gammaln(k + 1.0) - normal.gammaln(alpha - k + 1.0)
+    lg_a, lg_k, lg_ak = (
+        normal.gammaln(alpha + 1.0),
+        normal.gammaln(k + 1.0),
+        normal.gammaln(alpha - k + 1.0),
     )
-    terms = (
-        log_c
-        + k * math.log(q)
-        + (alpha - k) * math.log1p(-q)
-        + _log_expm1((k * k - k) / (2.0 * sigma * sigma))
+    log_c = lg_a - lg_k - lg_ak
+    x = (k * k - k) / (2.0 * sigma * sigma)
+    terms = log_c + k * math.log(q) + (alpha - k) * math.log1p(-q) + _log_expm1(x)
+    # each term's logarithm is a sum of components of size up to alpha log alpha: its absolute
+    # rounding error (not the ulp of the term) is up to a few eps times their magnitudes, which
+    # at alpha = 4096 exceeds the 1e-12 relative margin (issue 8 audit)
+    log_err = np.log(
+        _INT_TERM_LOG_ERR
+        * (
+            np.abs(lg_a)
+            + np.abs(lg_k)
+            + np.abs(lg_ak)
+            + k * abs(math.log(q))
+            + (alpha - k) * abs(math.log1p(-q))
+            + x
+            + 1.0
+        )
     )
     out, start = [], 0
     for a in alphas:
-        log_s = _logsumexp(terms[start : start + a - 1])
+        seg = slice(start, start + a - 1)
+        log_s = _logsumexp(terms[seg])
+        if math.isfinite(log_s):  # sum(t_k (1 + e_k)) <= S (1 + weighted mean of e_k)
+            log_s += 2.0 * math.exp(_logsumexp(terms[seg] + log_err[seg]) - log_s) + 8.0 * _U
         out.append(float(np.logaddexp(0.0, log_s)))
         start += a - 1
     return out
+
+
+#: absolute rounding error of the logarithm of a term of :func:`_log_a_int_many`, per unit of
+#: the magnitudes of its components (gammaln of integers comes from a table of math.lgamma,
+#: correctly rounded to ~1 ulp; each product and sum adds an ulp)
+_INT_TERM_LOG_ERR = 4.0 * _U
 
 
 @lru_cache(maxsize=32)
@@ -835,8 +858,16 @@ def mixture_first_integer_grid(
         terms[small] += np.log(-np.expm1(-x[small]))
         m = np.maximum.reduceat(terms, starts, axis=1)
         m_safe = np.where(np.isfinite(m), m, 0.0)
-        rest = np.exp(terms - np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1))
-        log_s = np.where(np.isfinite(m), m_safe + np.log(np.add.reduceat(rest, starts, axis=1)), m)
+        m_rep = np.repeat(m_safe, np.diff(np.append(starts, k.size)), axis=1)
+        rest = np.exp(terms - m_rep)
+        sums = np.add.reduceat(rest, starts, axis=1)
+        log_s = np.where(np.isfinite(m), m_safe + np.log(sums), m)
+        # the rounding bound of _log_a_int_many (same weighted mean of the terms' log errors)
+        # |lg_a| + |lg_k| + |lg_ak| = 2 lg_a - log_c: the three log-factorials are >= 0
+        lg_a = normal.gammaln(k + a_minus_k + 1.0)
+        mags = 2.0 * lg_a - log_c + k * abs(math.log(qq)) + a_minus_k * abs(math.log1p(-qq)) + 1.0
+        weighted = np.add.reduceat(rest * (_INT_TERM_LOG_ERR * (mags[None, :] + x)), starts, axis=1)
+        log_s = np.where(np.isfinite(m), log_s + 2.0 * weighted / sums + 8.0 * _U, log_s)
         log_a = np.logaddexp(0.0, log_s)
     return np.maximum(0.0, log_a / (a - 1.0)[None, :] * (1.0 + _RDP_REL_MARGIN))
 
@@ -871,7 +902,7 @@ def _log_a_frac(
     sigma: float,
     alpha: float,
     series: str = "signed",
-    start: tuple[float, float, int] | None = None,
+    start: tuple[float, float, int, float] | None = None,
 ) -> tuple[float, float] | None:
     """``log A_alpha`` for fractional alpha by MTZ19 section 3.3 (docs/theorems.md 1.9), and a bound
     on its absolute rounding error. Split at ``z0 = sigma^2 log(1/q - 1) + 1/2`` and expand both
@@ -903,21 +934,28 @@ def _log_a_frac(
     log_q, log_1mq = math.log(q), math.log1p(-q)
     z0 = sigma * sigma * math.log(1.0 / q - 1.0) + 0.5
     log_gamma_a1 = normal.gammaln(alpha + 1.0)
-    log_p = log_n = -math.inf
+    log_p = log_n = log_e = -math.inf
     i0 = 0
     if start is not None:  # the sums of the first chunks, already made (the same numbers)
-        log_p, log_n, i0 = start
+        log_p, log_n, i0, log_e = start
     while i0 < _FRAC_MAX_TERMS:
         i = np.arange(i0, i0 + _FRAC_CHUNK, dtype=float)
         j = alpha - i
-        log_c = log_gamma_a1 - normal.gammaln(i + 1.0) - normal.gammaln(j + 1.0)
+        lg_i, lg_j = normal.gammaln(i + 1.0), normal.gammaln(j + 1.0)
+        log_c = log_gamma_a1 - lg_i - lg_j
         sign = normal.gammasgn(j + 1.0)
-        s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(i, z0, sigma, upper=False)
-        s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+        t0 = _log_half_gauss_tail_term(i, z0, sigma, upper=False)
+        t1 = _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+        s0 = log_c + i * log_q + j * log_1mq + t0
+        s1 = log_c + j * log_q + i * log_1mq + t1
         mag = np.logaddexp(s0, s1)
         log_p, log_n = _add_chunk(log_p, log_n, mag, sign, series)
+        e0, e1 = _frac_term_log_errors(
+            i, j, log_gamma_a1, lg_i, lg_j, log_c, log_q, log_1mq, z0, sigma, t0, t1
+        )
+        log_e = float(np.logaddexp(log_e, _logsumexp(np.logaddexp(s0 + e0, s1 + e1))))
         i0 += _FRAC_CHUNK
-        done = _frac_series_converged(log_p, log_n, mag, float(i[-1]), i0, alpha, series)
+        done = _frac_series_converged(log_p, log_n, mag, float(i[-1]), i0, alpha, series, log_e)
         if done is not None:
             return done
     return None
@@ -937,12 +975,56 @@ def _add_chunk(
     return log_p, log_n
 
 
+def _frac_term_log_errors(
+    i: np.ndarray,
+    j: np.ndarray,
+    lg_a1: float | np.ndarray,
+    lg_i: np.ndarray,
+    lg_j: np.ndarray,
+    log_c: np.ndarray,
+    log_q: float,
+    log_1mq: float,
+    z0: float,
+    sigma: float,
+    t0: np.ndarray,
+    t1: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Logarithms of bounds on the absolute rounding errors of the two halves' log-terms ``s0``,
+    ``s1`` of :func:`_log_a_frac` (so a term ``e^s`` is within a factor ``1 +- e`` of its exact
+    value, to first order).  Their components are up to ~alpha log alpha (log binomial
+    coefficients by gammaln: measured within ``2 eps |lgamma| + 30 eps``; ``k log q``; the
+    Gaussian-tail exponents), far above the unit roundoff of the term: at ``q = 0.01``, ``s =
+    1000``, ``alpha = 512.5`` their neglect made the value 1.3e-9 relative too small (issue 8
+    audit).  ``log C(alpha, 0) = 0`` is exact (the same gammaln value subtracted)."""
+    lg = 4.0 * _U * (np.abs(lg_a1) + np.abs(lg_i) + np.abs(lg_j)) + 96.0 * _U
+    lg = np.where((i == 0) & (log_c == 0.0), 0.0, lg)
+    inv = 1.0 / (2.0 * sigma * sigma)
+
+    def tail_mag(k: np.ndarray, neg: np.ndarray, t: np.ndarray) -> np.ndarray:
+        # the two branches of _log_half_gauss_tail_term and their components
+        quad = np.where(neg, np.abs(k * (2.0 * z0 - 1.0)) + z0 * z0, k * k + np.abs(k)) * inv
+        return quad + np.abs(t)
+
+    rest0 = np.abs(i * log_q) + np.abs(j * log_1mq) + tail_mag(i, i > z0, t0)
+    rest1 = np.abs(j * log_q) + np.abs(i * log_1mq) + tail_mag(j, j < z0, t1)
+    with np.errstate(divide="ignore"):
+        return np.log(lg + 4.0 * _U * (rest0 + 1.0)), np.log(lg + 4.0 * _U * (rest1 + 1.0))
+
+
 def _frac_series_converged(
-    log_p: float, log_n: float, mag: np.ndarray, i_last: float, i0: int, alpha: float, series: str
+    log_p: float,
+    log_n: float,
+    mag: np.ndarray,
+    i_last: float,
+    i0: int,
+    alpha: float,
+    series: str,
+    log_e: float = -math.inf,
 ) -> tuple[float, float] | None:
     """The stopping rule of :func:`_log_a_frac` after the terms below ``i0`` (``mag``: the last
     chunk's magnitudes, ``i_last`` its last index): ``(log A, err)`` with the tail bound added, or
-    None while the series has not converged."""
+    None while the series has not converged.  ``log_e``: the log of the sum of the terms' rounding
+    errors (:func:`_frac_term_log_errors`), added (twice, for second-order terms) to the error."""
     if not log_n < log_p:
         return None
     log_total = log_p + math.log1p(-math.exp(log_n - log_p))
@@ -953,12 +1035,12 @@ def _frac_series_converged(
     tail = last + math.log(i0) if series == "absolute" else last
     log_a = float(np.logaddexp(log_total, tail))
     amplification = math.exp(float(np.logaddexp(log_p, log_n)) - log_a)
-    return log_a, 16.0 * _U * amplification
+    return log_a, 16.0 * _U * amplification + 2.0 * math.exp(log_e - log_a)
 
 
 def _log_a_frac_first_chunk_many(
     q: float, sigma: float, alphas: list[float], series: str
-) -> list[tuple[float, float] | tuple[float, float, int]]:
+) -> list[tuple[float, float] | tuple[float, float, int, float]]:
     """:func:`_log_a_frac` at several fractional orders, the first chunk of terms of every order
     in one numpy pass (the same elementwise operations), then each order's sums, stopping rule,
     tail and error bound exactly as there: ``(log A, err)`` for an order whose series converged,
@@ -968,20 +1050,39 @@ def _log_a_frac_first_chunk_many(
     a = np.asarray(alphas, dtype=float)[:, None]
     i = np.arange(0, _FRAC_CHUNK, dtype=float)[None, :]
     j = a - i
-    log_c = normal.gammaln(a + 1.0) - normal.gammaln(i + 1.0) - normal.gammaln(j + 1.0)
+    lg_a1, lg_i, lg_j = normal.gammaln(a + 1.0), normal.gammaln(i + 1.0), normal.gammaln(j + 1.0)
+    log_c = lg_a1 - lg_i - lg_j
     sign = normal.gammasgn(j + 1.0)
     ii = np.broadcast_to(i, j.shape)
-    s0 = log_c + i * log_q + j * log_1mq + _log_half_gauss_tail_term(ii, z0, sigma, upper=False)
-    s1 = log_c + j * log_q + i * log_1mq + _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+    t0 = _log_half_gauss_tail_term(ii, z0, sigma, upper=False)
+    t1 = _log_half_gauss_tail_term(j, z0, sigma, upper=True)
+    s0 = log_c + i * log_q + j * log_1mq + t0
+    s1 = log_c + j * log_q + i * log_1mq + t1
     mags = np.logaddexp(s0, s1)
-    out: list[tuple[float, float] | tuple[float, float, int]] = []
+    e0, e1 = _frac_term_log_errors(
+        ii,
+        j,
+        lg_a1,
+        lg_i,
+        lg_j,
+        log_c,
+        log_q,
+        log_1mq,
+        z0,
+        sigma,
+        t0,
+        t1,
+    )
+    errs = np.logaddexp(s0 + e0, s1 + e1)
+    out: list[tuple[float, float] | tuple[float, float, int, float]] = []
     for row, alpha in enumerate(alphas):
         mag = mags[row]
         log_p, log_n = _add_chunk(-math.inf, -math.inf, mag, sign[row], series)
+        log_e = _logsumexp(errs[row])
         done = _frac_series_converged(
-            log_p, log_n, mag, float(_FRAC_CHUNK - 1), _FRAC_CHUNK, alpha, series
+            log_p, log_n, mag, float(_FRAC_CHUNK - 1), _FRAC_CHUNK, alpha, series, log_e
         )
-        out.append(done if done is not None else (log_p, log_n, _FRAC_CHUNK))
+        out.append(done if done is not None else (log_p, log_n, _FRAC_CHUNK, log_e))
     return out
 
 
@@ -1011,7 +1112,7 @@ def _mixture_first_fractional_many(
         with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
             got = _log_a_frac_first_chunk_many(q, sigma, missing, series)
         for a, res in zip(missing, got):
-            if len(res) == 3:  # not converged in one chunk: the scalar series continues
+            if len(res) == 4:  # not converged in one chunk: the scalar series continues
                 v = _rdp_mixture_first_from(q, sigma, a, series, res)  # type: ignore[arg-type]
             else:
                 log_a, err = res  # type: ignore[misc]
@@ -1084,7 +1185,7 @@ def _rdp_mixture_first_scalar(q: float, sigma: float, alpha: float, series: str)
 
 
 def _rdp_mixture_first_from(
-    q: float, sigma: float, alpha: float, series: str, start: tuple[float, float, int] | None
+    q: float, sigma: float, alpha: float, series: str, start: tuple[float, float, int, float] | None
 ) -> float:
     """:func:`_rdp_mixture_first_scalar`, the fractional series continued from ``start`` (see
     :func:`_log_a_frac`)."""
