@@ -114,8 +114,12 @@ def _gdp_delta_unchecked(eps: np.ndarray, mu: float | np.ndarray) -> np.ndarray:
       cancellation-free, overflow-free form ``delta = exp(-a^2/2) * (erfcx(-a/sqrt2) -
       erfcx(-b/sqrt2)) / 2`` (both erfcx arguments are >= 0 and erfcx is decreasing, so the bracket
       is >= 0).
-    * ``a > 0``: ``delta = Phi(a) - exp(eps + log Phi(b))``; here ``Phi(a) >= 1/2`` so nothing
-      underflows and ``e^eps Phi(b) <= Phi(a)`` cannot overflow.
+    * ``a > 0`` (the head, ``eps < mu^2/2``): ``delta = (Phi(a) - Phi(b)) - (e^eps - 1) Phi(b)``
+      with ``Phi(a) - Phi(b) = (erf(a/sqrt2) + erf(-b/sqrt2)) / 2`` (``a > 0 > b``: a sum of two
+      positive terms, no cancellation even for tiny mu, where ``Phi(a) - e^eps Phi(b)`` lost all
+      digits) and ``(e^eps - 1) Phi(b) = exp(log(e^eps - 1) + log Phi(b))`` (no underflow of
+      ``Phi(b)`` for large mu).  The subtracted term is below 0.4 of the first (at most ~0.6 mu
+      for small mu, ~0.8/mu for large), so the difference keeps its relative accuracy.
     """
     eps, mu_b = np.broadcast_arrays(np.asarray(eps, dtype=float), np.asarray(mu, dtype=float))
     out = np.zeros(eps.shape)
@@ -134,7 +138,10 @@ def _gdp_delta_unchecked(eps: np.ndarray, mu: float | np.ndarray) -> np.ndarray:
             out[tail] = 0.5 * np.exp(-0.5 * at * at) * np.maximum(bracket, 0.0)
         if head.any():
             ah, bh, eh = a[head], b[head], e[head]
-            out[head] = normal.ndtr(ah) - np.exp(eh + normal.log_ndtr(bh))
+            between = 0.5 * (normal.erf(ah / _SQRT2) + normal.erf(-bh / _SQRT2))
+            with np.errstate(divide="ignore"):  # eps = 0: log(e^0 - 1) = -inf, the term is 0
+                log_em1 = eh + np.log(-np.expm1(-eh))
+            out[head] = between - np.exp(log_em1 + normal.log_ndtr(bh))
     # eps = +inf -> delta = 0 (left as 0).
     return np.clip(out, 0.0, 1.0)
 
@@ -162,6 +169,35 @@ def gdp_delta(epsilon: ArrayLike, mu: float) -> float | np.ndarray:
 
 def _delta_scalar(eps: float, mu: float) -> float:
     return float(_gdp_delta_unchecked(np.asarray(eps, dtype=float), mu))
+
+
+#: one unit of the evaluation-error bound of ``_gdp_delta_unchecked`` (16 ulps; the special
+#: functions are within 5 ulps, ``lastiterate.notions.normal``, the rest a few roundings)
+_DELTA_EVAL_ULPS = 16.0 * 2.0**-52
+
+
+def _delta_scalar_upper(eps: float, mu: float) -> float:
+    """``delta(eps; mu)`` plus a bound on its evaluation error: what the inversions compare with
+    the target, so that their answers hold for the EXACT profile, not only for its floating-point
+    value (at eps = 1e-6 the plain value sent ``gdp_mu`` 1.1e-8 relative past the target delta
+    1e-15).  Relative error bounds, in units of ``_DELTA_EVAL_ULPS``, of the two forms of
+    ``_gdp_delta_unchecked`` (``a = -eps/mu + mu/2``):
+
+    * tail (``a <= 0``): ``1 + a^2 + (1 + |a|)/mu``.  The two erfcx terms (arguments ``z`` and
+      ``z + mu/sqrt2``, ``z = -a/sqrt2``) cancel: their difference is about ``mu/sqrt2`` times
+      ``|erfcx'(z)|`` and ``erfcx(z) / |erfcx'(z)| <= 1 + z``, which amplifies their own errors
+      and the rounding of the arguments by ``(1 + |a|)/mu``; ``exp(-a^2/2)`` of a rounded
+      ``a^2`` adds ``a^2`` ulps.
+    * head (``a > 0``): ``1 + mu^2``.  No cancellation (the subtracted term is below 0.4 of the
+      first); the subtracted term's exponent ``eps + log Phi(b)`` is of size ``mu^2`` and
+      carries its rounding.
+    """
+    d = _delta_scalar(eps, mu)
+    if d == 0.0 or math.isinf(eps):
+        return d
+    a = -eps / mu + mu / 2.0
+    units = 1.0 + a * a + (1.0 + abs(a)) / mu if a <= 0.0 else 1.0 + mu * mu
+    return min(1.0, d * (1.0 + _DELTA_EVAL_ULPS * units))
 
 
 def smallest_epsilon(
@@ -193,15 +229,16 @@ def gdp_epsilon(delta: float, mu: float) -> float:
     ``delta`` in (0, 1), ``mu >= 0``. Returns 0 when ``delta(0; mu) = 2 Phi(mu/2) - 1 <= delta``.
     Otherwise brackets the root with an expanding upper end (no fixed cap: for mu = 40 and delta =
     1e-15 the answer exceeds 1000) and solves with Brent's method (:func:`smallest_epsilon`); the
-    end of the final bracket where ``gdp_delta(eps, mu) <= delta`` holds exactly in floating point
-    is returned, so it never under-reports. Golden values: mu = 1, delta = 1e-5 -> 4.37718; mu =
+    end of the final bracket where ``gdp_delta(eps, mu)`` plus its evaluation error
+    (:func:`_delta_scalar_upper`) is ``<= delta`` in floating point is returned, so it never
+    under-reports. Golden values: mu = 1, delta = 1e-5 -> 4.37718; mu =
     4.71405 -> 30.506.
     """
     d = _check_delta_open(delta)
     m = _check_mu(mu)
     if m == 0.0:
         return 0.0
-    eps = smallest_epsilon(lambda e: _delta_scalar(e, m), d, hi=max(1.0, m * m))
+    eps = smallest_epsilon(lambda e: _delta_scalar_upper(e, m), d, hi=max(1.0, m * m))
     if math.isinf(eps):  # pragma: no cover - delta(eps) -> 0, so this cannot happen
         raise ParameterError("delta", delta, "is too small to reach with a finite epsilon")
     return eps
@@ -213,18 +250,21 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
     ``epsilon >= 0`` finite, ``delta`` in (0, 1). ``delta(eps; mu)`` increases in mu (from 0 at mu =
     0 to 1), so the root is unique; it is bracketed with an expanding upper end and solved by
-    Brent's method (:func:`lastiterate.notions.roots.brent_root`, ``xtol = 1e-15``); the lower end
-    of the final bracket, where ``gdp_delta(epsilon, mu) <= delta`` holds exactly in floating
-    point, is returned (docs/theorems.md 1.2).
+    Brent's method (:func:`lastiterate.notions.roots.brent_root`, to a relative tolerance of 4
+    ulps); the lower end of the final bracket, where ``gdp_delta(epsilon, mu)`` plus its
+    evaluation error (:func:`_delta_scalar_upper`) is ``<= delta`` in floating point, is
+    returned (docs/theorems.md 1.2).
     """
     e = check_nonnegative("epsilon", epsilon)
     d = _check_delta_open(delta)
     hi = 1.0
-    while _delta_scalar(e, hi) <= d:
+    while _delta_scalar_upper(e, hi) <= d:
         hi *= 2.0
         if hi > 1e300:  # pragma: no cover
             raise ParameterError("epsilon", epsilon, "is too large for a finite mu")
-    root = brent_root(lambda m: _delta_scalar(e, m) - d if m > 0 else -d, 0.0, hi, xtol=1e-15)
+    root = brent_root(
+        lambda m: _delta_scalar_upper(e, m) - d if m > 0 else -d, 0.0, hi, xtol=1e-300
+    )
     return root.nonpositive_end
 
 
