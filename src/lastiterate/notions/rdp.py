@@ -130,17 +130,33 @@ def _log_expm1(x: np.ndarray) -> np.ndarray:
         )
 
 
+#: the rounding margin of the conversions, in units of their terms' magnitudes: every formula
+#: below returns its floating-point value moved OUTWARD (epsilon and log delta up) by
+#: ``_CONVERSION_ULPS`` times the sum of the magnitudes of the terms it adds (each term is
+#: within a few ulps; the sum adds one rounding per term), so the reported value is never below
+#: the exact formula at that order.  ~1e-14 relative; an audit finding (README, "Rounding and
+#: truncation audit")
+_CONVERSION_ULPS = 8.0 * float(np.finfo(float).eps)
+
+
 def epsilon_mironov(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """Mironov 2017 Prop. 3: ``eps = eps_R(alpha) + log(1/delta)/(alpha - 1)`` (docs/theorems.md 1.5
-    item 1)."""
-    return rdp + math.log(1.0 / delta) / (alpha - 1.0)
+    item 1), rounded up (``_CONVERSION_ULPS``)."""
+    tail = math.log(1.0 / delta) / (alpha - 1.0)
+    return (rdp + tail) + _CONVERSION_ULPS * (np.abs(rdp) + tail)
 
 
 def epsilon_balle2020(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """Balle et al. 2020 Thm 20 (= Canonne-Kamath-Steinke Prop 12; dp_accounting's conversion):
     ``eps = eps_R + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1)`` (docs/theorems.md
-    1.5 item 3)."""
-    return rdp + np.log1p(-1.0 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
+    1.5 item 3), rounded up (``_CONVERSION_ULPS``)."""
+    shrink = np.log1p(-1.0 / alpha)
+    tail = (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
+    # log1p(-1/a) of a rounded 1/a: its absolute error is within (|log1p(-1/a)| + 1/(a - 1)) ulps
+    size = np.abs(rdp) + np.abs(shrink) + (1.0 + abs(math.log(delta)) + np.abs(np.log(alpha))) / (
+        alpha - 1.0
+    )
+    return (rdp + shrink - tail) + _CONVERSION_ULPS * size
 
 
 def epsilon_asoodeh2021(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
@@ -152,19 +168,27 @@ def epsilon_asoodeh2021(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.
     overflow). Validity: with ``L = dP/dQ`` and ``c = e^eps``, ``(L - c)_+ <= (L^alpha - 1 - alpha
     (L - 1)) / (alpha (c^{alpha-1} - 1))`` for all ``L >= 0`` (equality of values at ``L = c`` and
     of derivatives ordered for ``L >= c``); taking ``E_Q`` gives ``delta <= (e^{(alpha-1) eps_R} -
-    1)/(alpha (c^{alpha-1} - 1))``.
+    1)/(alpha (c^{alpha-1} - 1))``.  Rounded up (``_CONVERSION_ULPS``): ``log(e^x - 1)`` of a
+    rounded ``x`` is within ``2 + x + |log(e^x - 1)|`` ulps, and ``log(1 + e^z)`` damps an error
+    in z by its slope ``e^(z - log(1 + e^z)) <= 1``.
     """
     x = (alpha - 1.0) * rdp
-    return np.logaddexp(0.0, _log_expm1(x) - np.log(alpha * delta)) / (alpha - 1.0)
+    lem1 = _log_expm1(x)
+    log_ad = np.log(alpha * delta)
+    z = lem1 - log_ad
+    numerator = np.logaddexp(0.0, z)
+    slope = np.exp(np.minimum(z - numerator, 0.0))
+    size = (2.0 + np.abs(x) + np.abs(lem1) + np.abs(log_ad)) * slope + np.abs(numerator)
+    return (numerator + _CONVERSION_ULPS * size) / (alpha - 1.0)
 
 
 def epsilon_kl_tv(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """KL / total-variation shortcut (used by dp_accounting): ``TV <= sqrt(1 - exp(-KL))``
     (Bretagnolle-Huber) and ``KL <= D_alpha`` for alpha > 1, so ``delta >= sqrt(1 -
-    exp(-eps_R(alpha)))`` gives ``(0, delta)``-DP. Returns 0 where that holds and ``inf``
-    elsewhere."""
+    exp(-eps_R(alpha)))`` gives ``(0, delta)``-DP. Returns 0 where that holds (the computed TV
+    bound rounded up by ``_CONVERSION_ULPS``) and ``inf`` elsewhere."""
     tv = np.sqrt(-np.expm1(-np.asarray(rdp, dtype=float)))
-    return np.where(tv <= delta, 0.0, np.inf)
+    return np.where(tv * (1.0 + _CONVERSION_ULPS) <= delta, 0.0, np.inf)
 
 
 def epsilon_bun_steinke(rho: float, delta: float) -> tuple[float, float]:
@@ -174,7 +198,8 @@ def epsilon_bun_steinke(rho: float, delta: float) -> tuple[float, float]:
     L = math.log(1.0 / delta)
     if rho == 0.0:
         return 0.0, math.inf
-    return rho + 2.0 * math.sqrt(rho * L), 1.0 + math.sqrt(L / rho)
+    eps = rho + 2.0 * math.sqrt(rho * L)
+    return eps * (1.0 + _CONVERSION_ULPS), 1.0 + math.sqrt(L / rho)
 
 
 _Formula = Callable[[np.ndarray, np.ndarray, float], np.ndarray]
@@ -189,28 +214,40 @@ _EPS_FORMULAS: dict[str, _Formula] = {
 
 def delta_mironov(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
     """Inverse of Mironov's conversion: ``log delta = (alpha - 1)(eps_R - eps)``; returns log
-    delta."""
-    return (alpha - 1.0) * (rdp - epsilon)
+    delta, rounded up (``_CONVERSION_ULPS``)."""
+    return (alpha - 1.0) * (rdp - epsilon) + _CONVERSION_ULPS * (alpha - 1.0) * (
+        np.abs(rdp) + epsilon
+    )
 
 
 def delta_balle2020(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
     """Inverse of Balle et al. 2020: ``log delta = (alpha-1)(eps_R - eps + log(1 - 1/alpha)) - log
-    alpha``."""
-    return (alpha - 1.0) * (rdp - epsilon + np.log1p(-1.0 / alpha)) - np.log(alpha)
+    alpha``, rounded up (``_CONVERSION_ULPS``)."""
+    shrink = np.log1p(-1.0 / alpha)
+    value = (alpha - 1.0) * (rdp - epsilon + shrink) - np.log(alpha)
+    # log1p(-1/a) of a rounded 1/a: within (|log1p(-1/a)| + 1/(a - 1)) ulps
+    size = (alpha - 1.0) * (np.abs(rdp) + epsilon + np.abs(shrink)) + np.abs(np.log(alpha)) + 1.0
+    return value + _CONVERSION_ULPS * size
 
 
 def delta_asoodeh2021(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
     """Inverse of the Asoodeh formula: ``delta = (e^{(a-1) eps_R} - 1) / (a (e^{(a-1) eps} - 1))``;
-    log delta."""
+    log delta, rounded up (``_CONVERSION_ULPS``; see :func:`epsilon_asoodeh2021`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = _log_expm1((alpha - 1.0) * rdp) - np.log(alpha) - _log_expm1((alpha - 1.0) * epsilon)
+        x, y = (alpha - 1.0) * rdp, (alpha - 1.0) * epsilon
+        lx, ly = _log_expm1(x), _log_expm1(y)
+        out = lx - np.log(alpha) - ly
+        size = 2.0 + np.abs(x) + np.abs(lx) + np.abs(y) + np.abs(ly) + np.abs(np.log(alpha))
+        out = out + _CONVERSION_ULPS * size
     return np.where(np.isnan(out), np.inf, out)
 
 
 def delta_kl_tv(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> np.ndarray:
-    """``log sqrt(1 - exp(-eps_R))`` (valid for every eps >= 0)."""
+    """``log sqrt(1 - exp(-eps_R))`` (valid for every eps >= 0), rounded up
+    (``_CONVERSION_ULPS``)."""
     with np.errstate(divide="ignore"):
-        return 0.5 * np.log(-np.expm1(-np.asarray(rdp, dtype=float)))
+        value = 0.5 * np.log(-np.expm1(-np.asarray(rdp, dtype=float)))
+    return value + _CONVERSION_ULPS * (1.0 + np.abs(value))
 
 
 _LOG_DELTA_FORMULAS: dict[str, _Formula] = {
@@ -677,7 +714,8 @@ def rdp_to_delta(
             if rho == 0.0:
                 return 0.0
             if "bun-steinke" in ms and e >= rho:
-                best_log = min(best_log, -((e - rho) ** 2) / (4.0 * rho))
+                bs = -((e - rho) ** 2) / (4.0 * rho)
+                best_log = min(best_log, bs + _CONVERSION_ULPS * (1.0 + abs(bs)))
             # the optimum sits near a - 1 = eps/rho: widen the default range around it
             centre = math.log(e / rho) if e > rho else 0.0
             u_grid = np.linspace(
