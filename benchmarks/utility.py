@@ -606,6 +606,15 @@ def write_markdown(path: Path, results: dict[str, Any], cfg: dict[str, Any]) -> 
         ),
         "",
     ]
+    if not cfg.get("final", True):
+        lines += [
+            (
+                "**Partial**: written after the last finished cell of a run that had not ended "
+                "(or was stopped); `-` marks cells not run yet, and the time above is up to that "
+                "cell."
+            ),
+            "",
+        ]
     for name, r in results.items():
         lines += [
             f"## {name}",
@@ -881,6 +890,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"{name}: non-private {r['nonprivate'].mean:.3f}", flush=True)
         r["diffprivlib"] = run_diffprivlib(args.dpl_python, Xtr, ytr, Xte, yte, epsilons, seeds)
+        results[name] = r
         for eps in epsilons:
             for adj in ADJACENCIES:
                 ours = run_ours(Xtr, ytr, Xte, yte, eps, adj, seeds)
@@ -899,9 +909,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"[{time.perf_counter() - t0:.0f} s]",
                     flush=True,
                 )
-        results[name] = r
-        if name != datasets[-1]:  # a long run keeps what it has (written again at the end)
-            _write(args, argv, results, epsilons, seeds, t0, final=False)
+                # a long run keeps every finished cell (the file says partial until the end)
+                _write(args, argv, results, epsilons, seeds, t0, final=False)
     _write(args, argv, results, epsilons, seeds, t0, final=True)
     return 0
 
@@ -918,10 +927,12 @@ def _write(args, argv, results, epsilons, seeds, t0: float, *, final: bool) -> N
         "epsilons": epsilons,
         "seconds": time.perf_counter() - t0,
         "verdict": verdict(results, epsilons),
+        "final": final,
     }
     write_markdown(out, results, cfg)
     plot(out.with_suffix(".png"), results, epsilons)
-    print(f"wrote {out} and {out.with_suffix('.png')}{'' if final else ' (partial)'}")
+    if final:
+        print(f"wrote {out} and {out.with_suffix('.png')}")
 
 
 if __name__ == "__main__":
