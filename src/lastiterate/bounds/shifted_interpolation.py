@@ -715,9 +715,12 @@ _MAX_PLD_MU = 60.0
 NU_SEARCH_MAX = 1_000_000
 
 
+@functools.lru_cache(maxsize=1024)
 def clt_h(mu: float) -> float:
     """``h(mu) = e^{mu^2} Phi(3mu/2) + 3 Phi(-mu/2) - 2`` (docs/theorems.md 1.7), from
-    :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows)."""
+    :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows).  Remembered: the window
+    searches' CLT guesses ask for the same per-step mu at every T of a sweep or a calibration
+    (a deterministic function of mu, so the same value as computed afresh)."""
     return float(_clt_h(mu))
 
 
