@@ -3,6 +3,7 @@ truncation, Chernoff windows and the tilted FFT composition with its floating-po
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -444,6 +445,7 @@ _TILT_RELATIVE_ERROR = 1e-7
 _MAX_TILTS = 5
 
 
+@functools.lru_cache(maxsize=4096)
 def next_fast_len_real(n: int) -> int:
     """Smallest ``2^a 3^b 5^c >= n`` (``n >= 1``): a length that pocketfft transforms fast.
 
@@ -452,7 +454,8 @@ def next_fast_len_real(n: int) -> int:
     API namespace anyway, while importing ``scipy.fft`` costs ~25 ms of the command-line start-up
     (issue 11).  This is the length ``scipy.fft.next_fast_len(n, real=True)`` returns (tested
     against it), so the grids, and the error model of :func:`_fft_level_error` (radices 2, 3 and
-    5), are unchanged.
+    5), are unchanged.  Remembered (a pure function of n): every composition asks for two lengths
+    (issue 11: 6176 calls in a 50 x 20 sweep).
     """
     if n < 1:
         raise ValueError(f"next_fast_len_real: n={n!r} must be >= 1")
