@@ -127,7 +127,8 @@ def test_locating_estimates_are_scoped_and_never_reported() -> None:
     assert not locating()
     full = account(run, delta=DELTA).result("pld-composition")
     assert rough is not None and full is not None
-    assert rough.details["discretization"] == 1e-3 and "epsilon_lower" not in rough.details
+    # (Poisson: 2.5e-4, bounds/composition._LOCATING_DISCRETIZATION_POISSON; uniform batches 1e-3)
+    assert rough.details["discretization"] == 2.5e-4 and "epsilon_lower" not in rough.details
     assert full.details["discretization"] == 1e-4 and full.details["epsilon_lower"] is not None
     # the estimate is a coarser pessimistic grid: above the reported bound, close to it
     assert full.epsilon <= rough.epsilon <= full.epsilon * 1.02
@@ -353,3 +354,58 @@ def test_a_wrongly_named_bound_hands_the_epoch_search_to_the_right_one(
     monkeypatch.undo()
     _assert_epoch_answer(run, cal, 2.0)
     assert cal.epochs == calibrate_epochs(run, epsilon=2.0, delta=DELTA).epochs
+
+
+def _halving(
+    estimate: object, lo: int, g_lo: float, hi: int, g_hi: float
+) -> tuple[int, float, int, float]:
+    """The former locator: halve down from the bad first guess to a good number of epochs."""
+    assert callable(estimate)
+    lo = max(1, hi // 2)
+    while lo > 1:
+        g = estimate(lo)
+        if g <= 0:
+            return lo, g, hi, g_hi
+        hi, g_hi, lo = lo, g, max(1, lo // 2)
+    return 1, g_lo, hi, g_hi
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        # epsilon ~ linear in the steps (sensitivity only: revealed sampling): the square-law
+        # first guess is 30x too long, the log-regula-falsi bracket closes it in 3 estimates
+        poisson_run(
+            adjacency="replace",
+            clip=None,
+            sensitivity=2.0,
+            noise_multiplier=None,
+            noise_std=0.02,
+            steps=10**5,
+        ),
+        poisson_run(steps=10**5),
+    ],
+)
+def test_log_bracket_locator_keeps_the_epoch_answer(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """calibrate_epochs with the log-regula-falsi locator returns the halving locator's answer
+    (the largest good number of epochs is decided by full accountings) in fewer estimates."""
+    target = 0.7 * account(run, delta=DELTA).best.epsilon  # type: ignore[union-attr]
+    calls: list[int] = []
+    real = accountant_module._Estimates.__call__
+
+    def counting(self: object, x: float) -> float:
+        calls.append(int(x))
+        return real(self, x)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(accountant_module._Estimates, "__call__", counting)
+    fast = calibrate_epochs(run, epsilon=target, delta=DELTA, max_epochs=1e9)
+    n_fast = len(calls)
+    calls.clear()
+    monkeypatch.setattr(accountant_module, "_log_bracket", _halving)
+    slow = calibrate_epochs(run, epsilon=target, delta=DELTA, max_epochs=1e9)
+    assert fast.epochs == slow.epochs
+    assert fast.report.best.epsilon == slow.report.best.epsilon  # type: ignore[union-attr]
+    assert fast.report.best.epsilon <= target  # type: ignore[union-attr]
+    assert n_fast < len(calls), (n_fast, len(calls))

@@ -961,29 +961,54 @@ def _focused_epoch_bracket(
     return None, (int(start), located[1])
 
 
+def _log_bracket(
+    estimate: Callable[[float], float], lo: int, g_lo: float, hi: int, g_hi: float
+) -> tuple[int, float, int, float]:
+    """Shrink the integer bracket ``[lo, hi]`` (``g_lo <= 0 < g_hi``) to ``hi <= 2 lo`` by regula
+    falsi on ``log(epochs)``: the locating excess ``log(epsilon / target)`` of a composition is
+    nearly linear in the logarithm of the number of epochs (``epsilon ~ epochs^alpha`` with alpha
+    between 1/2 and 1), so a bracket of many octaves, e.g. from the square-law first guess of a
+    run whose epsilon grows linearly, closes in one or two evaluations where halving took one per
+    octave.  The interpolation point keeps 1/16 of the (log) bracket from its ends, and the
+    excess of an end kept twice in a row is halved for the interpolation (the Illinois variant,
+    as :func:`lastiterate.bracketing.shrink_bracket`).  Only where the locating pass evaluates
+    changes: the calibration's answer comes from full accountings."""
+    kept_lo = kept_hi = 0  # how often each end survived in a row
+    while hi > 2 * lo:
+        a, b = math.log(lo), math.log(hi)
+        w_lo = g_lo / 2.0**kept_lo if kept_lo >= 2 else g_lo
+        w_hi = g_hi / 2.0**kept_hi if kept_hi >= 2 else g_hi
+        if math.isfinite(w_lo) and math.isfinite(w_hi) and w_hi > w_lo:
+            t = min(max(-w_lo / (w_hi - w_lo), 1.0 / 16.0), 15.0 / 16.0)
+        else:
+            t = 0.5
+        x = min(max(round(math.exp(a + t * (b - a))), lo + 1), hi - 1)
+        g = estimate(x)
+        if g > 0:
+            hi, g_hi = x, g
+            kept_lo, kept_hi = kept_lo + 1, 0
+        else:
+            lo, g_lo = x, g
+            kept_lo, kept_hi = 0, kept_hi + 1
+    return lo, g_lo, hi, g_hi
+
+
 def _locate_epochs(
     estimate: Callable[[float], float], g1: float, max_epochs: float
 ) -> tuple[int, float | None] | None:
     """The largest number of epochs meeting the target by the locating estimates, with their
     excess per epoch there; None when they cannot place it below ``max_epochs``.  The search starts
     at ``(target / epsilon_1)^2`` epochs (exact for a Gaussian composition; ``g1`` is the FULL
-    excess of one epoch, which meets the target), doubles up or halves down to a bracket, and
+    excess of one epoch, which meets the target), doubles up, or closes the bracket between one
+    epoch and a bad guess by regula falsi on log(epochs) (:func:`_log_bracket`), and
     ends with the integer interpolation search."""
     try:
         # first guess: epsilon ~ sqrt(epochs) (composition); last-iterate bounds grow slower
         target_ratio = math.exp(-g1)  # target / epsilon after one epoch (> 1)
         guess = int(min(max(2.0, math.floor(target_ratio**2)), max_epochs))
         g_guess = estimate(guess)
-        if g_guess > 0:  # halve down to a good number of epochs (1 is good: its full excess)
-            hi, g_hi = guess, g_guess
-            lo, g_lo = max(1, guess // 2), None
-            while lo > 1:
-                g_lo = estimate(lo)
-                if g_lo <= 0:
-                    break
-                hi, g_hi, lo = lo, g_lo, max(1, lo // 2)
-            if lo == 1:
-                g_lo = g1
+        if g_guess > 0:  # down to a good number of epochs (1 is good: its full excess)
+            lo, g_lo, hi, g_hi = _log_bracket(estimate, 1, g1, guess, g_guess)
         else:
             lo, g_lo, hi = guess, g_guess, guess * 2
             while True:

@@ -715,9 +715,12 @@ _MAX_PLD_MU = 60.0
 NU_SEARCH_MAX = 1_000_000
 
 
+@functools.lru_cache(maxsize=1024)
 def clt_h(mu: float) -> float:
     """``h(mu) = e^{mu^2} Phi(3mu/2) + 3 Phi(-mu/2) - 2`` (docs/theorems.md 1.7), from
-    :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows)."""
+    :func:`lastiterate.notions.clt.clt_h` (``inf`` once it overflows).  Remembered: the window
+    searches' CLT guesses ask for the same per-step mu at every T of a sweep or a calibration
+    (a deterministic function of mu, so the same value as computed afresh)."""
     return float(_clt_h(mu))
 
 
@@ -920,6 +923,8 @@ def _search_window_theta(
     hi: int,
     clt_nu: Callable[[float], float],
     theta_clt: float,
+    *,
+    guess_only: bool = False,
 ) -> tuple[float, int, float]:
     """Coarse search of the window length nu in 1..hi and the noise split theta.
 
@@ -927,12 +932,14 @@ def _search_window_theta(
     CLT-optimal window (clipped to [1, hi]); then theta = 1/2 and theta +- 0.1, +- 0.05 are tried
     at the best window.  ``value(nu, theta)`` must be a valid bound for every input (or, for
     candidates pruned by :func:`_pruned_by_gaussian_factor`, exceed an evaluated one), so these
-    heuristics only affect tightness.  Returns (value, nu, theta).
+    heuristics only affect tightness.  Returns (value, nu, theta).  ``guess_only``: the
+    CLT-optimal window and theta alone (one evaluation, the search's first; a valid bound that is
+    never below the full search's minimum, which includes it).
     """
     lo_t, hi_t = _THETA_RANGE
     theta = round(min(max(theta_clt, lo_t), hi_t), 4)
     guess = int(max(1, min(hi, round(clt_nu(theta)))))
-    if locating():  # a calibration's locating pass: the CLT's window only (a valid bound)
+    if guess_only or locating():  # e.g. a calibration's locating pass: a valid bound
         return value(guess, theta), guess, theta
     lo_b, hi_b = max(1, guess // 8), min(hi, max(guess * 8, 16))
     nu, val = _golden_integer_min(lambda k: value(k, theta), lo_b, hi_b, guess=guess, rel=0.15)
@@ -1061,6 +1068,7 @@ def _sgd_window_result(
     window_value: Callable[[int, float, float | None], float],
     search: Callable[[int], tuple[float, int, float]],
     limit_search: Callable[[], tuple[float, int, float]],
+    limit_guess: Callable[[], tuple[float, int, float]],
     clt_limit_mu: float,
     window_at_T: Callable[[int, float], float],
     gaussian_mu: Callable[[int, float], float],
@@ -1077,7 +1085,12 @@ def _sgd_window_result(
     skipped (``epsilon_limit`` = inf, a trivially valid supremum) when the CLT surrogate
     ``clt_limit_mu`` of the limit already gives more than ``_LIMIT_SKIP_FACTOR`` times
     composition's epsilon at this T: no window can then win here, and such a limit bounds nothing
-    a user would train for.  ``gaussian_mu(nu, theta)`` is the Gaussian factor of the chosen
+    a user would train for.  Between ``_LIMIT_GUESS_FACTOR`` and ``_LIMIT_SKIP_FACTOR`` times
+    (composition's epsilon at least 1) the limit is ``limit_guess()``, the value of the CLT's
+    window alone (one composition instead of a search of ten or more: of windows up to 1e6 steps
+    at T = 1e7), a valid supremum never below the searched one (the search starts from that
+    window); a window that could win at this T is then not expected, and the limit is far above
+    this run's epsilon.  ``gaussian_mu(nu, theta)`` is the Gaussian factor of the chosen
     window; ``geometry_details`` / ``reading_details`` are placed in ``details`` before
     ``per_step_mu`` / before the limit value."""
     T, p = run.T, run.p
@@ -1086,12 +1099,18 @@ def _sgd_window_result(
     coarse: list[tuple[float, int, float | None, str]] = [
         (comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")
     ]
-    skip = (
-        query.delta is not None
+    surrogate = _gaussian_value(clt_limit_mu, query) if query.delta is not None else math.nan
+    skip = math.isfinite(comp_coarse) and surrogate > _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0)
+    guess_only = (
+        not skip
         and math.isfinite(comp_coarse)
-        and _gaussian_value(clt_limit_mu, query) > _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0)
+        and comp_coarse >= 1.0
+        and surrogate > _LIMIT_GUESS_FACTOR * comp_coarse
     )
-    limit_value, nu_lim, th_lim = (math.inf, 0, 0.5) if skip else limit_search()
+    if skip:
+        limit_value, nu_lim, th_lim = math.inf, 0, 0.5
+    else:
+        limit_value, nu_lim, th_lim = limit_guess() if guess_only else limit_search()
     if T >= 2 and not skip:
         if nu_lim <= T - 1:
             coarse.append((window_at_T(nu_lim, th_lim), nu_lim, th_lim, "window"))
@@ -1125,7 +1144,12 @@ def _sgd_window_result(
         "limit_search": "skipped: the CLT surrogate of the limit exceeds "
         f"{_LIMIT_SKIP_FACTOR:g} x composition at this T"
         if skip
-        else "done",
+        else (
+            "CLT window only: the CLT surrogate of the limit exceeds "
+            f"{_LIMIT_GUESS_FACTOR:g} x composition at this T"
+            if guess_only
+            else "done"
+        ),
         **reading_details,
         _limit_key(query): max(limit_value, value),
     }
@@ -1144,6 +1168,10 @@ def _sgd_window_result(
 #: skip the T -> infinity window search when its CLT surrogate exceeds this many times
 #: composition's epsilon at the run's T (see :func:`_sgd_window_result`)
 _LIMIT_SKIP_FACTOR = 4.0
+#: evaluate the T -> infinity limit at the CLT's window only (no search) when its CLT surrogate
+#: exceeds this many times composition's epsilon (>= 1) at the run's T (see
+#: :func:`_sgd_window_result`)
+_LIMIT_GUESS_FACTOR = 2.0
 
 
 def _memoized(func: Callable[[Run, Query], Result]) -> Callable[[Run, Query], Result]:
@@ -1262,7 +1290,7 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
 
     theta_clt = _best_theta_by_clt(clt_mu2, ("Thm 4.10", p, step_mu, r))
 
-    def search(hi: int) -> tuple[float, int, float]:
+    def search(hi: int, guess_only: bool = False) -> tuple[float, int, float]:
         return _search_window_theta(
             _pruned_by_gaussian_factor(
                 lambda k, th: window_value(k, th, SEARCH_DISCRETIZATION),
@@ -1272,6 +1300,7 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
             hi,
             clt_nu,
             theta_clt,
+            guess_only=guess_only,
         )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
@@ -1286,6 +1315,11 @@ def noisy_sgd_bounded_convex(run: Run, query: Query) -> Result:
         # coarse grid: itself a valid (pessimistic) bound; T-free, so remembered across T
         limit_search=lambda: _limit_search_once(
             ("Thm 4.10", p, step_mu, r, nu_cap, theta_clt), query, lambda: search(nu_cap)
+        ),
+        limit_guess=lambda: _limit_search_once(
+            ("Thm 4.10", p, step_mu, r, nu_cap, theta_clt, "guess"),
+            query,
+            lambda: search(nu_cap, guess_only=True),
         ),
         clt_limit_mu=math.sqrt(max(clt_mu2(theta_clt), 0.0)),
         window_at_T=lambda nu, th: window_value(nu, th, SEARCH_DISCRETIZATION),  # T-free
@@ -1360,7 +1394,9 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
 
     theta_clt = _best_theta_by_clt(clt_mu2, ("Thm 4.9", p, step_mu, c))
 
-    def search(hi: int, tau_of: Callable[[int], float]) -> tuple[float, int, float]:
+    def search(
+        hi: int, tau_of: Callable[[int], float], guess_only: bool = False
+    ) -> tuple[float, int, float]:
         return _search_window_theta(
             _pruned_by_gaussian_factor(
                 lambda k, th: window_value(k, th, tau_of(k), SEARCH_DISCRETIZATION),
@@ -1370,6 +1406,7 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
             hi,
             clt_nu,
             theta_clt,
+            guess_only=guess_only,
         )
 
     nu_cap = min(NU_SEARCH_MAX, max(16, 64 * max(1, round(clt_nu(0.5)))))
@@ -1386,6 +1423,11 @@ def noisy_sgd_strongly_convex(run: Run, query: Query) -> Result:
             ("Thm 4.9", p, step_mu, c, nu_cap, theta_clt),
             query,
             lambda: search(nu_cap, lambda k: math.inf),
+        ),
+        limit_guess=lambda: _limit_search_once(
+            ("Thm 4.9", p, step_mu, c, nu_cap, theta_clt, "guess"),
+            query,
+            lambda: search(nu_cap, lambda k: math.inf, guess_only=True),
         ),
         clt_limit_mu=math.sqrt(max(clt_mu2(theta_clt), 0.0)),
         # the limit's window with the actual (finite) tau: never worse than the limit window
