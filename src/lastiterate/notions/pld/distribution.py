@@ -39,6 +39,7 @@ from lastiterate.notions.pld.kernels import (
 )
 from lastiterate.notions.pld.profiles import (
     EPS,
+    UNDERFLOW,
     _gaussian_parts,
     _gaussian_parts_bounded,
     _log_amplified,
@@ -1256,7 +1257,7 @@ def _remove_residuals_bounded(
     dx, _, dx_err = _gaussian_parts_bounded(-t, mu, err_t)
     scale = q * np.exp(t)
     out[live] = scale * dx
-    err[live] = 1.01 * (out[live] * (err_t + 3.0 * EPS) + scale * dx_err)  # type: ignore[operator]
+    err[live] = 1.01 * (out[live] * (err_t + 3.0 * EPS) + scale * dx_err) + UNDERFLOW  # type: ignore[operator]
     return out, err
 
 

@@ -37,6 +37,9 @@ EPS = 2.0**-52
 _LOG_NDTR_ACCURACY = 8.0 * EPS
 #: first-order error bounds are multiplied by this (second-order terms of errors below 1e-10)
 _FIRST_ORDER = 1.01
+#: absolute error of a result that underflows (exact values below the smallest normal double are
+#: returned as 0 or subnormal numbers)
+UNDERFLOW = 2.0**-1022
 
 
 def _difference_error(
@@ -46,10 +49,11 @@ def _difference_error(
     ``exp(log p) * -expm1(log qe - log p)`` from logs with absolute errors ``err_log_p`` and
     ``err_log_qe``: :math:`|\Delta\delta| \le p\,|\Delta \log p| + q_e |\Delta \log q_e|` to
     first order, plus an ulp for each of exp, expm1 and the product (4 EPS delta), with
-    :math:`p = \delta + q_e`; the computed values stand in for the exact ones (second order)."""
+    :math:`p = \delta + q_e`; the computed values stand in for the exact ones (second order);
+    plus ``UNDERFLOW``."""
     with np.errstate(invalid="ignore", over="ignore"):
         out = (delta + qe) * (err_log_p + EPS) + qe * (err_log_qe + EPS) + 4.0 * EPS * delta
-    return _FIRST_ORDER * out
+    return _FIRST_ORDER * out + UNDERFLOW
 
 
 def _log_ndtr_error(arg: np.ndarray, log_value: np.ndarray, err_arg: np.ndarray) -> np.ndarray:
