@@ -683,18 +683,21 @@ def _right_kernel(gamma: np.ndarray, d: float) -> np.ndarray:
     return (1.0 + 2.0 * n * EPS) * _FIRST_ORDER_MARGIN * np.minimum(g1, d * g2)
 
 
-def _left_kernel(gamma: np.ndarray, losses: np.ndarray, d: float) -> np.ndarray:
+def _left_kernel(gamma: np.ndarray, u: np.ndarray, d: float) -> np.ndarray:
     r"""Upper bound on :math:`\sum_{j<i} \gamma_j (e^{(i-j)\Delta} - 1)` for every i (the effect
     of mass errors on the *left* profile :math:`\sum_{\ell_j<\varepsilon} b_j
     (e^{\varepsilon - \ell_j} - 1)`, which is the add direction's profile of a mirrored PMF):
-    :math:`e^{\ell_i}` times the smaller of :math:`\sum_{j<i} \gamma_j e^{-\ell_j}` and
-    :math:`\Delta\sum_{j<i}(i-j)\gamma_j e^{-\ell_j}` (as :math:`e^x - 1 \le \min(e^x, x e^x)`)."""
+    :math:`u_i = e^{\ell_i}` times the smaller of :math:`\sum_{j<i} \gamma_j / u_j` and
+    :math:`\Delta\sum_{j<i}(i-j)\gamma_j / u_j` (as :math:`e^x - 1 \le \min(e^x, x e^x)`)."""
     n = len(gamma)
-    w = gamma * np.exp(-losses)
     h1 = np.zeros(n)
-    h1[1:] = np.cumsum(w)[:-1]  # sum over j < i
-    h2 = np.cumsum(h1)  # sum over k <= i of h1_k = sum_{j<i} (i - j) w_j
-    return (1.0 + 2.0 * n * EPS) * _FIRST_ORDER_MARGIN * np.exp(losses) * np.minimum(h1, d * h2)
+    np.cumsum((gamma / u)[:-1], out=h1[1:])  # sum over j < i
+    h2 = np.cumsum(h1)  # sum over k <= i of h1_k = sum_{j<i} (i - j) gamma_j / u_j
+    h2 *= d
+    np.minimum(h1, h2, out=h2)
+    h2 *= u
+    h2 *= (1.0 + 2.0 * n * EPS) * _FIRST_ORDER_MARGIN
+    return h2
 
 
 _FIRST_ORDER_MARGIN = 1.01
@@ -712,17 +715,17 @@ def _outward_scale(
 ) -> tuple[float, float]:
     r"""``(rho, extra)`` with :math:`\rho (v_i - \text{deficit}_i) + \text{floor} +
     \text{extra} \ge \text{deficit}_i` at every point: rho from the points whose deficit is above
-    ``floor`` and at most half their value, ``extra`` (absolute, at +inf) for any others."""
-    # (a NaN bound would be a bug: it is treated as a 100% error, i.e. the value itself at +inf)
-    deficit = np.where(np.isnan(deficit), value, deficit)
-    over = deficit > floor
-    if not np.any(over):
-        return 0.0, 0.0
-    dfc, val = deficit[over], value[over]
-    good = dfc <= 0.5 * val
-    rho = float(np.max((dfc[good] - floor) / (val[good] - dfc[good]))) if np.any(good) else 0.0
-    extra = float(np.max(dfc[~good])) if np.any(~good) else 0.0
-    return rho, extra
+    ``floor`` and at most half their value, ``extra`` (absolute, at +inf) for any others (a NaN
+    bound would be a bug: it is treated as a 100% error, i.e. the value itself goes to +inf)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (deficit - floor) / (value - deficit)
+    good = deficit <= 0.5 * value
+    rho = float(np.max(ratio, where=good, initial=0.0))
+    bad = ~good & ~(deficit <= floor)  # (NaN deficits land here)
+    extra = 0.0
+    if np.any(bad):
+        extra = float(np.max(np.where(np.isnan(deficit[bad]), value[bad], deficit[bad])))
+    return max(rho, 0.0), extra
 
 
 def _inflate(pmf: _Pmf, rho: float, floor: float) -> _Pmf:
@@ -1323,32 +1326,32 @@ def _outward_poisson(
     The mass at +inf of the remove PMF is not mirrored (it is Q-mass at -inf).
     """
     floor = _OUTWARD_FLOOR * math.exp(log_bound)
-    losses = grid
-    u = np.exp(losses)
+    u = np.exp(grid)
     right = _right_kernel(gamma, d)
-    left = _left_kernel(gamma, losses, d)
-    rem_deficit = err + right
-    rem_value = vals
-    resid = vals + np.expm1(losses)  # v - (1 - u): accurate for losses >= 0
-    add_deficit = err + left
+    add_deficit = _left_kernel(gamma, u, d)
+    add_deficit += err
+    rem_deficit = right
+    rem_deficit += err
+    k = 0 if splice is None else splice.neg
+    resid = vals[k:] + np.expm1(grid[k:])  # v - (1 - u): accurate for losses >= 0
     if splice is None:
         # no residual masses: the exact masses of the values have total P-mass 1 and Q-mass
         # (1 - v_0)/u_0 (the chord to (0, 1)), off by err_0/u_0 from 1
-        affine = err[0] * (1.0 + u / u[0])
-        add_deficit = add_deficit + affine
+        add_deficit += err[0] * (1.0 + u / u[0])
     else:
-        k = splice.neg
         mismatch = float(np.max(err[k - 2 : k] + splice.errors[k - 2 : k]))
         du = u[k - 1] - u[k - 2]
-        affine = mismatch * (1.0 + 2.0 * np.abs(u - u[k - 1]) / du)
-        rem_deficit[: k - 2] = splice.errors[: k - 2] + affine[: k - 2] + right[: k - 2]
-        add_deficit = add_deficit + np.where(losses >= 0.0, affine, 0.0)
-        add_deficit[:k] = splice.errors + left[:k]
-        resid[:k] = splice.residuals
-    rho_r, extra_r = _outward_scale(rem_deficit, rem_value, floor)
+        u_s = u[k - 1]
+        below = splice.errors[: k - 2] + mismatch * (1.0 + 2.0 * (u_s - u[: k - 2]) / du)
+        rem_deficit[: k - 2] = below + (rem_deficit[: k - 2] - err[: k - 2])
+        add_deficit[k:] += mismatch * (1.0 + 2.0 * (u[k:] - u_s) / du)
+        add_deficit[:k] += splice.errors - err[:k]
+        resid = np.concatenate([splice.residuals, resid])
+    rho_r, extra_r = _outward_scale(rem_deficit, vals, floor)
     # the add profile at c = -l_i and its deficit are e^{-l_i} times these
-    scale = np.exp(-losses)
-    rho_a, extra_a = _outward_scale(add_deficit * scale, resid * scale, floor)
+    add_deficit /= u
+    resid /= u
+    rho_a, extra_a = _outward_scale(add_deficit, resid, floor)
     return rho_r, floor + extra_r, rho_a, floor + extra_a
 
 

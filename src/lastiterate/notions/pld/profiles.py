@@ -87,10 +87,16 @@ def _gaussian_parts_bounded(
     EPS relative): the input error moves delta by at most ``qe * eps_err`` (the slope of the
     profile in epsilon is :math:`-q_e`; it moves :math:`\log p` and :math:`\log q_e` together, so
     it is not multiplied by the cancellation of their difference).  Evaluating at the computed
-    eps: the arguments :math:`a_\pm = -\varepsilon/\mu \pm \mu/2` are rounded by
-    ``EPS (|eps/mu| + |a|)``; ``log_ndtr`` by :func:`_log_ndtr_error`;
-    :math:`\log q_e = \log\Phi(a_-) + \varepsilon` also by ``EPS |log qe|``; then
-    :func:`_difference_error`.
+    eps: with :math:`s = |\varepsilon/\mu| + \mu/2 \ge |a_\pm|`, the arguments are rounded by
+    at most ``EPS s`` (half an ulp each for the division and the sum), which moves each log by
+    ``EPS s (s + 1)``
+    (:func:`_log_ndtr_error`'s slope bound); ``log_ndtr`` itself is within
+    ``_LOG_NDTR_ACCURACY |log Phi(a_-)|`` (:math:`|\log p| \le |\log\Phi(a_-)|`), and the sum
+    :math:`\log q_e = \log\Phi(a_-) + \varepsilon` adds ``EPS |log qe|``.  With
+    :math:`K = 8|\log\Phi(a_-)| + s(s + 1)` both logs are within ``EPS K`` (``EPS (K + |log
+    qe|)``), and :func:`_difference_error` gives
+    ``1.01 EPS ((delta + 2 qe)(K + 1) + qe |log qe| + 4 delta)`` (written out here, in place: this
+    runs on every grid point).
     """
     eps = np.asarray(eps, dtype=float)
     a = -eps / mu
@@ -105,14 +111,20 @@ def _gaussian_parts_bounded(
     qe = np.exp(log_qe)
     if eps_err is None:
         return delta, qe, None
-    err_a = EPS * np.abs(a)
-    with np.errstate(invalid="ignore"):
-        err_lp = _log_ndtr_error(arg_p, log_p, err_a + EPS * np.abs(arg_p))
-        err_lqe = _log_ndtr_error(arg_q, log_phi_q, err_a + EPS * np.abs(arg_q)) + EPS * np.abs(
-            log_qe
-        )
-    err = _difference_error(delta, qe, err_lp, err_lqe)
-    err += _FIRST_ORDER * qe * eps_err
+    with np.errstate(invalid="ignore", over="ignore"):
+        k = np.abs(a)
+        k += mu / 2.0  # s
+        k *= k + 1.0
+        k += (_LOG_NDTR_ACCURACY / EPS) * np.abs(log_phi_q)
+        k += 1.0  # K + 1
+        err = 2.0 * qe
+        err += delta
+        err *= k
+        err += qe * np.abs(log_qe)
+        err += 4.0 * delta
+        err *= _FIRST_ORDER * EPS
+        err += _FIRST_ORDER * qe * eps_err
+        err += UNDERFLOW
     return delta, qe, err
 
 
@@ -197,14 +209,19 @@ def _log_amplified_error(
     Large branch: three roundings of terms of size |eps|, |log p|, |eps'| and eps's error times the
     slope :math:`1/(1 - (1-p)e^{-\varepsilon}) \le 1/(1 - e^{-1}) < 2`."""
     small = eps < 1.0
+    out = np.empty_like(eps)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        e, err, amp = eps[small], eps_err[small], amplified[small]
         # (eps = 0 is exact: y = 0 and the error is 0)
-        rel_y = 4.0 * EPS + np.where(
-            eps_err > 0.0, eps_err * np.exp(np.minimum(eps, 1.0)) / np.abs(np.expm1(eps)), 0.0
-        )
-        a = np.abs(np.expm1(-amplified)) * rel_y + EPS * np.abs(amplified)
-        b = 4.0 * EPS * (np.abs(eps) + abs(math.log(p)) + np.abs(amplified) + 1.0) + 2.0 * eps_err
-    return _FIRST_ORDER * np.where(small, a, b)
+        rel_y = np.where(err > 0.0, err * np.exp(e) / np.abs(np.expm1(e)), 0.0)
+        rel_y += 4.0 * EPS
+        out[small] = np.abs(np.expm1(-amp)) * rel_y + EPS * np.abs(amp)
+        large = ~small
+        out[large] = 4.0 * EPS * (
+            np.abs(eps[large]) + abs(math.log(p)) + np.abs(amplified[large]) + 1.0
+        ) + 2.0 * eps_err[large]
+    out *= _FIRST_ORDER
+    return out
 
 
 def _subsampled_parts(eps: np.ndarray, p: float, mu: float) -> tuple[np.ndarray, np.ndarray]:
