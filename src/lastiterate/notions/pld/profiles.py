@@ -35,6 +35,10 @@ EPS = 2.0**-52
 #: accuracy of :func:`lastiterate.notions.normal.log_ndtr`: 5 EPS relative, measured against mpmath
 #: (tests/notions/test_normal.py); 8 EPS leaves a margin
 _LOG_NDTR_ACCURACY = 8.0 * EPS
+#: accuracy of :func:`lastiterate.notions.normal.erfcx`: 4 EPS relative against mpmath
+#: (tests/notions/test_normal.py); 6 EPS leaves a margin
+_ERFCX_ACCURACY = 6.0 * EPS
+_SQRT1_2 = math.sqrt(0.5)
 #: first-order error bounds are multiplied by this (second-order terms of errors below 1e-10)
 _FIRST_ORDER = 1.01
 #: absolute error of a result that underflows (exact values below the smallest normal double are
@@ -82,46 +86,83 @@ def _gaussian_parts_bounded(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     r""":func:`_gaussian_parts` with an absolute bound on the evaluation error of delta.
 
+    Two evaluations of :math:`\delta = p - q_e`, :math:`p = \Phi(a_+)`,
+    :math:`q_e = e^\varepsilon\Phi(a_-)`, :math:`a_\pm = -\varepsilon/\mu \pm \mu/2`:
+
+    * tail (:math:`a_+ < -1`): :math:`\Phi(x) = \tfrac12 \operatorname{erfcx}(-x/\sqrt2)
+      e^{-x^2/2}` and :math:`\varepsilon - a_-^2/2 = -a_+^2/2`, so
+      :math:`\delta = \tfrac12 e^{-a_+^2/2}(\operatorname{erfcx}(y_+) - \operatorname{erfcx}(y_-))`,
+      :math:`y_\pm = -a_\pm/\sqrt2`: the cancellation is between two values accurate to a few
+      ulps, while the large exponent is a common factor (in log space both logs carry an error of
+      EPS times :math:`|\log\Phi| \approx a^2/2`, which the difference then multiplies by
+      :math:`(p + q_e)/\delta`: up to 1e-9 relative at sigma = 1e3);
+    * centre: ``exp(log p) * -expm1(log qe - log p)`` with :func:`normal.log_ndtr`.
+
     ``eps_err`` bounds how far the computed ``eps`` is from the exact epsilon the value stands for
     (``None``: no bound is computed).  Derivation (first order, each elementary operation within
-    EPS relative): the input error moves delta by at most ``qe * eps_err`` (the slope of the
-    profile in epsilon is :math:`-q_e`; it moves :math:`\log p` and :math:`\log q_e` together, so
-    it is not multiplied by the cancellation of their difference).  Evaluating at the computed
-    eps: with :math:`s = |\varepsilon/\mu| + \mu/2 \ge |a_\pm|`, the arguments are rounded by
-    at most ``EPS s`` (half an ulp each for the division and the sum), which moves each log by
-    ``EPS s (s + 1)``
-    (:func:`_log_ndtr_error`'s slope bound); ``log_ndtr`` itself is within
-    ``_LOG_NDTR_ACCURACY |log Phi(a_-)|`` (:math:`|\log p| \le |\log\Phi(a_-)|`), and the sum
-    :math:`\log q_e = \log\Phi(a_-) + \varepsilon` adds ``EPS |log qe|``.  With
-    :math:`K = 8|\log\Phi(a_-)| + s(s + 1)` both logs are within ``EPS K`` (``EPS (K + |log
-    qe|)``), and :func:`_difference_error` gives
-    ``1.01 EPS ((delta + 2 qe)(K + 1) + qe |log qe| + 4 delta)`` (written out here, in place: this
-    runs on every grid point).
+    EPS/2 relative, numpy's exp/log/expm1 within EPS): the input error moves delta by at most
+    ``qe * eps_err`` (the slope of the profile in epsilon is :math:`-q_e`).  Evaluating at the
+    computed eps, with :math:`s = |\varepsilon/\mu| + \mu/2 \ge |a_\pm|`: the arguments are
+    rounded by at most ``EPS s``.  Tail: :math:`y_\pm` by ``1.1 EPS s``, which moves
+    :math:`\log\operatorname{erfcx}` by at most 1.2 times that (its slope is in [-1.2, 0] for
+    y >= 0), on top of erfcx's accuracy (``_ERFCX_ACCURACY``); the common factor by
+    ``EPS (2 s^2 + 1)`` relative: ``delta EPS (2 s^2 + 3) + (p + qe) EPS (1.4 s + 7)``.  Centre:
+    each log by ``EPS s (s + 1)`` (:func:`_log_ndtr_error`'s slope bound) plus
+    ``_LOG_NDTR_ACCURACY |log Phi(a_-)|`` and ``EPS |log qe|`` for the sum with eps; then
+    :func:`_difference_error`, i.e. ``EPS ((delta + 2 qe)(K + 1) + qe |log qe| + 4 delta)``,
+    :math:`K = 8|\log\Phi(a_-)| + s(s + 1)`.
     """
     eps = np.asarray(eps, dtype=float)
     a = -eps / mu
     arg_p = a + mu / 2.0
     arg_q = a - mu / 2.0
-    log_p = normal.log_ndtr(arg_p)
-    log_phi_q = normal.log_ndtr(arg_q)
-    log_qe = log_phi_q + eps
-    with np.errstate(over="ignore", invalid="ignore"):
-        delta = np.exp(log_p) * -np.expm1(np.minimum(log_qe - log_p, 0.0))
-    delta = np.maximum(delta, 0.0)
-    qe = np.exp(log_qe)
+    tail: np.ndarray | slice = arg_p < -1.0
+    centre: np.ndarray | slice = ~tail  # type: ignore[operator]
+    has_tail, has_centre = bool(np.any(tail)), bool(np.any(centre))
+    # on a grid sorted by eps the tail is a suffix: slices (views) instead of masked copies
+    k = int(np.count_nonzero(centre))
+    if eps.ndim == 1 and not np.any(tail[:k]):  # type: ignore[index]
+        tail, centre = slice(k, None), slice(0, k)
+    delta = np.empty_like(eps)
+    qe = np.empty_like(eps)
+    if has_tail:
+        ap, aq = arg_p[tail], arg_q[tail]
+        e_p = normal.erfcx(ap * -_SQRT1_2)
+        e_q = normal.erfcx(aq * -_SQRT1_2)
+        half_c = 0.5 * np.exp(-0.5 * ap * ap)
+        delta[tail] = half_c * np.maximum(e_p - e_q, 0.0)
+        qe[tail] = half_c * e_q
+    log_p = log_phi_q = log_qe = None
+    if has_centre:
+        log_p = normal.log_ndtr(arg_p[centre])
+        log_phi_q = normal.log_ndtr(arg_q[centre])
+        log_qe = log_phi_q + eps[centre]
+        with np.errstate(over="ignore", invalid="ignore"):
+            dc = np.exp(log_p) * -np.expm1(np.minimum(log_qe - log_p, 0.0))
+        delta[centre] = np.maximum(dc, 0.0)
+        qe[centre] = np.exp(log_qe)
     if eps_err is None:
         return delta, qe, None
+    err = np.empty_like(eps)
     with np.errstate(invalid="ignore", over="ignore"):
-        k = np.abs(a)
-        k += mu / 2.0  # s
-        k *= k + 1.0
-        k += (_LOG_NDTR_ACCURACY / EPS) * np.abs(log_phi_q)
-        k += 1.0  # K + 1
-        err = 2.0 * qe
-        err += delta
-        err *= k
-        err += qe * np.abs(log_qe)
-        err += 4.0 * delta
+        s = np.abs(a)
+        s += mu / 2.0
+        if has_tail:
+            st, dt, qt = s[tail], delta[tail], qe[tail]
+            k = dt * (2.0 * st * st + 3.0)
+            k += (dt + 2.0 * qt) * (1.4 * st + 3.0 + _ERFCX_ACCURACY / EPS)
+            err[tail] = k
+        if log_phi_q is not None and log_qe is not None:
+            sc, dc, qc = s[centre], delta[centre], qe[centre]
+            k = sc * (sc + 1.0)
+            k += (_LOG_NDTR_ACCURACY / EPS) * np.abs(log_phi_q)
+            k += 1.0  # K + 1
+            e = 2.0 * qc
+            e += dc
+            e *= k
+            e += qc * np.abs(log_qe)
+            e += 4.0 * dc
+            err[centre] = e
         err *= _FIRST_ORDER * EPS
         err += _FIRST_ORDER * qe * eps_err
         err += UNDERFLOW
