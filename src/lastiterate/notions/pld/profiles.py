@@ -129,7 +129,8 @@ def _gaussian_parts_bounded(
         ap, aq = arg_p[tail], arg_q[tail]
         e_p = normal.erfcx(ap * -_SQRT1_2)
         e_q = normal.erfcx(aq * -_SQRT1_2)
-        half_c = 0.5 * np.exp(-0.5 * ap * ap)
+        with np.errstate(over="ignore"):  # (a^2 = inf far out: the factor is 0, as it should be)
+            half_c = 0.5 * np.exp(-0.5 * ap * ap)
         delta[tail] = half_c * np.maximum(e_p - e_q, 0.0)
         qe[tail] = half_c * e_q
     log_p = log_phi_q = log_qe = None
