@@ -222,3 +222,43 @@ def test_margin_raises_the_dp_sgd_epsilon_by_at_most_1e_7_relative(monkeypatch) 
     monkeypatch.setattr(D, "_inflate", lambda pmf, rho, floor: pmf)
     without = P.poisson_subsampled_gaussian_epsilon(q, z, steps, delta).upper
     assert without <= with_margin <= without * (1 + 1e-7), (without, with_margin)
+
+
+# --- the optimistic (lower) twin near q = 1 ----------------------------------------------------
+
+
+def _excesses(pmf, d: float, exact: Callable[[mp.mpf], mp.mpf], indices) -> list:
+    """Grid points (index, relative excess) where the PMF's exact profile lies above ``exact``."""
+    probs = [mp.mpf(float(p)) for p in pmf.probs]
+    dd = mp.mpf(d)
+    n = len(probs)
+    tail_u = [mp.mpf(0)] * (n + 1)
+    tail_w = [mp.mpf(0)] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        tail_u[k] = tail_u[k + 1] + probs[k]
+        tail_w[k] = tail_w[k + 1] + probs[k] * mp.e ** (-(pmf.lower + k) * dd)
+    out = []
+    for i in indices:
+        k = min(max(i - pmf.lower + 1, 0), n)
+        value = mp.mpf(pmf.infinity_mass) + tail_u[k] - mp.e ** (i * dd) * tail_w[k]
+        want = exact(i * dd)
+        if value > want:
+            out.append((i, float((value - want) / want)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("q", "z"), [(1 - 1e-6, 1.0), pytest.param(1 - 1e-9, 3.0, marks=pytest.mark.slow)]
+)
+def test_lower_remove_twin_near_rate_one_has_no_round_off_masses(q: float, z: float) -> None:
+    # At losses below 0 the remove profile is within a tiny amount of 1 - u; the optimistic
+    # curve's masses used to be second differences of plain values there, i.e. round-off of
+    # ~1e-13 that lifted the curve above the exact profile by up to 4.2e-13 relative (528 of the
+    # points below at q = 1 - 1e-6).  In residual form what is left is the masses' own rounding.
+    d = 1e-4
+    pmf = P.poisson_subsampled_gaussian_pld(q, z, discretization=d, with_lower=True)._low_remove
+    step = max(1, (pmf.upper - pmf.lower) // 1500)
+    over = _excesses(
+        pmf, d, lambda e: _exact_remove(e, q, 1 / z), range(pmf.lower, pmf.upper + 1, step)
+    )
+    assert all(rel <= 1e-14 for _, rel in over), sorted(over, key=lambda t: -t[1])[:5]

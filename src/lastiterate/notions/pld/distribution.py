@@ -993,14 +993,16 @@ def poisson_subsampled_gaussian_pld(
     low_rem = low_add = None
     slack = 0.0
     if with_lower:
-        # remove direction: residual w.r.t. 0; the midpoint below i_lo is in the linear part
+        # remove direction: the midpoint below i_lo is in the linear part.  Tangents in plain
+        # form at positive losses and in residual form w.r.t. 1 - u at losses <= 0 (there
+        # delta_R is within a tiny amount of 1 - u, and second differences of plain values are
+        # round-off: near q = 1 they left masses of ~1e-13 that raised the optimistic curve above
+        # the exact profile by up to 4e-13 relative at negative losses), as for the add direction
         mids = (np.arange(i_lo - 1, n) + 0.5) * d
         dm, qm = parts(mids)
-        lv = _lower_residuals(dm, -qm, np.zeros(n - i_lo + 1), d)
-        # the chord from (0, 1) to the first point lies below 1 - u <= delta_R when the first
-        # value does (at log(1 - q) it is 1 - u itself; above, up to round-off)
-        lv[0] = min(lv[0], -math.expm1(i_lo * d))
-        masses, s1 = _lower_masses(lv, i_lo, d, one_minus_u=False)
+        res_a, res_b = _remove_residual_tangents(mids, dm, qm, q, mu)
+        grid_r = np.arange(i_lo, n + 1) * d
+        masses, s1 = _add_lower_masses(res_a, res_b, dm, -qm, grid_r, i_lo, d)
         low_rem = _normalise_lower(_Pmf(i_lo, masses, 0.0))
         # near q = 1 the grid reaches down to log(1 - q) and round-off leaves masses of ~1e-13
         # scattered down there, which stretch every composition window (150 000 bins at
@@ -1036,6 +1038,33 @@ def poisson_subsampled_gaussian_pld(
         lower_slack=slack,
         log_mass_truncation_bound=lb,
     )
+
+
+def _remove_residual_tangents(
+    mids: np.ndarray, dm: np.ndarray, qm: np.ndarray, q: float, mu: float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Tangents of the Poisson remove profile at the midpoints ``mids`` in residual form w.r.t.
+    :math:`1 - u`: :math:`T_c(u) - (1 - u) = a_c + b_c (u/u_c - 1)` with
+    :math:`a_c = \delta_R(c) - (1 - u_c)` (:func:`_remove_residuals`, no cancellation at c < 0)
+    and :math:`b_c = u_c - q_e(c) = u_c\,Q(L \le c)`; for the remove pair
+    :math:`Q = N(0, 1)`, :math:`L \le c` iff :math:`x \le t/\mu + \mu/2` with
+    :math:`e^t = 1 + (e^c - 1)/q`, so :math:`Q(L \le c) = \Phi(t/\mu + \mu/2)` (0 for
+    :math:`c \le \log(1-q)`).  At c >= 0 the plain values are converted (only the plain form is
+    used there)."""
+    uc = np.exp(mids)
+    a = dm + np.expm1(mids)
+    b = uc - qm
+    neg = mids < 0.0
+    if np.any(neg):
+        c = mids[neg]
+        a[neg] = _remove_residuals(c, q, mu)
+        live = c > math.log1p(-q)
+        bn = np.zeros_like(c)
+        if np.any(live):
+            t = _log_amplified(c[live], q)
+            bn[live] = np.exp(c[live] + normal.log_ndtr(t / mu + mu / 2.0))
+        b[neg] = bn
+    return a, b
 
 
 def _residual_start(q: float, mu: float, d: float, i_lo: int) -> int:
