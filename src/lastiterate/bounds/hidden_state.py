@@ -35,6 +35,14 @@ from lastiterate.notions.rdp import rdp_to_delta, rdp_to_epsilon
 from lastiterate.run import Run
 
 BOUND_ID = "hidden-state-rdp"
+
+#: relative margin of the closed forms: each is a dozen operations of at most one ulp (EPS/2) each
+#: (``pow`` and ``expm1``/``log`` inside ``one_minus_power`` below one ulp; the condition number of
+#: ``-expm1(x)`` in x is at most 1 for x <= 0), i.e. below 16 EPS; 32 EPS keeps every computed rho
+#: at or above the exact value of the formula at the given inputs (tests/bounds/
+#: test_hidden_state_rounding.py, against 50-digit mpmath).  The inputs themselves (``step_mu``,
+#: ``c``) are taken as exact.
+_ROUNDING_MARGIN = 1.0 + 32.0 * 2.0**-52
 REFERENCE = "Ye, Shokri 2022, Differentially Private Learning Needs Hidden State (NeurIPS)"
 
 
@@ -48,12 +56,13 @@ def ys22_thm33_rho(step_mu: float, c: float, l: int, E: float) -> float:
     ``step_mu = L/(b sigma)``, ``l`` batches per epoch, ``E`` epochs (``inf``: the limit), c < 1.
     The exponent ``l - 2`` is the one that reproduces paper 000's printed RDP column (whether YS22
     prints it literally was not checked); it is >= the alternative ``2l - 2``, i.e. the larger rho.
+    Rounded up by ``_ROUNDING_MARGIN`` (32 EPS relative).
     """
     if not c < 1.0:
         raise ValueError("YS22 Thm 3.3 needs c < 1")
     q = 1.0 if math.isinf(E) else one_minus_power(c, l * (E - 1))
     factor = c ** (l - 2) * (1 - c) * (1 + c) * q / one_minus_power(c, l) ** 2
-    return step_mu**2 / 2 * (1 + factor)
+    return step_mu**2 / 2 * (1 + factor) * _ROUNDING_MARGIN
 
 
 def ys22_thmd6_rho(step_mu: float, c: float, c_ys: float, T: float) -> float:
@@ -61,11 +70,11 @@ def ys22_thmd6_rho(step_mu: float, c: float, c_ys: float, T: float) -> float:
 
         rho = step_mu^2 ((1+c)/(1-c)) (1 - c_ys^T),    step_mu = L/(n sigma).
 
-    ``T = inf`` gives the limit ``step_mu^2 (1+c)/(1-c)``."""
+    ``T = inf`` gives the limit ``step_mu^2 (1+c)/(1-c)``.  Rounded up by ``_ROUNDING_MARGIN``."""
     if not c < 1.0:
         raise ValueError("YS22 Thm D.6 needs c < 1")
     q = 1.0 if math.isinf(T) else one_minus_power(c_ys, T)
-    return step_mu**2 * (1 + c) / (1 - c) * q
+    return step_mu**2 * (1 + c) / (1 - c) * q * _ROUNDING_MARGIN
 
 
 # ============================================================================ helpers

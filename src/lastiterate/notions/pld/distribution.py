@@ -38,10 +38,16 @@ from lastiterate.notions.pld.kernels import (
     _self_compose,
 )
 from lastiterate.notions.pld.profiles import (
+    EPS,
+    UNDERFLOW,
     _gaussian_parts,
+    _gaussian_parts_bounded,
     _log_amplified,
+    _log_amplified_error,
     _replace_parts,
+    _replace_parts_bounded,
     _subsampled_parts,
+    _subsampled_parts_bounded,
 )
 from lastiterate.notions.roots import brent_root
 
@@ -604,6 +610,138 @@ def _trim_bottom(pmf: _Pmf, mass: float, pessimistic: bool) -> tuple[_Pmf, float
 
 _BOTTOM_TRIM_MASS = 1e-30
 
+# ---------------------------------------------------------------------------------------------
+# Outward rounding of the pessimistic PMFs (evaluation and arithmetic error)
+# ---------------------------------------------------------------------------------------------
+#
+# Why a margin is needed.  The connect-the-dots PMF dominates the exact pair because its profile
+# interpolates the exact profile values at the grid points.  The values come from special
+# functions (a few ulps off) and the masses are second differences of them divided by
+# e^Delta - 1, so the computed PMF's profile misses the exact values by up to ~1e-13 relative
+# (measured against 50-digit mpmath: tests/notions/test_pld_outward_rounding.py), and the add
+# direction of a Poisson pair, whose masses come from two representations of the profile, by
+# up to ~1e-11 relative.  That is inside every certified bracket, but it is in the wrong
+# direction.
+#
+# What is done.  For every upper PMF we bound, at each grid point l_i, how far its profile B(l_i)
+# can lie below the exact profile v(l_i): the evaluation error E_i of the value (from the accuracy
+# of log_ndtr, exp, log, expm1 and the rounding of the arguments: profiles.py,
+# ``*_parts_bounded``) plus R_i, the effect on B(l_i) of the rounding of the masses (each mass
+# is within gamma_j of the exact second difference of the computed values,
+# :func:`_mass_rounding`; R_i = sum_{j>i} gamma_j (1 - e^{l_i - l_j}), :func:`_right_kernel`).
+# Linearity: the exact masses of the computed values have profile exactly equal to those values
+# at the grid points.  Then every mass and the mass at +inf are multiplied by 1 + rho and
+# ``floor`` is added at +inf, with rho * (v_i - deficit_i) + floor >= deficit_i at every grid
+# point (:func:`_outward_scale`).  The profile of the result is >= the exact profile at every
+# grid point, linear in u = e^eps between them (the exact one is convex), >= at +inf, and its
+# total mass is >= 1 (below the lowest point it is a line from (0, total)), so it dominates the
+# exact profile at every real epsilon.  Dominance at every epsilon of non-negative measures is
+# kept by convolution (profile_{A*B}(eps) = sum_j a_j profile_B(eps - l_j)), so every composed
+# upper value stays an upper bound.
+#
+# Cost: rho ~ 1e-15 .. 1e-11 per step; a T-fold composition scales delta by at most (1 + rho)^T
+# and adds T * floor (floor = 1e-3 of the one-step truncation threshold, i.e. at most 0.1% of the
+# truncation mass already reported).
+
+#: the absolute part of the margin, relative to the one-step truncation threshold exp(log_bound)
+_OUTWARD_FLOOR = 1e-3
+
+
+def _mass_rounding(values: np.ndarray, d: float, bottom: float) -> np.ndarray:
+    r"""Bound :math:`\gamma_j` on the rounding error of each mass of :func:`_masses_from_values`
+    relative to the exact second differences of the same (computed) ``values``.
+
+    Standard model (each operation within EPS/2 relative; exp and expm1 within EPS): interior
+    masses ``(D_j - D_{j-1} e^Delta)/(e^Delta - 1)`` with ``D_j = V_{j+1} - V_j`` are off by at
+    most ``4 EPS (|D_j| + e^Delta |D_{j-1}|)/(e^Delta - 1) + 2 EPS |m_j|``; the first and last
+    alike with their one difference (and the ``bottom`` term).
+    """
+    em1 = math.expm1(d)
+    ed = math.exp(d)
+    diffs = np.abs(np.diff(values))
+    out = np.empty_like(values)
+    if len(values) == 1:
+        out[0] = 2.0 * EPS * abs(bottom)
+        return out
+    out[0] = 2.0 * EPS * (abs(bottom) + 2.0 * diffs[0] / em1)
+    out[1:-1] = 4.0 * EPS * (diffs[1:] + ed * diffs[:-1]) / em1
+    out[-1] = 4.0 * EPS * diffs[-1] / -math.expm1(-d)
+    # (+ 2 EPS |m_j| <= 2 EPS (|D_j| + e^d |D_{j-1}|)/(e^d - 1): already inside the factor 4)
+    return out
+
+
+def _right_kernel(gamma: np.ndarray, d: float) -> np.ndarray:
+    r"""Upper bound on :math:`\sum_{j>i} \gamma_j (1 - e^{-(j-i)\Delta})` for every i (the
+    effect of mass errors ``gamma`` on the profile at grid point i): the smaller of
+    :math:`\sum_{j>i}\gamma_j` and :math:`\Delta\sum_{j>i}(j-i)\gamma_j` (as
+    :math:`1 - e^{-x} \le \min(1, x)`), by reverse cumulative sums of non-negative numbers
+    (relative error below n EPS, covered by the factor)."""
+    n = len(gamma)
+    g1 = np.zeros(n)
+    g1[:-1] = np.cumsum(gamma[::-1])[::-1][1:]  # sum over j > i
+    g2 = np.cumsum(g1[::-1])[::-1]  # sum over k >= i of g1_k = sum_{j>i} (j - i) gamma_j
+    return (1.0 + 2.0 * n * EPS) * _FIRST_ORDER_MARGIN * np.minimum(g1, d * g2)
+
+
+def _left_kernel(gamma: np.ndarray, u: np.ndarray, d: float) -> np.ndarray:
+    r"""Upper bound on :math:`\sum_{j<i} \gamma_j (e^{(i-j)\Delta} - 1)` for every i (the effect
+    of mass errors on the *left* profile :math:`\sum_{\ell_j<\varepsilon} b_j
+    (e^{\varepsilon - \ell_j} - 1)`, which is the add direction's profile of a mirrored PMF):
+    :math:`u_i = e^{\ell_i}` times the smaller of :math:`\sum_{j<i} \gamma_j / u_j` and
+    :math:`\Delta\sum_{j<i}(i-j)\gamma_j / u_j` (as :math:`e^x - 1 \le \min(e^x, x e^x)`)."""
+    n = len(gamma)
+    h1 = np.zeros(n)
+    np.cumsum((gamma / u)[:-1], out=h1[1:])  # sum over j < i
+    h2 = np.cumsum(h1)  # sum over k <= i of h1_k = sum_{j<i} (i - j) gamma_j / u_j
+    h2 *= d
+    np.minimum(h1, h2, out=h2)
+    h2 *= u
+    h2 *= (1.0 + 2.0 * n * EPS) * _FIRST_ORDER_MARGIN
+    return h2
+
+
+_FIRST_ORDER_MARGIN = 1.01
+
+
+def _source_of_running_min(raw: np.ndarray, accumulated: np.ndarray) -> np.ndarray:
+    """Index of the value each entry of ``np.minimum.accumulate(raw)`` was taken from."""
+    idx = np.arange(len(raw))
+    kept = accumulated == raw
+    return np.maximum.accumulate(np.where(kept, idx, 0))
+
+
+def _outward_scale(
+    deficit: np.ndarray, value: np.ndarray, floor: float
+) -> tuple[float, float]:
+    r"""``(rho, extra)`` with :math:`\rho (v_i - \text{deficit}_i) + \text{floor} +
+    \text{extra} \ge \text{deficit}_i` at every point: rho from the points whose deficit is above
+    ``floor`` and at most half their value, ``extra`` (absolute, at +inf) for any others (a NaN
+    bound would be a bug: it is treated as a 100% error, i.e. the value itself goes to +inf)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (deficit - floor) / (value - deficit)
+    good = deficit <= 0.5 * value
+    rho = float(np.max(ratio, where=good, initial=0.0))
+    bad = ~good & ~(deficit <= floor)  # (NaN deficits land here)
+    extra = 0.0
+    if np.any(bad):
+        extra = float(np.max(np.where(np.isnan(deficit[bad]), value[bad], deficit[bad])))
+    return max(rho, 0.0), extra
+
+
+def _inflate(pmf: _Pmf, rho: float, floor: float) -> _Pmf:
+    r"""Multiply every mass (and the mass at +inf) by a factor :math:`\ge 1 + \rho` that survives
+    its own rounding (:math:`1 + \rho + 2\,\mathrm{EPS}`, rounded up), and add ``floor`` at +inf."""
+    factor = float(np.nextafter(1.0 + rho + 2.0 * EPS, math.inf))
+    inf = min(1.0, pmf.infinity_mass * factor + floor)
+    return _Pmf(pmf.lower, pmf.probs * factor, inf)
+
+
+def _fixed_rounding(losses_max: float, n: int) -> float:
+    """Relative margin for the mirror (``exp(-l)`` and the product: (|l| + 3) EPS) and the
+    normalisation to total mass 1 (numpy's pairwise sum: below (log2 n + 16) EPS)."""
+    return EPS * (abs(losses_max) + math.log2(max(n, 2)) + 24.0)
+
+
 
 def _normalise_upper(pmf: _Pmf, index: int) -> _Pmf:
     """Set the mass at ``index`` so that the total P-mass is exactly 1.
@@ -630,6 +768,7 @@ def _normalise_lower(pmf: _Pmf) -> _Pmf:
 
 def _symmetric_pld(
     parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    bounded: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
     description: str,
     d: float,
     log_bound: float,
@@ -642,15 +781,19 @@ def _symmetric_pld(
     negative side is its mirror (mass at :math:`-\ell` is :math:`e^{-\ell}` times the mass at
     :math:`\ell`).  The perspective map :math:`\delta(u) \mapsto 1 - u + u\,\delta(1/u)` sends
     chords to chords, so this is exactly the connect-the-dots PMF of the symmetric profile on the
-    full grid :math:`\{-n..n\}\Delta`, anchored at (0, 1).
+    full grid :math:`\{-n..n\}\Delta`, anchored at (0, 1).  ``bounded`` evaluates the same profile
+    with an error bound (``bounded(eps, eps_err) -> (delta, qe, err)``); the upper PMF is rounded
+    outward by it (:func:`_outward_symmetric`).
     """
     n = _top_index(parts, d, log_bound)
     grid = np.arange(0, n + 1) * d
-    vals, _ = parts(grid)
-    vals = np.minimum.accumulate(vals)
+    raw, _, err = bounded(grid, EPS * grid)
+    vals = np.minimum.accumulate(raw)
+    err = err[_source_of_running_min(raw, vals)]
     pos = np.maximum(_symmetric_masses(vals, d), 0.0)
     rem = _normalise_upper(_symmetric_pmf(pos, d, float(vals[-1])), n)
     rem, trimmed = _trim_bottom(rem, _BOTTOM_TRIM_MASS, True)
+    rem, margin = _outward_symmetric(rem, vals, err, d, log_bound)
     low = None
     slack = 0.0
     if with_lower:
@@ -674,10 +817,32 @@ def _symmetric_pld(
         remove=rem,
         add=None,
         lower_remove=low,
-        truncation_mass=float(vals[-1]) + trimmed,
+        truncation_mass=float(vals[-1]) + trimmed + margin,
         lower_slack=slack,
         log_mass_truncation_bound=log_bound,
     )
+
+
+def _outward_symmetric(
+    pmf: _Pmf, vals: np.ndarray, err: np.ndarray, d: float, log_bound: float
+) -> tuple[_Pmf, float]:
+    r"""Round a symmetric upper PMF outward (see the block comment above :func:`_mass_rounding`).
+
+    The profile at the grid points :math:`i\Delta \ge 0` depends on the positive side only, which
+    is the connect-the-dots PMF of ``vals`` (off by ``err`` from the exact profile) up to the
+    rounding of its masses.  At negative epsilon a mirrored PMF (mass at :math:`-\ell` equal to
+    :math:`e^{-\ell}` times the mass at :math:`\ell`) of total mass T has profile
+    :math:`T(1 - e^{-x}) + e^{-x}B(x)` at :math:`-x`, the exact one :math:`1 - e^{-x} +
+    e^{-x}\delta(x)`: the same relative margin, plus the rounding of the mirror and of the total
+    (:func:`_fixed_rounding`), covers it.  Returns the PMF and the absolute part of the margin
+    (added at +inf, recorded as truncation mass).
+    """
+    gamma = _mass_rounding(vals, d, 0.0)
+    deficit = err + _right_kernel(gamma, d)
+    floor = _OUTWARD_FLOOR * math.exp(log_bound)
+    rho, extra = _outward_scale(deficit, vals, floor)
+    rho += _fixed_rounding(len(vals) * d, len(pmf.probs))
+    return _inflate(pmf, rho, floor + extra), floor + extra
 
 
 def identity_pld(
@@ -712,7 +877,14 @@ def gaussian_pld(
     lb = _check_log_bound(log_mass_truncation_bound)
     if mu == 0.0:
         return identity_pld(discretization=d, with_lower=with_lower)
-    return _symmetric_pld(lambda e: _gaussian_parts(e, mu), f"G(mu={mu:g})", d, lb, with_lower)
+    return _symmetric_pld(
+        lambda e: _gaussian_parts(e, mu),
+        lambda e, err: _gaussian_parts_bounded(e, mu, err),  # type: ignore[return-value]
+        f"G(mu={mu:g})",
+        d,
+        lb,
+        with_lower,
+    )
 
 
 def symmetric_subsampled_gaussian_pld(
@@ -740,7 +912,12 @@ def symmetric_subsampled_gaussian_pld(
     if mu == 0.0:
         return identity_pld(discretization=d, with_lower=with_lower)
     return _symmetric_pld(
-        lambda e: _subsampled_parts(e, p, mu), f"C_p(G_mu)(p={p:g}, mu={mu:g})", d, lb, with_lower
+        lambda e: _subsampled_parts(e, p, mu),
+        lambda e, err: _subsampled_parts_bounded(e, p, mu, err),  # type: ignore[return-value]
+        f"C_p(G_mu)(p={p:g}, mu={mu:g})",
+        d,
+        lb,
+        with_lower,
     )
 
 
@@ -781,34 +958,51 @@ def poisson_subsampled_gaussian_pld(
     lb = _check_log_bound(log_mass_truncation_bound)
     desc = f"PoissonSubsampledGaussian(q={q:g}, z={z:g}, {adjacency})"
     if adjacency == "replace":
-        return _symmetric_pld(_replace_parts(q, z), desc, d, lb, with_lower)
+        return _symmetric_pld(
+            _replace_parts(q, z), _replace_parts_bounded(q, z), desc, d, lb, with_lower  # type: ignore[arg-type]
+        )
     mu = 1.0 / z
     if q == 1.0:
-        return _symmetric_pld(lambda e: _gaussian_parts(e, mu), desc, d, lb, with_lower)
+        return _symmetric_pld(
+            lambda e: _gaussian_parts(e, mu),
+            lambda e, err: _gaussian_parts_bounded(e, mu, err),  # type: ignore[return-value]
+            desc,
+            d,
+            lb,
+            with_lower,
+        )
     parts = lambda e: _subsampled_parts(e, q, mu)
     i_lo = _residual_start(q, mu, d, math.floor(math.log1p(-q) / d))
     n = _top_index(parts, d, lb)
     grid = np.arange(i_lo, n + 1) * d
-    vals, _ = parts(grid)
-    vals = np.minimum.accumulate(vals)
+    raw, _, err = _subsampled_parts_bounded(grid, q, mu, EPS * np.abs(grid))
+    vals = np.minimum.accumulate(raw)
+    err = err[_source_of_running_min(raw, vals)]
     probs = _masses_from_values(vals, d, 1.0 - vals[0])
-    _residual_masses_below_zero(probs, grid, q, mu, d)
+    gamma = _mass_rounding(vals, d, 1.0 - vals[0])
+    splice = _residual_masses_below_zero(probs, gamma, grid, q, mu, d)
     probs = np.maximum(probs, 0.0)
+    margins = _outward_poisson(vals, err, gamma, splice, grid, d, lb)
     rem = _fill_to_one(_without_leading_zeros(_Pmf(i_lo, probs, float(vals[-1]))))
     add = _without_trailing_zeros(
         _fill_to_one(_without_leading_zeros(_mirrored_add_pmf(probs, grid, n)))
     )
+    fixed = _fixed_rounding(max(abs(grid[0]), abs(grid[-1])), len(grid))
+    rem = _inflate(rem, margins[0] + fixed, margins[1])
+    add = _inflate(add, margins[2] + fixed, margins[3])
     low_rem = low_add = None
     slack = 0.0
     if with_lower:
-        # remove direction: residual w.r.t. 0; the midpoint below i_lo is in the linear part
+        # remove direction: the midpoint below i_lo is in the linear part.  Tangents in plain
+        # form at positive losses and in residual form w.r.t. 1 - u at losses <= 0 (there
+        # delta_R is within a tiny amount of 1 - u, and second differences of plain values are
+        # round-off: near q = 1 they left masses of ~1e-13 that raised the optimistic curve above
+        # the exact profile by up to 4e-13 relative at negative losses), as for the add direction
         mids = (np.arange(i_lo - 1, n) + 0.5) * d
         dm, qm = parts(mids)
-        lv = _lower_residuals(dm, -qm, np.zeros(n - i_lo + 1), d)
-        # the chord from (0, 1) to the first point lies below 1 - u <= delta_R when the first
-        # value does (at log(1 - q) it is 1 - u itself; above, up to round-off)
-        lv[0] = min(lv[0], -math.expm1(i_lo * d))
-        masses, s1 = _lower_masses(lv, i_lo, d, one_minus_u=False)
+        res_a, res_b = _remove_residual_tangents(mids, dm, qm, q, mu)
+        grid_r = np.arange(i_lo, n + 1) * d
+        masses, s1 = _add_lower_masses(res_a, res_b, dm, -qm, grid_r, i_lo, d)
         low_rem = _normalise_lower(_Pmf(i_lo, masses, 0.0))
         # near q = 1 the grid reaches down to log(1 - q) and round-off leaves masses of ~1e-13
         # scattered down there, which stretch every composition window (150 000 bins at
@@ -840,10 +1034,37 @@ def poisson_subsampled_gaussian_pld(
         add=add,
         lower_remove=low_rem,
         lower_add=low_add,
-        truncation_mass=float(vals[-1]),
+        truncation_mass=float(vals[-1]) + max(margins[1], margins[3]),
         lower_slack=slack,
         log_mass_truncation_bound=lb,
     )
+
+
+def _remove_residual_tangents(
+    mids: np.ndarray, dm: np.ndarray, qm: np.ndarray, q: float, mu: float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Tangents of the Poisson remove profile at the midpoints ``mids`` in residual form w.r.t.
+    :math:`1 - u`: :math:`T_c(u) - (1 - u) = a_c + b_c (u/u_c - 1)` with
+    :math:`a_c = \delta_R(c) - (1 - u_c)` (:func:`_remove_residuals`, no cancellation at c < 0)
+    and :math:`b_c = u_c - q_e(c) = u_c\,Q(L \le c)`; for the remove pair
+    :math:`Q = N(0, 1)`, :math:`L \le c` iff :math:`x \le t/\mu + \mu/2` with
+    :math:`e^t = 1 + (e^c - 1)/q`, so :math:`Q(L \le c) = \Phi(t/\mu + \mu/2)` (0 for
+    :math:`c \le \log(1-q)`).  At c >= 0 the plain values are converted (only the plain form is
+    used there)."""
+    uc = np.exp(mids)
+    a = dm + np.expm1(mids)
+    b = uc - qm
+    neg = mids < 0.0
+    if np.any(neg):
+        c = mids[neg]
+        a[neg] = _remove_residuals(c, q, mu)
+        live = c > math.log1p(-q)
+        bn = np.zeros_like(c)
+        if np.any(live):
+            t = _log_amplified(c[live], q)
+            bn[live] = np.exp(c[live] + normal.log_ndtr(t / mu + mu / 2.0))
+        b[neg] = bn
+    return a, b
 
 
 def _residual_start(q: float, mu: float, d: float, i_lo: int) -> int:
@@ -1046,19 +1267,47 @@ def _remove_residuals(eps: np.ndarray, q: float, mu: float) -> np.ndarray:
     :math:`\delta_R - (1 - e^\varepsilon) = q\,e^{t}\,\delta_G(-t)`: a product of small positive
     numbers for :math:`t < 0` (0 where :math:`\varepsilon \le \log(1-q)`).
     """
+    return _remove_residuals_bounded(eps, q, mu, None)[0]
+
+
+def _remove_residuals_bounded(
+    eps: np.ndarray, q: float, mu: float, eps_err: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    r""":func:`_remove_residuals` and an absolute bound on its evaluation error (``eps`` off by
+    ``eps_err``; zeros when ``None``): t is off by :func:`_log_amplified_error`, which
+    :math:`e^t` turns into a relative error of the same size and :func:`_gaussian_parts_bounded`
+    passes into :math:`\delta_G(-t)`; 3 EPS relative for exp and the two products."""
     out = np.zeros_like(eps)
+    err = np.zeros_like(eps)
     live = eps > math.log1p(-q)
     t = _log_amplified(eps[live], q)
-    dx, _ = _gaussian_parts(-t, mu)
-    out[live] = q * np.exp(t) * dx
-    return out
+    if eps_err is None:
+        dx, _, _ = _gaussian_parts_bounded(-t, mu, None)
+        out[live] = q * np.exp(t) * dx
+        return out, err
+    err_t = _log_amplified_error(eps[live], t, q, eps_err[live])
+    dx, _, dx_err = _gaussian_parts_bounded(-t, mu, err_t)
+    scale = q * np.exp(t)
+    out[live] = scale * dx
+    err[live] = 1.01 * (out[live] * (err_t + 3.0 * EPS) + scale * dx_err) + UNDERFLOW  # type: ignore[operator]
+    return out, err
+
+
+@dataclass(frozen=True)
+class _Splice:
+    """Where the Poisson remove PMF switches from residual masses to value masses, and the
+    residuals (with their error bounds) at the grid points below 0."""
+
+    neg: int
+    residuals: np.ndarray
+    errors: np.ndarray
 
 
 def _residual_masses_below_zero(
-    probs: np.ndarray, grid: np.ndarray, q: float, mu: float, d: float
-) -> None:
+    probs: np.ndarray, gamma: np.ndarray, grid: np.ndarray, q: float, mu: float, d: float
+) -> _Splice | None:
     r"""Recompute, in place, the connect-the-dots masses at negative losses from the residual
-    :math:`\delta_R - (1 - u)` (:func:`_remove_residuals`).
+    :math:`\delta_R - (1 - u)` (:func:`_remove_residuals`), and their rounding bounds ``gamma``.
 
     There :math:`\delta_R(u)` is within a tiny amount of the line :math:`1 - u`, so second
     differences of its values are round-off (about 1e-16 / Delta = 1e-12 per mass), which the add
@@ -1067,13 +1316,72 @@ def _residual_masses_below_zero(
     differences, so the same masses are the second differences of the residual, which keep their
     relative precision (same formula, :func:`_masses_from_values`; the first mass, anchored at
     (0, 1), is the residual's with bottom ``-res[0]``).  Masses whose three points are negative
-    losses are replaced; the others keep the values' formula.
+    losses are replaced; the others keep the values' formula.  Returns the splice (None when
+    nothing was replaced).
     """
     neg = int(np.searchsorted(grid, 0.0))  # grid[:neg] < 0
     if neg < 3:
-        return
-    res = _remove_residuals(grid[:neg], q, mu)
+        return None
+    res, res_err = _remove_residuals_bounded(grid[:neg], q, mu, EPS * np.abs(grid[:neg]))
     probs[: neg - 1] = _masses_from_values(res, d, -float(res[0]))[: neg - 1]
+    gamma[: neg - 1] = _mass_rounding(res, d, -float(res[0]))[: neg - 1]
+    return _Splice(neg, res, res_err)
+
+
+def _outward_poisson(
+    vals: np.ndarray,
+    err: np.ndarray,
+    gamma: np.ndarray,
+    splice: _Splice | None,
+    grid: np.ndarray,
+    d: float,
+    log_bound: float,
+) -> tuple[float, float, float, float]:
+    r"""Margins ``(rho_remove, floor_remove, rho_add, floor_add)`` of the Poisson pair's upper
+    PMFs (see the block comment above :func:`_mass_rounding`).
+
+    Remove direction, profile at grid point :math:`\ell_i`: value masses above the splice
+    reproduce the computed values (error ``err`` + :func:`_right_kernel`); below it the exact
+    masses of the computed residuals :math:`\hat r` give :math:`\hat r + (1 - u) + A(u)` where A
+    is the affine function (in u) through the splice mismatch
+    :math:`e_k = (\hat v_k - v_k) - (\hat r_k - r_k)` at the two splice points ``neg - 2,
+    neg - 1``: :math:`|A(u)| \le \bar e (1 + 2|u - u_{neg-1}|/(u_{neg-1} - u_{neg-2}))`.
+
+    Add direction (the mirror): its profile at :math:`c = -\ell_i` is :math:`e^{c}` times the
+    remove PMF's *left* profile :math:`\sum_{\ell_j < \ell_i} b_j (e^{\ell_i - \ell_j} - 1)`, whose
+    exact value is the residual :math:`r(\ell_i)`.  The exact masses of :math:`\hat r` have left
+    profile :math:`\hat r` below the splice (the affine part cancels), and
+    :math:`\hat v - (1 - u) - A(u)` above it; mass rounding enters through :func:`_left_kernel`.
+    The mass at +inf of the remove PMF is not mirrored (it is Q-mass at -inf).
+    """
+    floor = _OUTWARD_FLOOR * math.exp(log_bound)
+    u = np.exp(grid)
+    right = _right_kernel(gamma, d)
+    add_deficit = _left_kernel(gamma, u, d)
+    add_deficit += err
+    rem_deficit = right
+    rem_deficit += err
+    k = 0 if splice is None else splice.neg
+    resid = vals[k:] + np.expm1(grid[k:])  # v - (1 - u): accurate for losses >= 0
+    if splice is None:
+        # no residual masses: the exact masses of the values have total P-mass 1 and Q-mass
+        # (1 - v_0)/u_0 (the chord to (0, 1)), off by err_0/u_0 from 1
+        add_deficit += err[0] * (1.0 + u / u[0])
+    else:
+        mismatch = float(np.max(err[k - 2 : k] + splice.errors[k - 2 : k]))
+        du = u[k - 1] - u[k - 2]
+        u_s = u[k - 1]
+        below = splice.errors[: k - 2] + mismatch * (1.0 + 2.0 * (u_s - u[: k - 2]) / du)
+        rem_deficit[: k - 2] = below + (rem_deficit[: k - 2] - err[: k - 2])
+        add_deficit[k:] += mismatch * (1.0 + 2.0 * (u[k:] - u_s) / du)
+        add_deficit[:k] += splice.errors - err[:k]
+        resid = np.concatenate([splice.residuals, resid])
+    rho_r, extra_r = _outward_scale(rem_deficit, vals, floor)
+    # the add profile at c = -l_i and its deficit are e^{-l_i} times these
+    add_deficit /= u
+    resid /= u
+    rho_a, extra_a = _outward_scale(add_deficit, resid, floor)
+    return rho_r, floor + extra_r, rho_a, floor + extra_a
 
 
 def _compose_power(base: Pld, k: int, extra: Pld | None, tail: float) -> Pld:

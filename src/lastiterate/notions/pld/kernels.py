@@ -71,17 +71,24 @@ def _delta_for_epsilon(pmf: _Pmf, d: float, epsilon: float) -> float:
     r"""The profile of a PMF at one epsilon.
 
     :math:`\delta(\varepsilon) = m_\infty + \sum_{\ell_j > \varepsilon} p_j
-    (1 - e^{\varepsilon - \ell_j})`.
+    (1 - e^{\varepsilon - \ell_j})`, rounded up by a bound on its rounding error: each term's
+    loss is off by :math:`u|\ell_j|` (u = EPS/2), which moves the term by at most
+    :math:`p_j u |\ell_j|` (the slope of :math:`1 - e^{\varepsilon - \ell}` is at most 1; a term
+    wrongly kept or dropped at the bin edge is that small too), expm1 and the product add 2u of
+    the term, numpy's pairwise sum :math:`u (\log_2 n + 8)` of the total: in all at most
+    :math:`u (|\ell|_{max} + \log_2 n + 12)` times the mass above epsilon.
     """
     start = max(0, math.floor(epsilon / d) - pmf.lower)
     if start >= len(pmf.probs):
         return min(1.0, pmf.infinity_mass)
     losses = (pmf.lower + np.arange(start, len(pmf.probs))) * d
     mask = losses > epsilon
-    val = pmf.infinity_mass + float(
-        np.sum(-np.expm1(epsilon - losses[mask]) * pmf.probs[start:][mask])
-    )
-    return min(1.0, max(0.0, val))
+    above = pmf.probs[start:][mask]
+    val = pmf.infinity_mass + float(np.sum(-np.expm1(epsilon - losses[mask]) * above))
+    n = len(above)
+    loss_max = max(abs(float(losses[0])), abs(float(losses[-1])))
+    margin = _EPS / 2.0 * (loss_max + math.log2(n + 1) + 12.0) * float(np.sum(above))
+    return min(1.0, max(0.0, val + 1.01 * margin + _EPS * pmf.infinity_mass))
 
 
 def _epsilon_for_delta(pmf: _Pmf, d: float, delta: float) -> float:
@@ -128,19 +135,49 @@ def _epsilon_for_delta_full(pmf: _Pmf, d: float, delta: float) -> float:
 
 
 def _crossing_epsilon(
-    losses: np.ndarray, u: np.ndarray, w: np.ndarray, jj: int, delta: float, shift: float
+    losses: np.ndarray,
+    u: np.ndarray,
+    w: np.ndarray,
+    jj: int,
+    delta: float,
+    shift: float,
 ) -> float:
     """The epsilon where the profile ``U_J - e^eps W_J`` crosses ``delta`` in the bin
     ``(losses[jj-1], losses[jj]]`` (``w`` scaled by ``e^shift``), clamped to the bin and to
-    ``eps >= 0``."""
-    hi = losses[jj]
-    lo_ = losses[jj - 1] if jj > 0 else -math.inf
-    if w[jj] <= 0.0 or u[jj] <= delta:
-        eps = hi if w[jj] <= 0.0 else lo_
+    ``eps >= 0``, rounded up by a bound on its rounding error (:func:`_crossing_margin`); the bin's
+    top where ``U - delta`` is not resolved above its own rounding.  ``u`` and ``w`` hold the
+    reverse cumulative sums from the top of the PMF down to (at least) ``jj``."""
+    hi = float(losses[jj])
+    lo_ = float(losses[jj - 1]) if jj > 0 else -math.inf
+    big_u, big_w = float(u[jj]), float(w[jj])
+    half = _EPS / 2.0
+    # recursive summation: |fl(S_n) - S_n| <= u * (sum of the computed partial sums)
+    spread_u = half * (float(np.sum(u[jj:])) + big_u + delta)
+    if big_w <= 0.0 or big_u - delta <= 2.0 * spread_u:
+        eps = hi
     else:
-        eps = math.log((u[jj] - delta) / w[jj]) + shift
+        eps = math.log((big_u - delta) / big_w) + shift
+        rel_w = half * float(np.sum(w[jj:])) / big_w
+        loss_max = max(abs(float(losses[0])), abs(float(losses[-1])))
+        eps += _crossing_margin(spread_u / (big_u - delta), rel_w, loss_max, eps)
     eps = min(hi, max(lo_, eps))
-    return max(0.0, float(eps))
+    return max(0.0, eps)
+
+
+def _crossing_margin(rel_u: float, rel_w: float, loss_max: float, eps: float) -> float:
+    r"""Bound on the rounding error of the crossing :math:`\log((U - \delta)/W) + s`, given the
+    relative errors of :math:`U - \delta` (``rel_u``) and of the sum W (``rel_w``).
+
+    U and W are sequential (reverse cumulative) sums of non-negative terms: the error of such a sum
+    is at most u (u = EPS/2) times the sum of its computed partial sums (first order; Higham,
+    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §4.2), far below ``n u`` of the
+    total when the terms grow towards the end, as the tail masses do.  W's terms also carry
+    ``exp`` and a product (2u) and the rounding of their losses (:math:`u |\ell|` in the
+    exponent), and log, the division, the shift and the sum add :math:`u(|\varepsilon| + 3)`.
+    The crossing is clamped to its bin afterwards (the bin's top is always a valid epsilon).
+    """
+    u = _EPS / 2.0
+    return 1.01 * (rel_u + rel_w + u * (loss_max + abs(eps) + 6.0))
 
 
 #: first length of the top part of a PMF that :func:`_epsilon_for_delta_top` reads (grown 4x):
