@@ -1,7 +1,12 @@
-"""The tilt bisection of the PLD kernels decides the steps it can certify without evaluating them
-(``kernels._certified_tilt_bracket``, issue 11): its bracket must be the plain bisection's bit for
-bit, and so every reported value on the extremes grid of ``benchmarks/accountant.py`` (T up to
-1e7, delta down to 1e-12, sampling rate near 1) must be the same number on both paths.
+"""Two exact speed-ups of the PLD kernels (issue 11) against the paths they replace.
+
+* The tilt bisection decides the steps it can certify without evaluating them
+  (``kernels._certified_tilt_bracket``): its bracket must be the plain bisection's bit for bit.
+* The aliasing profile of a tilted pass remembers its factors' summaries between the cheap and
+  the refined profile (``kernels._tail_summaries``): the same numbers as computed afresh.
+
+So every reported value on the extremes grid of ``benchmarks/accountant.py`` (T up to 1e7, delta
+down to 1e-12, sampling rate near 1) must be the same number on both paths.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from lastiterate.notions.pld import kernels
 from lastiterate.run import Run
 
 
-def _random_blocks(rng: np.random.Generator) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[int]]:
+def _random_blocks(
+    rng: np.random.Generator,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[int]]:
     """One or two blocks shaped like the kernels' (log masses of a bumpy PMF, indices >= 0)."""
     blocks, powers = [], []
     for _ in range(int(rng.integers(1, 3))):
@@ -99,13 +106,18 @@ def test_error_bound_covers_the_computed_mean() -> None:
         for lam in np.linspace(0.0, hi, 7):
             exact = mpmath.mpf(0)
             for (logm, c), k in zip(blocks, powers):
-                w = [mpmath.exp(mpmath.mpf(float(a)) + mpmath.mpf(float(lam)) * float(b))
-                     for a, b in zip(logm, c)]
+                w = [
+                    mpmath.exp(mpmath.mpf(float(a)) + mpmath.mpf(float(lam)) * float(b))
+                    for a, b in zip(logm, c)
+                ]
                 s = mpmath.fsum(w)
                 exact += k * mpmath.fsum(wi * float(b) for wi, b in zip(w, c)) / s
             got = kernels._tilted_mean(blocks, powers, float(lam))
             assert abs(mpmath.mpf(got) - exact) <= err
-            assert abs(mpmath.mpf(kernels._tilted_moments(blocks, powers, float(lam))[0]) - exact) <= err
+            assert (
+                abs(mpmath.mpf(kernels._tilted_moments(blocks, powers, float(lam))[0]) - exact)
+                <= err
+            )
 
 
 #: the extremes table of benchmarks/accountant.py (n = 60000, b = 256, sigma = 0.02, L = 2)
@@ -173,6 +185,7 @@ def test_last_iterate_bounds_unchanged(
     _clear()
     fast = _theorem(run)(run, query)
     monkeypatch.setattr(kernels, "_CERTIFIED_BISECTION", False)
+    monkeypatch.setattr(kernels, "_REMEMBER_TAIL_SUMMARIES", False)
     _clear()
     slow = _theorem(run)(run, query)
     _clear()
@@ -188,6 +201,7 @@ def test_composition_bracket_unchanged(
     _clear()
     fast = comp._sgd_pld_for_query(run, query)
     monkeypatch.setattr(kernels, "_CERTIFIED_BISECTION", False)
+    monkeypatch.setattr(kernels, "_REMEMBER_TAIL_SUMMARIES", False)
     _clear()
     slow = comp._sgd_pld_for_query(run, query)
     _clear()
@@ -195,3 +209,25 @@ def test_composition_bracket_unchanged(
     assert fast.at_query[1] == slow.at_query[1]  # its certified lower end
     assert math.isfinite(fast.at_query[0])
     assert fast.pld.discretization == slow.pld.discretization
+
+
+def test_remembered_tail_summaries_are_the_fresh_ones() -> None:
+    """The aliasing profile's factor summaries, remembered between the cheap and the refined
+    profile of one pass (issue 11), are the numbers a fresh computation gives."""
+    rng = np.random.default_rng(3)
+    blocks, powers = _random_blocks(rng)
+    # normalised factors, as a tilted pass hands them over
+    logxs = [lm - float(np.log(np.sum(np.exp(lm)))) for lm, _ in blocks]
+    above = np.array([10.0, 1e3, 1e5])
+    below = np.array([-5.0, 2.0, 40.0])
+    first = kernels._chernoff_tails(logxs, powers, above, below, refine=False)
+    again = kernels._chernoff_tails(logxs, powers, above, below)  # from the memo
+    kernels._TAIL_SUMMARY_MEMO.clear()
+    fresh = kernels._chernoff_tails(logxs, powers, above, below)
+    copies = kernels._chernoff_tails([x.copy() for x in logxs], powers, above, below)
+    cheap = kernels._chernoff_tails(logxs, powers, above, below, refine=False)
+    for a, b in zip(again + first, fresh + cheap):
+        assert np.array_equal(a, b)
+    assert np.all(np.isfinite(fresh[0])) and np.all(fresh[0] <= cheap[0])
+    for a, b in zip(copies, fresh):
+        assert np.array_equal(a, b)

@@ -537,31 +537,12 @@ def _chernoff_tails(
     with block-binned log-CGFs on a fixed log grid, and a geometric set spanning the Gaussian optima
     ``|c - mean| / var`` of the thresholds (times 1/2 .. 2).
     """
-    mean = var = log_total = 0.0
-    for logx, k in zip(logxs, powers):
-        keep = np.isfinite(logx)
-        j = np.arange(len(logx), dtype=float)[keep]
-        lx = logx[keep]
-        base = float(normal.logsumexp(lx))
-        w = np.exp(lx - base)
-        m = float(np.sum(w * j))
-        mean += k * m
-        var += k * float(np.sum(w * (j - m) ** 2))
-        log_total += k * base
-    var = max(var, 1e-12)
+    mean, var, log_total, bu, bd = _tail_summaries(logxs, powers)
     gaps = np.concatenate([above - mean, mean - below])
     gaps = gaps[gaps > 0]
     if len(gaps) == 0:
         ones = np.full(len(above), math.exp(log_total))
         return ones, ones.copy()
-    # (1) block-binned log-CGFs (cheap upper bounds) on a fixed log grid locate the optimum of
-    # skewed sums; (2) the Gaussian optima cover long compositions, where binning is too coarse
-    bu = np.zeros(len(_THETAS))
-    bd = np.zeros(len(_THETAS))
-    for logx, k in zip(logxs, powers):
-        u, d, _ = _binned_log_cgfs(logx)
-        bu += k * u
-        bd += k * d
     ua = bu[:, None] - _THETAS[:, None] * above[None, :]
     db = bd[:, None] + _THETAS[:, None] * below[None, :]
     if not refine:
@@ -594,6 +575,59 @@ def _chernoff_tails(
     )
     scale = math.exp(log_total)
     return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
+
+
+def _tail_summaries(
+    logxs: Sequence[np.ndarray], powers: Sequence[int]
+) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+    """What :func:`_chernoff_tails` derives from the factors alone: the mean and variance
+    (floored at 1e-12) of the total index, the log of the total mass, and the block-binned
+    log-CGFs on ``_THETAS`` summed over the factors (``bu``, ``bd``: (1) cheap upper bounds on a
+    fixed log grid, which locate the optimum of skewed sums).
+
+    Remembered for the latest factors (the same array objects, compared by identity, and
+    powers): a tilted pass asks for its cheap aliasing profile and then, where that bound is
+    weak, for the refined one, from the same factors.  A remembered value is the one computed
+    afresh (the same operations on the same arrays), so every bound is unchanged."""
+    hit = _TAIL_SUMMARY_MEMO.get("last") if _REMEMBER_TAIL_SUMMARIES else None
+    if (
+        hit is not None
+        and hit[1] == tuple(powers)
+        and len(hit[0]) == len(logxs)
+        and all(a is b for a, b in zip(hit[0], logxs))
+    ):
+        return hit[2]
+    mean = var = log_total = 0.0
+    for logx, k in zip(logxs, powers):
+        keep = np.isfinite(logx)
+        j = np.arange(len(logx), dtype=float)[keep]
+        lx = logx[keep]
+        base = float(normal.logsumexp(lx))
+        w = np.exp(lx - base)
+        m = float(np.sum(w * j))
+        mean += k * m
+        var += k * float(np.sum(w * (j - m) ** 2))
+        log_total += k * base
+    var = max(var, 1e-12)
+    bu = np.zeros(len(_THETAS))
+    bd = np.zeros(len(_THETAS))
+    for logx, k in zip(logxs, powers):
+        u, d, _ = _binned_log_cgfs(logx)
+        bu += k * u
+        bd += k * d
+    out = (mean, var, log_total, bu, bd)
+    # (holding the arrays keeps their identities from being reused while remembered)
+    _TAIL_SUMMARY_MEMO["last"] = (list(logxs), tuple(powers), out)
+    return out
+
+
+#: whether :func:`_tail_summaries` remembers its latest answer (False: the tests' reference path)
+_REMEMBER_TAIL_SUMMARIES = True
+#: the latest :func:`_tail_summaries` (one entry: the factors of the pass being placed)
+_TAIL_SUMMARY_MEMO: dict[
+    str,
+    tuple[list[np.ndarray], tuple[int, ...], tuple[float, float, float, np.ndarray, np.ndarray]],
+] = {}
 
 
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
