@@ -537,6 +537,9 @@ def _chernoff_tails(
     with block-binned log-CGFs on a fixed log grid, and a geometric set spanning the Gaussian optima
     ``|c - mean| / var`` of the thresholds (times 1/2 .. 2).
     """
+    # (1) block-binned log-CGFs (cheap upper bounds, ``bu``/``bd``) on a fixed log grid locate
+    # the optimum of skewed sums; (2) the Gaussian optima cover long compositions, where binning
+    # is too coarse
     mean, var, log_total, bu, bd = _tail_summaries(logxs, powers)
     gaps = np.concatenate([above - mean, mean - below])
     gaps = gaps[gaps > 0]
