@@ -1343,17 +1343,17 @@ def _tilted_mean_error(
 
     Rounding model (u = 2^-53; Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
     2002, sections 2-4): the exponent ``c lam + log p - max`` is formed with three roundings of
-    operands of size at most ``lam c_max + L`` (L = max |log p|) and ``2 (lam c_max + L)``, so
-    its absolute error is at most ``Delta = u (4 lam c_max + 3 L)``; ``exp`` adds at most 4 ulp
-    (numpy's SIMD exp is documented within 4 ulp), so each weight has relative error at most
-    ``e_w = e^Delta - 1 + 4u``; numpy's pairwise sum of n non-negative terms has relative error at
-    most ``gamma_(log2 n + 20)`` (blocks of 128 summed by 8 accumulators, then pairwise); the
-    division and the product with c add u each.  With non-negative weights and indices, the
-    ratio then has relative error at most ``2 e_w + 2 gamma + 3u`` (to first order; a factor
-    1.01 covers the second), times m_b <= c_max; the outer sum ``mean += k m_b`` adds 3u of
+    operands of size at most ``lam c_max + L`` (L = max |log p|) and ``2 (lam c_max + L)``, so its
+    absolute error is at most ``Delta = u (4 lam c_max + 3 L)``; ``exp`` adds at most 4 ulp (an
+    assumption: numpy's and glibc's exp are accurate to a few ulp), so each weight has relative
+    error at most ``e_w = e^Delta - 1 + 4u``; numpy's pairwise sum of n non-negative terms has
+    relative error at most ``gamma_(log2 n + 20)`` (blocks of 128 summed by 8 accumulators, then
+    pairwise); the division and the product with c add u each.  With non-negative weights and
+    indices, the ratio then has relative error at most ``2 e_w + 2 gamma + 3u`` (to first order; a
+    factor 1.01 covers the second), times m_b <= c_max; the outer sum ``mean += k m_b`` adds 3u of
     ``k c_max`` per block.  Weights the code raises to e^-700 of the largest (the clamp) move a
-    block's mean by at most ``n e^-700 c_max``.  The result is multiplied by 8 as a margin.  It
-    only decides which bisection steps need no evaluation (:func:`_certified_tilt_bracket`).
+    block's mean by at most ``n e^-700 c_max``.  The result is multiplied by 8 as a margin.  It only
+    decides which bisection steps need no evaluation (:func:`_certified_tilt_bracket`).
     """
     u = _EPS / 2.0
     total = 0.0
