@@ -21,6 +21,9 @@ Tables printed (Markdown):
 5. batch-size calibration (``calibrate_batch_size``, also a column of table 1): for every setting
    with a batch size, the answer (largest b under a fixed noise multiplier, smallest under a fixed
    noise std, epochs fixed) and its time; ``--batch-size-only`` prints only this table.
+6. ``--paired`` (only this table): the sampled extreme cells with the PLD kernels' exact fast
+   paths off and on, alternately in one process (before / after in the same seconds on a shared
+   machine); the tests check that both sides give the same values.
 """
 
 from __future__ import annotations
@@ -405,6 +408,61 @@ def extremes_table(
     return "\n".join(rows), profiles
 
 
+#: the exact fast paths of the PLD kernels that ``--paired`` switches off for its "before" column
+#: (issue 11, session 9b): the certified tilt bisection and the remembered tail summaries
+PAIRED_SWITCHES = ("_CERTIFIED_BISECTION", "_REMEMBER_TAIL_SUMMARIES")
+
+
+def paired_table(repeats: int = 4) -> str:
+    """The sampled extreme cells at T = 1e5 and 1e7 with the kernels' exact fast paths
+    (``PAIRED_SWITCHES``) off and on, alternately in the same process and the same seconds (a
+    fresh noise for every account, so no cache answers): median (min-max) CPU s of each side.
+    That both sides give the same values is checked by the tests
+    (``tests/notions/test_pld_certified_bisection.py``), with every cache cleared between them."""
+    from lastiterate.notions.pld import kernels
+
+    def switch(on: bool) -> None:
+        for name in PAIRED_SWITCHES:
+            setattr(kernels, name, on)
+
+    rows = [
+        "| setting | T | delta | before: CPU s, median (min-max) | after |",
+        "|---|---|---|---|---|",
+    ]
+    settings = dict(EXTREME_SETTINGS)
+    for name in PAIRED_SETTINGS:
+        for T in (10**5, 10**7):
+            for delta in EXTREME_DELTAS:
+                run = extreme_run(settings[name], T)
+                secs: dict[bool, list[float]] = {False: [], True: []}
+                for r in range(repeats):
+                    for on in (False, True) if r % 2 == 0 else (True, False):
+                        switch(on)
+                        fresh = run.replace(noise_std=run.sigma * (1 + 1e-9 * next(_FRESH)))
+                        c0 = time.process_time()
+                        account(fresh, delta=delta)
+                        secs[on].append(time.process_time() - c0)
+                switch(True)
+                cells = [
+                    f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+                    for v in (secs[False], secs[True])
+                ]
+                rows.append(f"| {name} | {T:.0e} | {delta:g} | {cells[0]} | {cells[1]} |")
+    return "\n".join(rows)
+
+
+#: the settings of ``--paired`` (the sampled runs whose compositions place tilted passes)
+PAIRED_SETTINGS = (
+    "sgd uniform strongly convex",
+    "sgd uniform convex + D",
+    "sgd uniform convex + D, clip",
+    "sgd uniform strongly convex + D, clip",
+    "sgd uniform sc + D, clip, rate ~1",
+    "sgd poisson add-remove, clip",
+    "sgd poisson add-remove, clip, rate ~1",
+)
+
+
 #: the settings of the extremes table whose calibrations are timed (the sampled runs, where a
 #: full accounting costs the most)
 EXTREME_CALIBRATIONS = (
@@ -656,6 +714,12 @@ def main() -> None:
         help="with the extremes table: cProfile of its K slowest cells",
     )
     parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="print only the paired table: the sampled extreme cells with the PLD kernels' exact "
+        "fast paths off and on, alternately (CPU s)",
+    )
+    parser.add_argument(
         "--batch-size-only",
         action="store_true",
         help="print only the batch-size calibration table",
@@ -672,6 +736,12 @@ def main() -> None:
         f"# lastiterate accountant benchmark\n\nmachine: {os.cpu_count()} cores, Python "
         f"{platform.python_version()}\n"
     )
+    if args.paired:
+        for _, extra in EXTREME_SETTINGS:  # imports (scipy.stats, the PLD engine), not caches
+            account(extreme_run(extra, 10), delta=DELTA)
+        print("## Paired: the PLD kernels' exact fast paths off / on (CPU s)\n")
+        print(paired_table())
+        return
     if args.batch_size_only:
         print("## Batch-size calibration (in process, one call each)\n")
         print(batch_size_table())

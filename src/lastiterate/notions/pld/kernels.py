@@ -574,31 +574,15 @@ def _chernoff_tails(
     with block-binned log-CGFs on a fixed log grid, and a geometric set spanning the Gaussian optima
     ``|c - mean| / var`` of the thresholds (times 1/2 .. 2).
     """
-    mean = var = log_total = 0.0
-    for logx, k in zip(logxs, powers):
-        keep = np.isfinite(logx)
-        j = np.arange(len(logx), dtype=float)[keep]
-        lx = logx[keep]
-        base = float(normal.logsumexp(lx))
-        w = np.exp(lx - base)
-        m = float(np.sum(w * j))
-        mean += k * m
-        var += k * float(np.sum(w * (j - m) ** 2))
-        log_total += k * base
-    var = max(var, 1e-12)
+    # (1) block-binned log-CGFs (cheap upper bounds, ``bu``/``bd``) on a fixed log grid locate
+    # the optimum of skewed sums; (2) the Gaussian optima cover long compositions, where binning
+    # is too coarse
+    mean, var, log_total, bu, bd = _tail_summaries(logxs, powers)
     gaps = np.concatenate([above - mean, mean - below])
     gaps = gaps[gaps > 0]
     if len(gaps) == 0:
         ones = np.full(len(above), math.exp(log_total))
         return ones, ones.copy()
-    # (1) block-binned log-CGFs (cheap upper bounds) on a fixed log grid locate the optimum of
-    # skewed sums; (2) the Gaussian optima cover long compositions, where binning is too coarse
-    bu = np.zeros(len(_THETAS))
-    bd = np.zeros(len(_THETAS))
-    for logx, k in zip(logxs, powers):
-        u, d, _ = _binned_log_cgfs(logx)
-        bu += k * u
-        bd += k * d
     ua = bu[:, None] - _THETAS[:, None] * above[None, :]
     db = bd[:, None] + _THETAS[:, None] * below[None, :]
     if not refine:
@@ -631,6 +615,59 @@ def _chernoff_tails(
     )
     scale = math.exp(log_total)
     return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
+
+
+def _tail_summaries(
+    logxs: Sequence[np.ndarray], powers: Sequence[int]
+) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+    """What :func:`_chernoff_tails` derives from the factors alone: the mean and variance
+    (floored at 1e-12) of the total index, the log of the total mass, and the block-binned
+    log-CGFs on ``_THETAS`` summed over the factors (``bu``, ``bd``: (1) cheap upper bounds on a
+    fixed log grid, which locate the optimum of skewed sums).
+
+    Remembered for the latest factors (the same array objects, compared by identity, and
+    powers): a tilted pass asks for its cheap aliasing profile and then, where that bound is
+    weak, for the refined one, from the same factors.  A remembered value is the one computed
+    afresh (the same operations on the same arrays), so every bound is unchanged."""
+    hit = _TAIL_SUMMARY_MEMO.get("last") if _REMEMBER_TAIL_SUMMARIES else None
+    if (
+        hit is not None
+        and hit[1] == tuple(powers)
+        and len(hit[0]) == len(logxs)
+        and all(a is b for a, b in zip(hit[0], logxs))
+    ):
+        return hit[2]
+    mean = var = log_total = 0.0
+    for logx, k in zip(logxs, powers):
+        keep = np.isfinite(logx)
+        j = np.arange(len(logx), dtype=float)[keep]
+        lx = logx[keep]
+        base = float(normal.logsumexp(lx))
+        w = np.exp(lx - base)
+        m = float(np.sum(w * j))
+        mean += k * m
+        var += k * float(np.sum(w * (j - m) ** 2))
+        log_total += k * base
+    var = max(var, 1e-12)
+    bu = np.zeros(len(_THETAS))
+    bd = np.zeros(len(_THETAS))
+    for logx, k in zip(logxs, powers):
+        u, d, _ = _binned_log_cgfs(logx)
+        bu += k * u
+        bd += k * d
+    out = (mean, var, log_total, bu, bd)
+    # (holding the arrays keeps their identities from being reused while remembered)
+    _TAIL_SUMMARY_MEMO["last"] = (list(logxs), tuple(powers), out)
+    return out
+
+
+#: whether :func:`_tail_summaries` remembers its latest answer (False: the tests' reference path)
+_REMEMBER_TAIL_SUMMARIES = True
+#: the latest :func:`_tail_summaries` (one entry: the factors of the pass being placed)
+_TAIL_SUMMARY_MEMO: dict[
+    str,
+    tuple[list[np.ndarray], tuple[int, ...], tuple[float, float, float, np.ndarray, np.ndarray]],
+] = {}
 
 
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
@@ -1313,10 +1350,131 @@ def _tilt_bracket(
     ``hi`` falls short."""
     if _tilted_mean(logps, powers, hi) <= target:
         return hi, hi
+    if _CERTIFIED_BISECTION:
+        return _certified_tilt_bracket(logps, powers, target, hi, steps)
     lo_l, hi_l = 0.0, hi
     for _bisect in range(steps):
         mid = 0.5 * (lo_l + hi_l)
         if _tilted_mean(logps, powers, mid) > target:
+            hi_l = mid
+        else:
+            lo_l = mid
+    return lo_l, hi_l
+
+
+#: :func:`_tilt_bracket` decides the bisection steps it can certify without evaluating them
+#: (:func:`_certified_tilt_bracket`); False: every step evaluated (the reference path of the tests)
+_CERTIFIED_BISECTION = True
+#: Newton steps of :func:`_certified_tilt_bracket` (they only place the certifying points)
+_NEWTON_STEPS = 8
+
+
+def _tilted_mean_error(
+    blocks: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], hi: float
+) -> float:
+    r"""A bound E on ``|_tilted_mean(blocks, powers, lam) - m(lam)|`` for every ``lam`` in
+    ``[0, hi]``, where m is the exact (real-arithmetic, unclamped) tilted mean total index
+    :math:`\sum_b k_b \sum_i c_i p_i e^{\lambda c_i} / \sum_i p_i e^{\lambda c_i}` of the
+    blocks ``(log p, c)`` (indices c >= 0).  The same bound holds for the mean of
+    :func:`_tilted_moments` (the same operations).
+
+    Rounding model (u = 2^-53; Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+    2002, sections 2-4): the exponent ``c lam + log p - max`` is formed with three roundings of
+    operands of size at most ``lam c_max + L`` (L = max |log p|) and ``2 (lam c_max + L)``, so its
+    absolute error is at most ``Delta = u (4 lam c_max + 3 L)``; ``exp`` adds at most 4 ulp (an
+    assumption: numpy's and glibc's exp are accurate to a few ulp), so each weight has relative
+    error at most ``e_w = e^Delta - 1 + 4u``; numpy's pairwise sum of n non-negative terms has
+    relative error at most ``gamma_(log2 n + 20)`` (blocks of 128 summed by 8 accumulators, then
+    pairwise); the division and the product with c add u each.  With non-negative weights and
+    indices, the ratio then has relative error at most ``2 e_w + 2 gamma + 3u`` (to first order; a
+    factor 1.01 covers the second), times m_b <= c_max; the outer sum ``mean += k m_b`` adds 3u of
+    ``k c_max`` per block.  Weights the code raises to e^-700 of the largest (the clamp) move a
+    block's mean by at most ``n e^-700 c_max``.  The result is multiplied by 8 as a margin.  It only
+    decides which bisection steps need no evaluation (:func:`_certified_tilt_bracket`).
+    """
+    u = _EPS / 2.0
+    total = 0.0
+    for (logm, c), k in zip(blocks, powers):
+        n = len(c)
+        if n == 0:
+            continue
+        c_max = float(np.max(c))
+        big_l = float(np.max(np.abs(logm)))
+        delta_exp = u * (4.0 * hi * c_max + 3.0 * big_l)
+        e_w = math.expm1(delta_exp) + 4.0 * u
+        m_terms = math.log2(max(n, 2)) + 20.0
+        gamma = m_terms * u / (1.0 - m_terms * u)
+        rel = 1.01 * (2.0 * e_w + 2.0 * gamma + 3.0 * u)
+        total += k * c_max * (rel + 3.0 * u) + k * n * c_max * 1e-300
+    return 8.0 * total
+
+
+def _certified_tilt_bracket(
+    logps: Sequence[tuple[np.ndarray, np.ndarray]],
+    powers: Sequence[int],
+    target: float,
+    hi: float,
+    steps: int,
+) -> tuple[float, float]:
+    """The bracket of :func:`_tilt_bracket`'s bisection, bit for bit, with fewer evaluations.
+
+    The bisection's only inputs are the decisions ``_tilted_mean(mid) > target``.  The computed
+    mean is within E (:func:`_tilted_mean_error`) of the exact tilted mean m, which does not
+    decrease in the tilt (its derivative is the tilted variance).  So a point a with a computed
+    mean ``<= target - 2E`` certifies the decision "not above" for every mid <= a (``m(mid) <=
+    m(a) <= target - E``, so the computed mean there is ``<= target``), and a point b with a
+    computed mean ``> target + 2E`` certifies "above" for every mid >= b.  Newton steps on the
+    tilted mean and variance (:func:`_tilted_moments`, whose mean is the same computation) put
+    such points on both sides of the root, close to it; every bisection step between them is
+    evaluated as before.  Which steps are evaluated changes; the decisions, and so the bracket,
+    do not.  (The caller has checked that the mean at ``hi`` exceeds the target.)
+    """
+    err = _tilted_mean_error(logps, powers, hi)
+    cert_lo, cert_hi = -math.inf, math.inf  # a (decides "not above" below it), b ("above")
+    safe_lo, safe_hi = 0.0, hi  # Newton's safeguard: the computed mean's sign changes in here
+
+    def learn(x: float, mean: float) -> None:
+        nonlocal cert_lo, cert_hi, safe_lo, safe_hi
+        if mean <= target - 2.0 * err:
+            cert_lo = max(cert_lo, x)
+        elif mean > target + 2.0 * err:
+            cert_hi = min(cert_hi, x)
+        if mean > target:
+            safe_hi = min(safe_hi, x)
+        else:
+            safe_lo = max(safe_lo, x)
+
+    resolution = hi * 0.5**steps  # the bisection's last bracket width
+    x = 0.5 * hi
+    for _newton in range(_NEWTON_STEPS):
+        mean, var = _tilted_moments(logps, powers, x)
+        learn(x, mean)
+        if cert_hi - cert_lo <= resolution:
+            break
+        step = (target - mean) / var if var > 0.0 else math.nan
+        if math.isfinite(step) and abs(step) <= 2.0 * err / var:
+            # at the root to within the noise: the certifying points just beyond it
+            margin = 4.0 * err / var + 4.0 * _EPS * abs(x)
+            for y in (x - margin, x + margin):
+                if 0.0 < y < hi:
+                    learn(y, _tilted_mean(logps, powers, y))
+            break
+        x_new = x + step
+        if not (math.isfinite(x_new) and safe_lo < x_new < safe_hi):
+            x_new = 0.5 * (safe_lo + safe_hi)
+        x = x_new
+    lo_l, hi_l = 0.0, hi
+    for _bisect in range(steps):
+        mid = 0.5 * (lo_l + hi_l)
+        if mid >= cert_hi:
+            above = True
+        elif mid <= cert_lo:
+            above = False
+        else:
+            mean = _tilted_mean(logps, powers, mid)
+            learn(mid, mean)
+            above = mean > target
+        if above:
             hi_l = mid
         else:
             lo_l = mid
