@@ -125,6 +125,20 @@ INTERCEPT_FEATURE = 0.3
 HORIZON_SCALE = 1.0
 HORIZON_GROWTH = 8.0
 
+#: the sample-size term ``(n m / HORIZON_SAMPLE_SCALE)^HORIZON_SAMPLE_POWER`` of the growth
+#: :func:`horizon_growth` (issue 9): ``G = min(max(1, HORIZON_GROWTH m, n m / N0), G_max)``.
+#: Why n m: in the linearised early-stopped run a direction with gradient component g and
+#: curvature h carries signal ``g H`` (while ``h H < 1``) and noise ``2C H / (n m)``, so its
+#: noise-to-signal ratio ``2C / (n m g)`` does not grow with the horizon until that direction
+#: has converged; the public effective sample size n m says how flat (small g, small h) a
+#: direction may be and still be learned, and the horizon must reach ``1/h`` of the flattest
+#: learnable one.  The budget term ``8 m`` was tuned on sets of n <= 3750; with N0 = 500 the
+#: sample-size term exceeds it only for n > 8 N0 = 4000 (and, for m < 1/8, only where
+#: n m > N0), so no configuration of those sets changes.  Measured on LARGE tuning sets (n from
+#: 5410 to 75000, benchmarks/rule_tuning.py ``--sample-scales``): see rule_tuning.md
+HORIZON_SAMPLE_SCALE = 500.0
+HORIZON_SAMPLE_POWER = 1.0
+
 #: least squares (DPRidge) plans the horizon ``H = n m / (LEAST_SQUARES_HORIZON_SCALE D(p))``:
 #: linear in m, no growth.  A regression prediction carries the final iterate's noise itself
 #: (its std along a row grows like ``2C H / (n m)``), while a class label only needs the sign of
@@ -454,22 +468,30 @@ def planned_horizon(
     m = mu * (2.0 if adjacency == "add-remove" else 1.0)
     if family == "least-squares":
         return n * m / (LEAST_SQUARES_HORIZON_SCALE * dimension_factor(p))
-    return n * m * horizon_growth(m) / (HORIZON_SCALE * dimension_factor(p))
+    return n * m * horizon_growth(m, n) / (HORIZON_SCALE * dimension_factor(p))
 
 
-def horizon_growth(m: float) -> float:
-    """``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)``: how much longer than the
-    plain horizon ``n m / D(p)`` the rule trains at budget m (the noise left per coordinate is
-    ``2C G(m) / D(p)``).
+def horizon_growth(m: float, n: float) -> float:
+    """``G(n, m) = min(max(1, HORIZON_GROWTH m, (n m / HORIZON_SAMPLE_SCALE)^HORIZON_SAMPLE_POWER),
+    HORIZON_GROWTH_CAP)``: how much longer than the plain horizon ``n m / D(p)`` the rule trains
+    (the noise left per coordinate is ``2C G / D(p)``).
+
+    The term in ``m`` is the growth tuned on small sets (n <= 3750); the term in the effective
+    sample size ``n m`` lets large sets train longer at small epsilon, where the noise-to-signal
+    ratio of a logit, about ``2C / (n m g)`` for a gradient component g, does not grow with the
+    horizon until the optimisation saturates (docs/sklearn.md, "The horizon").  Both are public.
 
     Args:
         m: the budget in units of the replace-one sensitivity (``mu``, ``2 mu`` under
             add/remove), > 0.
+        n: the number of rows, >= 1.
 
     Returns:
-        G(m), in ``[1, HORIZON_GROWTH_CAP]``.
+        G(n, m), in ``[1, HORIZON_GROWTH_CAP]``; non-decreasing in n and in m.
     """
-    return min(max(1.0, HORIZON_GROWTH * m), HORIZON_GROWTH_CAP)
+    by_budget = HORIZON_GROWTH * m
+    by_sample = (n * m / HORIZON_SAMPLE_SCALE) ** HORIZON_SAMPLE_POWER
+    return min(max(1.0, by_budget, by_sample), HORIZON_GROWTH_CAP)
 
 
 def dimension_factor(p: int) -> float:
