@@ -113,11 +113,12 @@ TARGET_BOUND_RANGE = (1e-6, 1e6)
 #: {0.1, 0.3, 1} on the tuning data (benchmarks/rule_tuning.py).
 INTERCEPT_FEATURE = 0.3
 
-#: the planned horizon ``H = n m G(m) / (HORIZON_SCALE D(p))`` with the growth
-#: ``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)`` (:func:`planned_horizon`,
+#: the planned horizon ``H = n m G / (HORIZON_SCALE D(p))`` with the growth
+#: ``G = min(max(1, HORIZON_GROWTH m, n m / HORIZON_SAMPLE_SCALE), HORIZON_GROWTH_CAP)``
+#: (:func:`horizon_growth`, :func:`planned_horizon`,
 #: ``D = dimension_factor``): early stopping runs ``lr T = H``, last iterate regularises with
 #: ``lambda = 1/H``.  At ``H = n m / sqrt(p)`` the noise left in the final iterate has norm about
-#: ``2C`` whatever n, m and p, and ``2C G(m)`` in general; beyond m = 1/HORIZON_GROWTH the noise is
+#: ``2C`` whatever n, m and p, and ``2C G`` in general; beyond m = 1/HORIZON_GROWTH the noise is
 #: cheap and a longer horizon paid on every tuning set (benchmarks/rule_tuning.py, growth table).
 #: 16 under the cap was measured too (epsilon 0.5 and 1, nine tuning sets, 8 seeds: mean 0.7257
 #: against 0.7214) but lost on every small binary set at epsilon 1 (16 seeds, 0.5-1.3 points),
@@ -149,7 +150,7 @@ HORIZON_SAMPLE_POWER = 1.0
 #: -0.132, 9 of 12)
 LEAST_SQUARES_HORIZON_SCALE = 2.0
 
-#: the growth G(m) stops at this value: the noise left per coordinate stays below
+#: the growth G stops at this value: the noise left per coordinate stays below
 #: ``2C HORIZON_GROWTH_CAP / D(p)`` and the horizon then grows only linearly with m.  It binds for
 #: m > 1: epsilon above about 4.4 at delta = 1e-5 under replace-one, above about 2 under
 #: add/remove (m = 2 mu).  Growth-cap tables of rule_tuning.md (nine tuning sets, 4 seeds):
@@ -439,8 +440,9 @@ def _geometric_sum(r: float, steps: int) -> float:
 def planned_horizon(
     n: int, p: int, mu: float, adjacency: str = "replace", family: str = "binary-logistic"
 ) -> float:
-    """The horizon the rule plans for: ``n m G(m) / (HORIZON_SCALE D(p))`` with the growth
-    ``G(m) = min(max(1, HORIZON_GROWTH m), HORIZON_GROWTH_CAP)`` and
+    """The horizon the rule plans for: ``n m G / (HORIZON_SCALE D(p))`` with the growth
+    ``G = horizon_growth(m, n) = min(max(1, HORIZON_GROWTH m, n m / HORIZON_SAMPLE_SCALE),
+    HORIZON_GROWTH_CAP)`` and
     ``D(p) = min(sqrt(p), HORIZON_DIM_CAP)`` (:func:`dimension_factor`).
 
     ``m`` is the budget in units of the replace-one sensitivity: ``m = mu`` under replace-one,
@@ -448,8 +450,10 @@ def planned_horizon(
     GDP budget).  Early stopping linearised: T steps of size lr leave noise of std
     ``sigma lr sqrt(T)`` per coordinate, and composition calibrates ``sigma = 2C sqrt(T) / (n m)``,
     so the noise norm in the final iterate is ``2C sqrt(p) H / (n m)`` for ``H = lr T``: the plain
-    horizon ``n m / sqrt(p)`` keeps it at ``2C``; the growth factor lets it grow with m, where the
-    tuning data showed that the horizon, not the noise, limited accuracy, up to the cap
+    horizon ``n m / sqrt(p)`` keeps it at ``2C``; the growth factor lets it grow with m and with
+    the effective sample size n m, where the tuning data showed that the horizon, not the noise,
+    limited accuracy (large n m: the noise-to-signal ratio ``2C / (n m g)`` of a direction with
+    gradient component g does not grow with H until it converges), up to the cap
     ``2C HORIZON_GROWTH_CAP`` (per ``sqrt(p) / D(p)``) beyond which longer horizons lost; the cap
     on D stops the shrinking for large p, where a test logit still sees only the noise along
     its row.  Least squares plans ``n m / (LEAST_SQUARES_HORIZON_SCALE D(p))`` instead: a
@@ -588,7 +592,8 @@ def _last_iterate_candidates(
 
 RULE = (
     "candidates: early stopping (clipped full-batch GD, no L2, lr = 1/M, horizon lr T = H = "
-    "n m min(max(1, 8 m), 8)/min(sqrt(p), 6), m = mu, 2 mu under add/remove) and, under "
+    "n m min(max(1, 8 m, n m/500), 8)/min(sqrt(p), 6), m = mu, 2 mu under add/remove) and, "
+    "under "
     "replace-one, last "
     "iterate (lambda = 1/H, lr = 1/M, "
     "T = ceil(ln(100)/(lr lambda)), full batch within the work budget, else cyclic or uniform "
