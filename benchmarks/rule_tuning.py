@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import platform
 import sys
 import time
@@ -380,8 +381,25 @@ def cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacency: s
         cfg.noise_std,
     )
     if key not in _CELLS:
-        _CELLS[key] = _fit_cell(Xtr, ytr, Xte, yte, eps, strategy, seeds, adjacency)
+        stored = _CACHE.get(repr(key)) if _CACHE_FILE is not None else None
+        _CELLS[key] = stored or _fit_cell(Xtr, ytr, Xte, yte, eps, strategy, seeds, adjacency)
+        if _CACHE_FILE is not None and stored is None:
+            _CACHE[repr(key)] = _CELLS[key]
+            _CACHE_FILE.write_text(json.dumps(_CACHE))
     return _CELLS[key]
+
+
+#: ``--cache FILE``: cells kept across runs (a JSON object by the cell's key; delete the file
+#: whenever the training code changes)
+_CACHE_FILE: Path | None = None
+_CACHE: dict[str, dict] = {}
+
+
+def use_cache(path: str) -> None:
+    """Keep :func:`cell` results in ``path`` (JSON) and reuse those already there."""
+    global _CACHE_FILE, _CACHE
+    _CACHE_FILE = Path(path)
+    _CACHE = json.loads(_CACHE_FILE.read_text()) if _CACHE_FILE.exists() else {}
 
 
 def _fit_cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacency: str) -> dict:
@@ -625,8 +643,15 @@ def main(argv: list[str] | None = None) -> int:
         help="fit only the rule (auto) in the strategies table, not each strategy forced",
     )
     ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
+    ap.add_argument(
+        "--cache",
+        help="JSON file that keeps every cell's result across runs (same data, epsilon, seeds "
+        "and configuration: the same fits); delete it when the training code changes",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
     args = ap.parse_args(argv)
+    if args.cache:
+        use_cache(args.cache)
     if args.sample_power is not None:
         from lastiterate import configuration
 
