@@ -434,9 +434,11 @@ def constant_table(
     adjacency: str = "replace",
     strategy: str = "early-stopping",
     show_steps: bool = False,
+    skip_unchanged: bool = False,
 ) -> list[str]:
     """``strategy``'s accuracy for each value of one constant of lastiterate.configuration
-    (``show_steps``: with the number of steps T of each cell)."""
+    (``show_steps``: with the number of steps T of each cell; ``skip_unchanged``: rows where
+    every value gives the same configuration are listed, not fitted)."""
     from lastiterate import configuration
 
     base = getattr(configuration, attribute)
@@ -466,6 +468,21 @@ def constant_table(
             K = len(np.unique(ytr))
             p = (Xtr.shape[1] + 1) * (1 if K == 2 else K)
             for eps in eps_list:
+                if skip_unchanged:  # the same configuration for every value: nothing to compare
+                    configs = set()
+                    for v in values:
+                        setattr(configuration, attribute, v)
+                        configuration.cached_configuration.cache_clear()
+                        cfg = planned_configuration(Xtr, ytr, eps, strategy, adjacency)
+                        configs.add((cfg.steps, cfg.lr, cfg.noise_std, cfg.clip, cfg.l2))
+                    if len(configs) == 1:
+                        row = (
+                            f"| {name} | {p} | {eps:g} | the same configuration for every value "
+                            f"(T={cfg.steps}): not fitted, not in the means |"
+                        )
+                        lines.append(row)
+                        print(row, flush=True)
+                        continue
                 accs, steps = [], []
                 for v in values:
                     setattr(configuration, attribute, v)
@@ -549,7 +566,7 @@ def growth_cap_table(
 
 def sample_scale_table(
     names: list[str], eps_list, seeds: int, scales, adjacency: str = "replace"
-) -> list[str]:
+) -> list[str]:  # rows whose configuration no scale changes are listed, not fitted
     """Early stopping's accuracy for each sample scale N0 of the horizon growth
     (``HORIZON_SAMPLE_SCALE``; inf: the growth in m alone, the rule before issue 9's change)."""
     from lastiterate import configuration
@@ -567,6 +584,7 @@ def sample_scale_table(
         "issue 9; T in parentheses where it differs from the first column).",
         adjacency,
         show_steps=True,
+        skip_unchanged=True,
     )
 
 
