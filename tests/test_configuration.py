@@ -346,9 +346,9 @@ def test_proxy_sums_past_the_contraction_regime():
 
 def test_planned_horizon_stops_shrinking_at_the_dimension_cap():
     # D(p) = min(sqrt(p), 6): 1/sqrt(p) up to p = 36, then flat (pixel-sized models included)
-    n, mu = 5000, 0.5
+    n, mu = 3000, 0.5
     H = {p: configuration.planned_horizon(n, p, mu) for p in (4, 9, 36, 650, 7850)}
-    growth = 4.0  # min(max(1, 8 mu), 8) at mu = 0.5
+    growth = 4.0  # min(max(1, 8 mu, n mu / 500), 8) at mu = 0.5, n = 3000
     assert H[4] == pytest.approx(n * mu * growth / 2) and H[9] == pytest.approx(n * mu * growth / 3)
     assert H[36] == H[650] == H[7850] == pytest.approx(n * mu * growth / 6)
     assert configuration.planned_horizon(n, 7850, mu, "add-remove") == pytest.approx(
@@ -360,35 +360,113 @@ def test_planned_horizon_stops_shrinking_at_the_dimension_cap():
     )
 
 
+def _growth_before_issue_9(m):
+    """The growth in the budget alone, tuned on the small sets: min(max(1, 8 m), 8)."""
+    return min(max(1.0, 8.0 * m), 8.0)
+
+
 def test_horizon_growth_stops_at_its_cap():
-    # G(m) = min(max(1, 8 m), 8): 1 up to m = 1/8, then 8 m, then 8 from m = 1 on
+    # G = min(max(1, 8 m, n m / 500), 8): for n <= 4000 the budget term decides (1 up to
+    # m = 1/8, then 8 m, then 8 from m = 1 on)
     G = configuration.horizon_growth
-    assert G(0.05) == 1.0 and G(0.5) == pytest.approx(4.0) and G(1.0) == G(1.7) == 8.0
+    assert G(0.05, 1000) == 1.0 and G(0.5, 1000) == pytest.approx(4.0)
+    assert G(1.0, 1000) == G(1.7, 1000) == 8.0
     n, p = 1000, 31
     for mu in (0.1, 0.5, 0.9, 1.7):
         for adjacency, m in (("replace", mu), ("add-remove", 2 * mu)):
             H = configuration.planned_horizon(n, p, mu, adjacency)
-            assert H == pytest.approx(n * m * min(max(1.0, 8.0 * m), 8.0) / math.sqrt(p))
-    # the noise left per coordinate by the planned early-stopped run: 2C G(m) / D(p) at most
-    # 2C * 8 / D, whatever epsilon (composition: sigma = 2C sqrt(T) / (n m), std sigma lr sqrt(T))
-    for eps in (4.0, 16.0, 64.0):
+            assert H == pytest.approx(n * m * _growth_before_issue_9(m) / math.sqrt(p))
+    # the noise left per coordinate by the planned early-stopped run: 2C G / D(p), at most
+    # 2C * 8 / D, whatever epsilon and n (composition: sigma = 2C sqrt(T) / (n m), std
+    # sigma lr sqrt(T)); n = 5000 and 40000 reach the cap through the sample-size term
+    for n in (5000, 40000):
+        for eps in (0.25, 1.0, 4.0, 16.0, 64.0):
+            cfg = choose_configuration(
+                "binary-logistic",
+                n=n,
+                n_features=30,
+                n_outputs=1,
+                epsilon=eps,
+                delta=1e-5,
+                data_norm=1.0,
+                max_steps=10**6,
+            )
+            left = linearised_noise(cfg.noise_std, cfg.lr, 0.0, cfg.steps)
+            m = gdp_mu(eps, 1e-5)
+            bound = 2 * cfg.clip * G(m, n) / math.sqrt(31)
+            # T = ceil(H / lr) overshoots H by less than one step
+            H = configuration.planned_horizon(n, 31, m)
+            assert left == pytest.approx(bound, rel=2e-2 + cfg.lr / H)
+            assert left <= 2 * cfg.clip * 8 / math.sqrt(31) * (1.02 + cfg.lr / H)
+
+
+#: the training sizes of the small tuning sets (benchmarks/rule_tuning.py's defaults: iris, wine,
+#: synth2*, german, synth10*, lowrank256b, synth5 / lowrank784 / full784), on which the growth
+#: in the budget alone was tuned
+SMALL_TUNING_SIZES = (112, 133, 427, 750, 1350, 2250, 3750)
+
+
+def test_horizon_is_unchanged_on_the_small_tuning_sets():
+    # the sample-size term n m / 500 never exceeds max(1, 8 m) for n <= 4000 (8 m >= n m / 500)
+    # and m < 1/8 (n m / 500 < 1): the configurations tuned on small sets stay as they were
+    for n in SMALL_TUNING_SIZES + (4000,):
+        for eps in (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0):
+            mu = gdp_mu(eps, 1e-5)
+            for adjacency, m in (("replace", mu), ("add-remove", 2 * mu)):
+                assert configuration.horizon_growth(m, n) == _growth_before_issue_9(m)
+                for p in (5, 31, 650):
+                    expected = n * m * _growth_before_issue_9(m) / min(math.sqrt(p), 6.0)
+                    assert configuration.planned_horizon(n, p, mu, adjacency) == pytest.approx(
+                        expected, rel=1e-12
+                    )
+    # just above: the sample-size term takes over
+    m = 0.5
+    assert configuration.horizon_growth(m, 6000) == pytest.approx(6000 * m / 500)
+    assert configuration.horizon_growth(m, 6000) > 8 * m
+
+
+def test_horizon_grows_with_the_effective_sample_size_up_to_the_cap():
+    G = configuration.horizon_growth
+    ns = np.unique(np.geomspace(10, 1e8, 300).astype(int))
+    for m in np.geomspace(1e-3, 20.0, 41):
+        growth = np.array([G(m, int(n)) for n in ns])
+        assert np.all(np.diff(growth) >= 0) and growth.min() >= 1.0 and growth.max() <= 8.0
+        # where the cap does not bind, the sample-size term is n m / 500 exactly
+        free = (ns * m / 500 > max(1.0, 8 * m)) & (ns * m / 500 < 8.0)
+        assert np.allclose(growth[free], ns[free] * m / 500, rtol=1e-12)
+        # the horizon H = n m G / D(p) strictly increases with n
+        H = np.array([configuration.planned_horizon(int(n), 114, m) for n in ns])
+        assert np.all(np.diff(H) > 0)
+        # and the growth never decreases with the budget either
+        assert all(G(m, int(n)) <= G(1.1 * m, int(n)) for n in ns[::10])
+    assert G(1e-3, 10**8) == 8.0  # huge n m: the cap
+
+
+def test_large_sets_plan_longer_horizons_at_small_epsilon():
+    # an Adult-sized binary fit (n = 32561, d = 113): the rule before issue 9 planned
+    # T = 112 / 240 full-batch steps at epsilon 0.25 / 0.5; the sample-size term lengthens both
+    n, d = 32561, 113
+    R_eff = math.hypot(1.0, configuration.INTERCEPT_FEATURE)
+    for eps, before in ((0.25, 112), (0.5, 240)):
+        mu = gdp_mu(eps, 1e-5)
         cfg = choose_configuration(
             "binary-logistic",
-            n=5000,
-            n_features=30,
+            n=n,
+            n_features=d,
             n_outputs=1,
             epsilon=eps,
             delta=1e-5,
             data_norm=1.0,
-            max_steps=10**6,
         )
-        left = linearised_noise(cfg.noise_std, cfg.lr, 0.0, cfg.steps)
-        m = gdp_mu(eps, 1e-5)
-        bound = 2 * cfg.clip * G(m) / math.sqrt(31)
-        assert (
-            left == pytest.approx(bound, rel=2e-2)
-            and left <= 2 * cfg.clip * 8 / math.sqrt(31) * 1.02
-        )
+        lr = 4.0 / R_eff**2  # binary curvature 1/4
+        assert cfg.strategy == "early-stopping" and cfg.lr == pytest.approx(lr)
+        H_before = n * mu * _growth_before_issue_9(mu) / 6.0
+        assert math.ceil(H_before / lr) == before
+        H = n * mu * min(max(1.0, 8.0 * mu, n * mu / 500), 8.0) / 6.0
+        assert cfg.steps == math.ceil(H / lr) >= 4 * before
+        # the composition bound still meets the target: mu = 2C sqrt(T) / (n sigma) <= mu
+        mu_run = 2 * cfg.clip * math.sqrt(cfg.steps) / (n * cfg.noise_std)
+        assert mu_run <= mu * (1 + 1e-9) and mu_run == pytest.approx(mu, rel=1e-3)
 
 
 @pytest.mark.parametrize("adjacency", ["replace", "add-remove"])
