@@ -18,8 +18,8 @@ the table reports the test R^2 (mean over seeds) of:
 * ``DPRidge`` as the rule configures it (``strategy="auto"``);
 * early stopping (``strategy="early-stopping"``) and last iterate (``"last-iterate"``) with the
   planned horizon ``H = n mu / (c D(p))`` for several constants c (the rule's c is marked);
-* the classification rule's horizon ``n mu G(mu) / D(p)`` (``G(m) = min(max(1, 8 m), 8)``; what
-  DPRidge planned before);
+* the classification rule's horizon ``n mu G(mu) / D(p)`` (``G = min(max(1, 8 m, n m / 500), 8)``;
+  what DPRidge planned before, with the growth of that time: ``min(max(1, 8 m), 8)``);
 * diffprivlib's ``LinearRegression`` (functional mechanism, pure epsilon-DP, with the public
   bounds ``bounds_X = (-1, 1)``, ``bounds_y = (-1, 1)``; run in its own interpreter, see
   ``benchmarks/utility.py``; a mean R^2 below -1 is shown as "< -1"), and non-private

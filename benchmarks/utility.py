@@ -740,7 +740,7 @@ def verdict(results: dict[str, Any], eps_list) -> list[str]:
         (
             "- The rule (lastiterate.configuration.choose_configuration, set on tuning data that "
             "are not these: benchmarks/rule_tuning.py) trains clipped full-batch GD stopped at a "
-            "horizon n·m·min(max(1, 8m), 8)/min(sqrt(p), 6) (early-stopping, accounted by "
+            "horizon n·m·min(max(1, 8m, n·m/500), 8)/min(sqrt(p), 6) (early-stopping, accounted by "
             "composition), or, only where its noise-to-horizon proxy is smaller at every data "
             "curvature and the L2 term is light, λ-regularised GD "
             "run to convergence (last-iterate). A negative 'configuration' share above means the "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from lastiterate.errors import NotApplicable, ParameterError
@@ -279,7 +280,8 @@ def test_declared_contraction_below_the_geometry_is_refused() -> None:
     ) as info:
         Run(**kw, contraction=0.5)
     assert info.value.name == "contraction"
-    assert Run(**kw, contraction=0.9).c == 0.9  # exactly the implied value is accepted
+    # the implied value is accepted (and used rounded up: never a faster contraction than exact)
+    assert 0.9 <= Run(**kw, contraction=0.9).c <= 0.9 + 1e-15
     assert Run(**kw, contraction=0.95).c == 0.95  # a looser declaration is sound
 
 
@@ -302,7 +304,7 @@ def test_contraction_lower_limit_from_each_declared_constant(
     with pytest.raises(ParameterError, match="contraction"):
         Run(**kw, contraction=min(smallest, 1.0) * 0.999)
     if smallest <= 1:
-        assert Run(**kw, contraction=smallest).c == smallest
+        assert smallest <= Run(**kw, contraction=smallest).c <= smallest + 1e-15  # rounded up
 
 
 def test_contraction_of_a_schedule_uses_the_worst_step_for_consistency() -> None:
@@ -318,7 +320,7 @@ def test_contraction_of_a_schedule_uses_the_worst_step_for_consistency() -> None
     }
     with pytest.raises(ParameterError, match="contraction"):
         Run(**kw, contraction=0.9)  # the step lr = 0.01 only contracts by 0.99
-    assert Run(**kw, contraction=0.99).c == 0.99
+    assert 0.99 <= Run(**kw, contraction=0.99).c <= 0.99 + 1e-15  # rounded up
 
 
 def test_step_contraction_matches_the_hessian_spectrum_of_a_quadratic() -> None:
@@ -403,3 +405,37 @@ def test_a_strong_convexity_too_small_for_the_step_is_refused_not_rounded() -> N
     assert info.value.name == "strong_convexity"
     assert Run(**kw, strong_convexity=0.0).c == 1.0
     assert Run(**kw, strong_convexity=1e-14).c < 1.0
+
+
+def test_step_contraction_is_never_below_the_exact_value() -> None:
+    """max(|1 - eta m|, |1 - eta M|) in exact rational arithmetic of the double inputs: the
+    computed contraction is never below it (a smaller c claims a faster contraction).  In plain
+    floating point 1 - eta m lies below the exact value in about half of these cells."""
+    from fractions import Fraction
+
+    from lastiterate.run import step_contraction
+
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        M = float(np.exp(rng.uniform(-5, 5)))
+        eta = float(rng.uniform(1e-6, 1.999) / M)
+        m = float(M * np.exp(rng.uniform(-35, 0)))
+        if eta * m < 2.0**-52:
+            continue
+        exact = max(
+            abs(1 - Fraction(eta) * Fraction(m)), abs(1 - Fraction(eta) * Fraction(M))
+        )
+        c = step_contraction((eta,), m, M)
+        assert Fraction(c) >= exact, (eta, m, M, c)
+        assert c <= 1.0 and Fraction(c) - exact <= Fraction(2.0**-50)
+
+
+def test_tiny_lr_m_does_not_overstate_the_contraction() -> None:
+    # lr = 0.05, m = 3e-14: 1 - fl(1 - lr m) was 3.6% above lr m (a faster contraction)
+    from fractions import Fraction
+
+    run = Run(
+        algorithm="gd", n=10, steps=5, lr=0.05, noise_std=1.0, sensitivity=1.0,
+        strong_convexity=3e-14, smoothness=1.0,
+    )
+    assert 1 - Fraction(run.c) <= Fraction(0.05) * Fraction(3e-14)
