@@ -743,9 +743,11 @@ KNOWN_ENGINE_FAILURES = [
 # (pld._top_index): the Gaussian factor G_mu with mu = 1.8e-90 gave log_ndtr(-1e87) - log_ndtr(...)
 # = NaN; its tail is now evaluated through erfcx (notions/pld/profiles.py) and is 0 there.
 FIXED_ENGINE_FAILURES = [
-    "account --algorithm sgd --sampling uniform --n 38 --batch-size 27 --epochs 7.08889 --lr "
-    "0.00371573 --noise-std 6.20023 --sensitivity 100 --convex --contraction 3.41481e-91 "
-    "--epsilon 0.0034541 --json"
+    (
+        "account --algorithm sgd --sampling uniform --n 38 --batch-size 27 --epochs 7.08889 --lr "
+        "0.00371573 --noise-std 6.20023 --sensitivity 100 --convex --contraction 3.41481e-91 "
+        "--epsilon 0.0034541 --json"
+    )
 ]
 
 

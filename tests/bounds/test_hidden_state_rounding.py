@@ -44,7 +44,9 @@ def test_thm33_rho_is_never_below_the_exact_formula(c: float) -> None:
 
 @pytest.mark.parametrize("c_ys", [0.5, 0.975, 1 - 1e-7, 1 - 2.0**-40])
 def test_thmd6_rho_is_never_below_the_exact_formula(c_ys: float) -> None:
-    for mu, c, T in itertools.product(MUS, [1e-6, 0.3, 0.95, 1 - 1e-9], [1, 3, 1000, 10**7, math.inf]):
+    for mu, c, T in itertools.product(
+        MUS, [1e-6, 0.3, 0.95, 1 - 1e-9], [1, 3, 1000, 10**7, math.inf]
+    ):
         got = mp.mpf(hs.ys22_thmd6_rho(mu, c, c_ys, T))
         exact = _exact_thmd6(mu, c, c_ys, T)
         assert got >= exact, (mu, c, c_ys, T, got, exact)

@@ -104,9 +104,7 @@ D_COARSE = 1e-2
 GAUSSIAN_MUS = [1e-3, 0.05, 1.0, 1.0 / 0.3]  # noise sigma 1e3 .. 0.3
 
 
-@pytest.mark.parametrize(
-    "mu", [1e-3, 0.05, 1.0, pytest.param(1.0 / 0.3, marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("mu", [1e-3, 0.05, 1.0, pytest.param(1.0 / 0.3, marks=pytest.mark.slow)])
 def test_gaussian_upper_pmf_dominates_the_exact_profile_at_every_grid_point(mu: float) -> None:
     pmf = P.gaussian_pld(mu, discretization=D_COARSE)._remove
     bad = _shortfalls(pmf, D_COARSE, lambda e: _exact_gaussian(e, mu), _all_points(pmf))
@@ -132,9 +130,7 @@ def test_poisson_upper_pmfs_dominate_the_exact_profiles_in_both_directions(
     rem = _shortfalls(
         pld._remove, D_COARSE, lambda e: _exact_remove(e, q, 1 / z), _all_points(pld._remove)
     )
-    add = _shortfalls(
-        pld._add, D_COARSE, lambda e: _exact_add(e, q, 1 / z), _all_points(pld._add)
-    )
+    add = _shortfalls(pld._add, D_COARSE, lambda e: _exact_add(e, q, 1 / z), _all_points(pld._add))
     assert not rem, ("remove", rem[:5])
     assert not add, ("add", add[:5])
 
@@ -159,7 +155,7 @@ def test_replace_one_upper_pmf_dominates_the_exact_profile(q: float, z: float) -
     pmf = P.poisson_subsampled_gaussian_pld(
         q, z, adjacency="replace", discretization=D_COARSE
     )._remove
-    points = range(0, pmf.upper + 2)  # (the closed form is for eps >= 0; below, the mirror)
+    points = range(pmf.upper + 2)  # (the closed form is for eps >= 0; below, the mirror)
     bad = _shortfalls(pmf, D_COARSE, lambda e: _exact_replace(e, q, z), points)
     assert not bad, bad[:5]
 
@@ -202,7 +198,9 @@ def test_subsampled_and_residual_value_error_bounds_hold(q: float, z: float) -> 
     neg = eps[eps < 0]
     res, res_err = D._remove_residuals_bounded(neg, q, mu, PR.EPS * np.abs(neg))
     with mp.workdps(400):  # delta_R - (1 - e^eps) cancels down to 1e-300 and below
-        exact = [+(_exact_remove(mp.mpf(float(e)), q, mu) - 1 + mp.e ** mp.mpf(float(e))) for e in neg]
+        exact = [
+            +(_exact_remove(mp.mpf(float(e)), q, mu) - 1 + mp.e ** mp.mpf(float(e))) for e in neg
+        ]
     _check_bound(res, res_err, exact)
 
 

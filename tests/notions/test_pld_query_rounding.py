@@ -43,7 +43,9 @@ def _pmfs(q: float, z: float, steps: int):
 
 
 @pytest.mark.parametrize(("q", "z", "steps"), CASES)
-def test_epsilon_for_delta_is_never_below_the_exact_crossing(q: float, z: float, steps: int) -> None:
+def test_epsilon_for_delta_is_never_below_the_exact_crossing(
+    q: float, z: float, steps: int
+) -> None:
     for pmf in _pmfs(q, z, steps):
         for delta in [1e-3, 1e-5, 1.234e-6, 1e-7, 1e-9, 3.3e-10, 1e-12]:
             eps = _epsilon_for_delta(pmf, D, delta)

@@ -176,7 +176,9 @@ def _reflect(x: np.ndarray, delta_at_x: np.ndarray) -> np.ndarray:
     return -np.expm1(-x) + np.exp(-x) * delta_at_x
 
 
-def _reflect_error(x: np.ndarray, err_x: np.ndarray, err_at_x: np.ndarray, value: np.ndarray) -> np.ndarray:
+def _reflect_error(
+    x: np.ndarray, err_x: np.ndarray, err_at_x: np.ndarray, value: np.ndarray
+) -> np.ndarray:
     r"""Absolute error bound of :func:`_reflect`'s :math:`1 - e^{-x} + e^{-x}\delta(x)` when x is
     off by ``err_x`` and :math:`\delta(x)` by ``err_at_x``: the derivative in x is
     :math:`e^{-x}(1 - \delta(x) - q_e(x)) \in [0, e^{-x}]`, the two terms are non-negative (their
@@ -259,9 +261,10 @@ def _log_amplified_error(
         rel_y += 4.0 * EPS
         out[small] = np.abs(np.expm1(-amp)) * rel_y + EPS * np.abs(amp)
         large = ~small
-        out[large] = 4.0 * EPS * (
-            np.abs(eps[large]) + abs(math.log(p)) + np.abs(amplified[large]) + 1.0
-        ) + 2.0 * eps_err[large]
+        out[large] = (
+            4.0 * EPS * (np.abs(eps[large]) + abs(math.log(p)) + np.abs(amplified[large]) + 1.0)
+            + 2.0 * eps_err[large]
+        )
     out *= _FIRST_ORDER
     return out
 
@@ -307,7 +310,9 @@ def _subsampled_parts_bounded(
     d_err = np.empty_like(ep)
     log_qe = np.empty_like(ep)
     if np.any(pos):
-        dp, _, ep_pos = _gaussian_parts_bounded(ep[pos], mu, None if err_ep is None else err_ep[pos])
+        dp, _, ep_pos = _gaussian_parts_bounded(
+            ep[pos], mu, None if err_ep is None else err_ep[pos]
+        )
         d[pos] = dp
         if ep_pos is not None:
             d_err[pos] = ep_pos
@@ -396,7 +401,9 @@ def _replace_parts_bounded(
     log_1q = math.log1p(-q) if q < 1 else -math.inf
     log_alpha = 0.5 / s2 + (log_1q - log_q if q < 1 else -math.inf)
 
-    def term(shift: float, x: np.ndarray, log_w: float, want: bool) -> tuple[np.ndarray, np.ndarray]:
+    def term(
+        shift: float, x: np.ndarray, log_w: float, want: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
         arg = (x + shift) / z
         ln = normal.log_ndtr(arg)
         if not want:
@@ -441,7 +448,9 @@ def _replace_parts_bounded(
         with np.errstate(invalid="ignore"):
             t_fin = np.where(np.isfinite(t), t, 0.0)
             err_lp = np.maximum(e_ap, e_b) + 2.0 * EPS * np.abs(lp)
-            err_lqe = np.maximum(e_aq, e_b) + 2.0 * EPS * np.abs(lq) + eps_err + EPS * np.abs(log_qe)
+            err_lqe = (
+                np.maximum(e_aq, e_b) + 2.0 * EPS * np.abs(lq) + eps_err + EPS * np.abs(log_qe)
+            )
             err_x = 16.0 * EPS * s2 * (np.abs(asinh) + np.abs(eps) + np.abs(t_fin) + 1.0)
             # |f''| <= (p(x) + e^eps q(x)) (|x| + 1)/z^2 (each component's density has slope
             # (x - m)/z^2 times it, |m| <= 1), p = e^eps q at x*, and the densities change by a
