@@ -768,7 +768,7 @@ def _normalise_lower(pmf: _Pmf) -> _Pmf:
 
 def _symmetric_pld(
     parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-    bounded: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    bounded: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray | None]],
     description: str,
     d: float,
     log_bound: float,
@@ -788,6 +788,7 @@ def _symmetric_pld(
     n = _top_index(parts, d, log_bound)
     grid = np.arange(0, n + 1) * d
     raw, _, err = bounded(grid, EPS * grid)
+    assert err is not None  # an error bound was asked for
     vals = np.minimum.accumulate(raw)
     err = err[_source_of_running_min(raw, vals)]
     pos = np.maximum(_symmetric_masses(vals, d), 0.0)
@@ -879,7 +880,7 @@ def gaussian_pld(
         return identity_pld(discretization=d, with_lower=with_lower)
     return _symmetric_pld(
         lambda e: _gaussian_parts(e, mu),
-        lambda e, err: _gaussian_parts_bounded(e, mu, err),  # type: ignore[return-value]
+        lambda e, err: _gaussian_parts_bounded(e, mu, err),
         f"G(mu={mu:g})",
         d,
         lb,
@@ -913,7 +914,7 @@ def symmetric_subsampled_gaussian_pld(
         return identity_pld(discretization=d, with_lower=with_lower)
     return _symmetric_pld(
         lambda e: _subsampled_parts(e, p, mu),
-        lambda e, err: _subsampled_parts_bounded(e, p, mu, err),  # type: ignore[return-value]
+        lambda e, err: _subsampled_parts_bounded(e, p, mu, err),
         f"C_p(G_mu)(p={p:g}, mu={mu:g})",
         d,
         lb,
@@ -965,7 +966,7 @@ def poisson_subsampled_gaussian_pld(
     if q == 1.0:
         return _symmetric_pld(
             lambda e: _gaussian_parts(e, mu),
-            lambda e, err: _gaussian_parts_bounded(e, mu, err),  # type: ignore[return-value]
+            lambda e, err: _gaussian_parts_bounded(e, mu, err),
             desc,
             d,
             lb,
@@ -976,6 +977,7 @@ def poisson_subsampled_gaussian_pld(
     n = _top_index(parts, d, lb)
     grid = np.arange(i_lo, n + 1) * d
     raw, _, err = _subsampled_parts_bounded(grid, q, mu, EPS * np.abs(grid))
+    assert err is not None  # an error bound was asked for
     vals = np.minimum.accumulate(raw)
     err = err[_source_of_running_min(raw, vals)]
     probs = _masses_from_values(vals, d, 1.0 - vals[0])

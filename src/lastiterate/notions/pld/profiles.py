@@ -116,13 +116,15 @@ def _gaussian_parts_bounded(
     a = -eps / mu
     arg_p = a + mu / 2.0
     arg_q = a - mu / 2.0
-    tail: np.ndarray | slice = arg_p < -1.0
-    centre: np.ndarray | slice = ~tail  # type: ignore[operator]
-    has_tail, has_centre = bool(np.any(tail)), bool(np.any(centre))
+    tail_mask = arg_p < -1.0
+    centre_mask = ~tail_mask
+    has_tail, has_centre = bool(np.any(tail_mask)), bool(np.any(centre_mask))
+    tail: np.ndarray | slice = tail_mask
+    centre: np.ndarray | slice = centre_mask
     # on a grid sorted by eps the tail is a suffix: slices (views) instead of masked copies
-    k = int(np.count_nonzero(centre))
-    if eps.ndim == 1 and not np.any(tail[:k]):  # type: ignore[index]
-        tail, centre = slice(k, None), slice(0, k)
+    n_centre = int(np.count_nonzero(centre_mask))
+    if eps.ndim == 1 and not np.any(tail_mask[:n_centre]):
+        tail, centre = slice(n_centre, None), slice(0, n_centre)
     delta = np.empty_like(eps)
     qe = np.empty_like(eps)
     if has_tail:
