@@ -79,7 +79,9 @@ Conventions used by the constructors
 
 Implementation note (measured, see ``benchmarks/composition.py``)
 -----------------------------------------------------------------
-The arrays are exactly the dp_accounting ones (same grid, same connect-the-dots formula, same
+The arrays are the dp_accounting ones up to the outward rounding margin (same grid, same
+connect-the-dots formula, each pessimistic mass multiplied by ``1 + rho`` with rho ~ 1e-12 to cover
+the evaluation error of the profile values, ``distribution._outward_symmetric``; same
 ``PrivacyLossDistribution`` semantics; :meth:`Pld.to_dp_accounting` returns a genuine
 ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution`` and
 :meth:`Pld.from_dp_accounting` wraps one), but the kernels are our own, vectorised, because that
