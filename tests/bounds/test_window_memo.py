@@ -29,11 +29,7 @@ BASE: dict[str, Any] = {
 
 
 def _clear() -> None:
-    si._WINDOW_VALUES.clear()
-    si._LIMIT_SEARCHES.clear()
-    si._THETA_CLT_CACHE.clear()
-    si._gaussian_value_at.cache_clear()
-    si._composer.cache_clear()
+    si.forget_memos()
 
 
 @pytest.mark.parametrize(

@@ -53,11 +53,7 @@ _LIMIT_DETAILS = {"epsilon_limit", "limit_search", "optimal_window_steps", "opti
 
 
 def _clear() -> None:
-    si._WINDOW_VALUES.clear()
-    si._LIMIT_SEARCHES.clear()
-    si._THETA_CLT_CACHE.clear()
-    si._gaussian_value_at.cache_clear()
-    si._composer.cache_clear()
+    si.forget_memos()
 
 
 def _theorem(run: Run) -> Any:

@@ -1,7 +1,7 @@
 """Two exact speed-ups of the PLD kernels (issue 11) against the paths they replace.
 
 * The tilt bisection decides the steps it can certify without evaluating them
-  (``kernels._certified_tilt_bracket``): its bracket must be the plain bisection's bit for bit.
+  (``kernels._certifying_points``): its bracket must be the plain bisection's bit for bit.
 * The aliasing profile of a tilted pass remembers its factors' summaries between the cheap and
   the refined profile (``kernels._tail_summaries``): the same numbers as computed afresh.
 
@@ -163,13 +163,8 @@ def _run(extra: dict[str, Any], steps: int) -> Run:
 
 
 def _clear() -> None:
-    si._WINDOW_VALUES.clear()
-    si._LIMIT_SEARCHES.clear()
-    si._THETA_CLT_CACHE.clear()
-    si._gaussian_value_at.cache_clear()
-    si._composer.cache_clear()
-    comp._FOUND_CACHE.clear()
-    comp._PLD_CACHE.clear()
+    si.forget_memos()
+    comp.forget_memos()
 
 
 def _theorem(run: Run) -> Any:

@@ -407,6 +407,13 @@ def _bracket_width(pld_obj: Any, at_query: tuple[float, Any]) -> tuple[float, fl
 _PLD_CACHE: dict[tuple[Any, ...], tuple[Any, str, str, dict[str, Any]]] = {}
 
 
+def forget_memos() -> None:
+    """Forget the remembered composed PLDs (``_PLD_CACHE``, ``_FOUND_CACHE``): the next account
+    recomputes them.  Changes speed only (tests compare the two paths)."""
+    _FOUND_CACHE.clear()
+    _PLD_CACHE.clear()
+
+
 #: the composition window of a query at delta leaves out at most this fraction of delta (the
 #: mass above the window goes to +inf and the mass below it moves up to the top bin, so it is
 #: ADDED to delta: at most 1e-5 delta, far below the grid's error; 1e-4 was measured at +5e-6

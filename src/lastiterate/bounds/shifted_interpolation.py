@@ -1225,6 +1225,18 @@ def _limit_search_once(
 _LIMIT_SEARCHES: dict[tuple[Any, ...], tuple[float, int, float]] = {}
 
 
+def forget_memos() -> None:
+    """Forget every value this module remembers (window values, limit searches, CLT windows and
+    thetas, Gaussian values, composers): the next account recomputes them.  Remembered values are
+    the ones computed afresh, so this changes speed only (tests compare the two paths)."""
+    _WINDOW_VALUES.clear()
+    _LIMIT_SEARCHES.clear()
+    _THETA_CLT_CACHE.clear()
+    clt_h.cache_clear()
+    _gaussian_value_at.cache_clear()
+    _composer.cache_clear()
+
+
 def _limit_key(query: Query) -> str:
     return "epsilon_limit" if query.delta is not None else "delta_limit"
 
