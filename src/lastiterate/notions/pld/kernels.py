@@ -1350,12 +1350,21 @@ def _tilt_bracket(
     ``hi`` falls short."""
     if _tilted_mean(logps, powers, hi) <= target:
         return hi, hi
-    if _CERTIFIED_BISECTION:
-        return _certified_tilt_bracket(logps, powers, target, hi, steps)
+    cert_lo, cert_hi = (
+        _certifying_points(logps, powers, target, hi, steps)
+        if _CERTIFIED_BISECTION
+        else (-math.inf, math.inf)
+    )
     lo_l, hi_l = 0.0, hi
     for _bisect in range(steps):
         mid = 0.5 * (lo_l + hi_l)
-        if _tilted_mean(logps, powers, mid) > target:
+        if mid >= cert_hi:
+            above = True
+        elif mid <= cert_lo:
+            above = False
+        else:
+            above = _tilted_mean(logps, powers, mid) > target
+        if above:
             hi_l = mid
         else:
             lo_l = mid
@@ -1363,9 +1372,9 @@ def _tilt_bracket(
 
 
 #: :func:`_tilt_bracket` decides the bisection steps it can certify without evaluating them
-#: (:func:`_certified_tilt_bracket`); False: every step evaluated (the reference path of the tests)
+#: (:func:`_certifying_points`); False: every step evaluated (the reference path of the tests)
 _CERTIFIED_BISECTION = True
-#: Newton steps of :func:`_certified_tilt_bracket` (they only place the certifying points)
+#: Newton steps of :func:`_certifying_points` (they only place the certifying points)
 _NEWTON_STEPS = 8
 
 
@@ -1390,7 +1399,7 @@ def _tilted_mean_error(
     factor 1.01 covers the second), times m_b <= c_max; the outer sum ``mean += k m_b`` adds 3u of
     ``k c_max`` per block.  Weights the code raises to e^-700 of the largest (the clamp) move a
     block's mean by at most ``n e^-700 c_max``.  The result is multiplied by 8 as a margin.  It only
-    decides which bisection steps need no evaluation (:func:`_certified_tilt_bracket`).
+    decides which bisection steps need no evaluation (:func:`_certifying_points`).
     """
     u = _EPS / 2.0
     total = 0.0
@@ -1409,14 +1418,16 @@ def _tilted_mean_error(
     return 8.0 * total
 
 
-def _certified_tilt_bracket(
+def _certifying_points(
     logps: Sequence[tuple[np.ndarray, np.ndarray]],
     powers: Sequence[int],
     target: float,
     hi: float,
     steps: int,
 ) -> tuple[float, float]:
-    """The bracket of :func:`_tilt_bracket`'s bisection, bit for bit, with fewer evaluations.
+    """Points ``(a, b)`` that settle bisection steps of :func:`_tilt_bracket` without evaluating
+    them: every mid ``<= a`` is "not above" the target and every mid ``>= b`` is "above", the same
+    decisions the evaluation would give, so the bracket is the plain bisection's bit for bit.
 
     The bisection's only inputs are the decisions ``_tilted_mean(mid) > target``.  The computed
     mean is within E (:func:`_tilted_mean_error`) of the exact tilted mean m, which does not
@@ -1463,22 +1474,7 @@ def _certified_tilt_bracket(
         if not (math.isfinite(x_new) and safe_lo < x_new < safe_hi):
             x_new = 0.5 * (safe_lo + safe_hi)
         x = x_new
-    lo_l, hi_l = 0.0, hi
-    for _bisect in range(steps):
-        mid = 0.5 * (lo_l + hi_l)
-        if mid >= cert_hi:
-            above = True
-        elif mid <= cert_lo:
-            above = False
-        else:
-            mean = _tilted_mean(logps, powers, mid)
-            learn(mid, mean)
-            above = mean > target
-        if above:
-            hi_l = mid
-        else:
-            lo_l = mid
-    return lo_l, hi_l
+    return cert_lo, cert_hi
 
 
 def _first_takeable(
