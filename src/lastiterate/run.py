@@ -136,6 +136,8 @@ def step_contraction(etas: Sequence[float], m: float | None, M: float | None) ->
     most ``2^-52`` and the subtraction's ``2^-54``, so ``_CONTRACTION_ROUNDING = 2^-51`` is added
     (capped at 1 for a value up to 1).
     """
+    if m is None and M is None:
+        return 0.0
     ends = (min(etas), max(etas))
     terms = [0.0]
     if m is not None:
@@ -143,8 +145,6 @@ def step_contraction(etas: Sequence[float], m: float | None, M: float | None) ->
     if M is not None:
         terms.append(max(abs(1 - eta * M) for eta in ends))
     c = max(terms)
-    if c == 0.0 and m is None and M is None:
-        return 0.0
     return min(1.0, c + _CONTRACTION_ROUNDING) if c <= 1.0 else c + _CONTRACTION_ROUNDING
 
 
