@@ -935,7 +935,7 @@ def _gaussian_factor_within(mu: float, best: float, query: Query) -> bool:
     only be evaluated instead of pruned (every evaluated value is a valid bound)."""
     if best == math.inf:
         return True
-    if query.delta is None or not math.isfinite(best) or not 0.0 < mu <= _WITHIN_MU_RANGE[1]:
+    if query.delta is None or not 0.0 <= best < math.inf or not 0.0 < mu <= _WITHIN_MU_RANGE[1]:
         return False
     if _delta_scalar_upper(0.0, mu) <= query.delta:
         return True  # gdp_epsilon's first test, the same computation: it returns 0 <= best
