@@ -1,7 +1,8 @@
-"""The window searches' Gaussian-factor test without inverting the profile (issue 11, speed).
+"""The window searches' Gaussian-factor tests without inverting the profile (issue 11, speed).
 
 ``shifted_interpolation._gaussian_factor_within(mu, best, query)`` says "the pruning lower bound
-``gdp_epsilon(delta, mu)`` is certainly not above ``best``" from one or two profile values
+``gdp_epsilon(delta, mu)`` is certainly not above ``best``" and ``_gaussian_factor_above(mu, x,
+query)`` "certainly above x" (the limit surrogate's skip test) from one or two profile values
 instead of a root search.  Checked here:
 
 * soundness against the inversion it replaces (``gdp_epsilon``, whose golden values are tested in
@@ -52,6 +53,8 @@ def test_true_only_when_the_inverted_value_is_not_above_best(mu: float, delta: f
     for best in bests:
         if si._gaussian_factor_within(mu, best, query):
             assert not low > best, (mu, delta, best, low)
+        if si._gaussian_factor_above(mu, best, query):
+            assert low > best, (mu, delta, best, low)
 
 
 def test_decides_the_common_case_and_refuses_the_close_one() -> None:
@@ -63,7 +66,11 @@ def test_decides_the_common_case_and_refuses_the_close_one() -> None:
     assert not si._gaussian_factor_within(0.3612, low * (1 + 1e-12), query)  # too close
     assert not si._gaussian_factor_within(30.96, 8.7, query)  # the factor alone is above
     assert si._gaussian_factor_within(1e-9, 0.0, query)  # inverted value 0 (first test)
-    assert not si._gaussian_factor_within(0.3612, 2.0 * low, Query(delta=None, epsilon=1.0))  # epsilon query
+    assert not si._gaussian_factor_within(0.3612, 2.0 * low, Query(delta=None, epsilon=1.0))
+    assert si._gaussian_factor_above(15.28, 4.0 * 5.97489, query)  # the common case: decided
+    assert not si._gaussian_factor_above(0.3612, low * (1 - 1e-12), query)  # too close
+    assert not si._gaussian_factor_above(0.3612, low, query)
+    assert not si._gaussian_factor_above(0.3612, 2.0 * low, query)  # below: refused
 
 
 #: runs of the extremes table of benchmarks/accountant.py (n = 60000, b = 256, sigma = 0.02)
@@ -117,6 +124,7 @@ def test_results_equal_the_full_inversion_bit_for_bit(
     fast = func(run, query)
     fast_calls = calls[0]
     monkeypatch.setattr(si, "_gaussian_factor_within", lambda mu, best, q: False)
+    monkeypatch.setattr(si, "_gaussian_factor_above", lambda mu, x, q: False)
     si.forget_memos()
     calls[0] = 0
     slow = func(run, query)

@@ -947,6 +947,21 @@ def _gaussian_factor_within(mu: float, best: float, query: Query) -> bool:
     return _delta_scalar_upper(y, mu) <= query.delta * (1.0 - _WITHIN_DELTA_MARGIN)
 
 
+def _gaussian_factor_above(mu: float, x: float, query: Query) -> bool:
+    """Whether ``_gaussian_value(mu, query) > x`` certainly holds (a query at delta, mu in
+    ``_WITHIN_MU_RANGE``, ``x >= 0``), decided from one profile value: when the profile's
+    certified upper value at x, less the margin ``_WITHIN_DELTA_MARGIN``, exceeds delta.  The
+    exact profile at x is then above delta (the computed profile is within 1e-12 relative of it
+    here), so the exact epsilon at delta exceeds x, and ``gdp_epsilon`` returns a point whose
+    certified upper value is at most delta, hence whose exact profile is at most delta: a point
+    above the exact epsilon, so above x.  False means "not decided"."""
+    if query.delta is None or not 0.0 <= x < math.inf:
+        return False
+    if not _WITHIN_MU_RANGE[0] <= mu <= _WITHIN_MU_RANGE[1]:
+        return False
+    return _delta_scalar_upper(x, mu) * (1.0 - _WITHIN_DELTA_MARGIN) > query.delta
+
+
 def _gaussian_value(mu: float, query: Query) -> float:
     """epsilon at ``query.delta`` (or delta at ``query.epsilon``) of G_mu (exact)."""
     return _gaussian_value_at(float(mu), query.delta, query.epsilon)
@@ -1152,6 +1167,10 @@ def _sgd_window_result(
         # certainly within the guess factor (so within the skip factor): neither test below
         # holds, as with the inverted value, which only these two tests read
         surrogate = _LIMIT_GUESS_FACTOR * comp_coarse
+    elif math.isfinite(comp_coarse) and _gaussian_factor_above(
+        clt_limit_mu, _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0), query
+    ):
+        surrogate = math.inf  # certainly above the skip factor: skip, as with the inverted value
     else:
         surrogate = _gaussian_value(clt_limit_mu, query)
     skip = math.isfinite(comp_coarse) and surrogate > _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0)
