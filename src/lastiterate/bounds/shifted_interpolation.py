@@ -59,10 +59,19 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Kind, Query, Result, gdp_result, locating, register
+from lastiterate.bounds.base import (
+    Kind,
+    Query,
+    Result,
+    forget_gdp_epsilons,
+    gdp_epsilon_at,
+    gdp_result,
+    locating,
+    register,
+)
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.clt import clt_h as _clt_h
-from lastiterate.notions.gdp import MU_MAX, _delta_scalar_upper, gdp_delta, gdp_epsilon
+from lastiterate.notions.gdp import MU_MAX, _delta_scalar_upper, gdp_delta
 from lastiterate.run import Run
 
 BOUND_ID = "shifted-interpolation"
@@ -922,17 +931,18 @@ def _gaussian_factor_within(mu: float, best: float, query: Query) -> bool:
 
     True when ``best`` is +inf (no value exceeds it); for a query at delta and mu in (0, 40],
     when the profile's certified upper value at 0 is at most delta (``gdp_epsilon`` then returns
-    0 after that same test); and for mu in ``_WITHIN_MU_RANGE``, when the profile's certified upper value (``_delta_scalar_upper``, what
-    ``gdp_epsilon`` compares with delta) at ``y = best (1 - 1e-9) - 1e-12`` is at most
-    ``delta (1 - 1e-6)``.  Then ``gdp_epsilon(delta, mu) <= best``: its root finder returns an
-    end of a bracket of width ``<= 1e-14 + 4 ulp`` whose other end (or itself) x has a profile
-    upper value ``>= delta``, so the exact profile at x is above ``delta (1 - 1e-6)`` (the
-    computed profile is within 1e-12 relative of the exact one in this range of mu), above the
-    exact profile at y, so ``x < y`` (the profile decreases) and the returned end is below
-    ``y + 1e-14 + 4 ulp <= best``.  False means "not decided": the caller inverts the profile as
-    before.  So the search takes the same steps and returns the same values as with the full
-    inversion at every candidate; and were the accuracy assumption ever wrong, a candidate would
-    only be evaluated instead of pruned (every evaluated value is a valid bound)."""
+    0 after that same test); and for mu in ``_WITHIN_MU_RANGE``, when the profile's certified
+    upper value (``_delta_scalar_upper``, what ``gdp_epsilon`` compares with delta) at
+    ``y = best (1 - 1e-9) - 1e-12`` is at most ``delta (1 - 1e-6)``.  Then ``gdp_epsilon(delta,
+    mu) <= best``: its root finder returns an end of a bracket of width ``<= 1e-14 + 4 ulp``
+    whose other end (or itself) x has a profile upper value ``>= delta``, so the exact profile at
+    x is above ``delta (1 - 1e-6)`` (the computed profile is within 1e-12 relative of the exact
+    one in this range of mu), above the exact profile at y, so ``x < y`` (the profile decreases)
+    and the returned end is below ``y + 1e-14 + 4 ulp <= best``.  False means "not decided": the
+    caller inverts the profile as before.  So the search takes the same steps and returns the
+    same values as with the full inversion at every candidate; and were the accuracy assumption
+    ever wrong, a candidate would only be evaluated instead of pruned (every evaluated value is a
+    valid bound)."""
     if best == math.inf:
         return True
     if query.delta is None or not 0.0 <= best < math.inf or not 0.0 < mu <= _WITHIN_MU_RANGE[1]:
@@ -962,6 +972,17 @@ def _gaussian_factor_above(mu: float, x: float, query: Query) -> bool:
     return _delta_scalar_upper(x, mu) * (1.0 - _WITHIN_DELTA_MARGIN) > query.delta
 
 
+def _gaussian_exceeds(mu: float, x: float, query: Query) -> bool:
+    """``_gaussian_value(mu, query) > x``, the same answer, from one or two profile values where
+    :func:`_gaussian_factor_within` or :func:`_gaussian_factor_above` decides it, else from the
+    inverted value."""
+    if _gaussian_factor_within(mu, x, query):
+        return False
+    if _gaussian_factor_above(mu, x, query):
+        return True
+    return _gaussian_value(mu, query) > x
+
+
 def _gaussian_value(mu: float, query: Query) -> float:
     """epsilon at ``query.delta`` (or delta at ``query.epsilon``) of G_mu (exact)."""
     return _gaussian_value_at(float(mu), query.delta, query.epsilon)
@@ -974,7 +995,7 @@ def _gaussian_value_at(mu: float, delta: float | None, epsilon: float | None) ->
     if not mu <= MU_MAX:
         return math.inf if delta is not None else 1.0
     if delta is not None:
-        return float(gdp_epsilon(delta, mu))
+        return gdp_epsilon_at(float(delta), mu)
     return float(gdp_delta(float(epsilon), mu))  # type: ignore[arg-type]
 
 
@@ -1159,26 +1180,17 @@ def _sgd_window_result(
     coarse: list[tuple[float, int, float | None, str]] = [
         (comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")
     ]
-    if query.delta is None:
-        surrogate = math.nan
-    elif math.isfinite(comp_coarse) and _gaussian_factor_within(
-        clt_limit_mu, _LIMIT_GUESS_FACTOR * comp_coarse, query
-    ):
-        # certainly within the guess factor (so within the skip factor): neither test below
-        # holds, as with the inverted value, which only these two tests read
-        surrogate = _LIMIT_GUESS_FACTOR * comp_coarse
-    elif math.isfinite(comp_coarse) and _gaussian_factor_above(
+    # the CLT surrogate of the limit, G_{clt_limit_mu} at the query, is only compared with these
+    # two thresholds (a query by epsilon has none: NaN, so neither test holds)
+    finite = query.delta is not None and math.isfinite(comp_coarse)
+    skip = finite and _gaussian_exceeds(
         clt_limit_mu, _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0), query
-    ):
-        surrogate = math.inf  # certainly above the skip factor: skip, as with the inverted value
-    else:
-        surrogate = _gaussian_value(clt_limit_mu, query)
-    skip = math.isfinite(comp_coarse) and surrogate > _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0)
+    )
     guess_only = (
         not skip
-        and math.isfinite(comp_coarse)
+        and finite
         and comp_coarse >= 1.0
-        and surrogate > _LIMIT_GUESS_FACTOR * comp_coarse
+        and _gaussian_exceeds(clt_limit_mu, _LIMIT_GUESS_FACTOR * comp_coarse, query)
     )
     if skip:
         limit_value, nu_lim, th_lim = math.inf, 0, 0.5
@@ -1307,6 +1319,7 @@ def forget_memos() -> None:
     _THETA_CLT_CACHE.clear()
     clt_h.cache_clear()
     _gaussian_value_at.cache_clear()
+    forget_gdp_epsilons()
     _composer.cache_clear()
 
 
