@@ -29,6 +29,7 @@ from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
 from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
+from lastiterate.notions.roots import brent_root
 from lastiterate.run import Run
 
 ANY_LOSS = "any loss: no convexity, smoothness or projection assumed"
@@ -509,13 +510,57 @@ class RevealedSamplingComposition:
 
     def delta(self, epsilon: float) -> float:
         """The mixture's delta at ``epsilon`` (all components at once, summed exactly)."""
+        return self._exact(self._parts(epsilon))
+
+    def _parts(self, epsilon: float) -> np.ndarray:
+        """The components' contributions ``w_k delta_G(epsilon; mu sqrt(k))``."""
         if not epsilon >= 0:
             raise ParameterError("epsilon", epsilon, "must be >= 0")
-        parts = self._w * _gdp_delta_unchecked(np.asarray(float(epsilon)), self._mus)
+        return self._w * _gdp_delta_unchecked(np.asarray(float(epsilon)), self._mus)
+
+    def _exact(self, parts: np.ndarray) -> float:
+        """``min(1, dropped + sum(parts))``, the sum correctly rounded (``math.fsum``)."""
         return min(1.0, math.fsum([self._dropped, *parts.tolist()]))
 
+    def _side(self, epsilon: float, delta: float) -> float:
+        """Which side of ``delta`` (``0 < delta < 1``) ``self.delta(epsilon)`` lies on, from
+        numpy's sum where it decides it: +inf (certainly above), -inf (certainly below), else the
+        exact value itself (also NaN).  The components are non-negative, so the floating sum of
+        the n terms (and the dropped mass) is within ``gamma = n u / (1 - n u)`` relative of
+        their exact sum S (u = 2^-53; Higham 2002, section 4.2, for any order of summation); when
+        it puts S above ``delta (1 + 4u)`` (below ``delta (1 - 4u)``), the correctly rounded S,
+        and so its minimum with 1, is above (below) delta.  ``math.fsum`` of the few thousand
+        components of a long run is most of the cost of one evaluation, and the first two phases
+        of :meth:`epsilon` only compare."""
+        parts = self._parts(epsilon)
+        u = 2.0**-53
+        n = len(parts) + 1
+        gamma = n * u / (1.0 - n * u)
+        approx = self._dropped + float(np.sum(parts))
+        if approx / (1.0 + 2.0 * gamma) > delta * (1.0 + 4.0 * u):
+            return math.inf
+        if approx / (1.0 - 2.0 * gamma) < delta * (1.0 - 4.0 * u):
+            return -math.inf
+        return self._exact(parts)
+
     def epsilon(self, delta: float) -> float:
-        return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
+        """Smallest ``epsilon >= 0`` with ``delta(epsilon) <= delta``: the steps and the answer
+        of ``smallest_epsilon(self.delta, delta, max_epsilon=1e6)``
+        (:func:`lastiterate.notions.gdp.smallest_epsilon`: 0 if it holds at 0, a bracket
+        doubling from 1, Brent's method on ``delta(e) - delta``, the bracket's non-positive
+        end), with the tests of the first two phases read from :meth:`_side` (the same answers,
+        NaN included; Brent's method reads the exact values)."""
+        if not 0.0 < delta < 1.0:  # (the reference path's answer for such a delta)
+            return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
+        if self._side(0.0, delta) <= delta:
+            return 0.0
+        hi = 1.0
+        while self._side(hi, delta) > delta:
+            hi *= 2.0
+            if hi > 1e6 or not math.isfinite(hi):
+                return math.inf
+        root = brent_root(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-14)
+        return root.nonpositive_end
 
 
 #: each binomial tail left out of :class:`RevealedSamplingComposition` holds at most this mass
