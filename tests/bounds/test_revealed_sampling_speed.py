@@ -79,3 +79,48 @@ def test_fewer_exact_sums_on_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None
     ref = smallest_epsilon(m.delta, 1e-5, max_epsilon=1e6)
     assert fast == ref
     assert fast_calls + 10 <= calls[0]  # the doubling from 1 to ~4096 needed no exact sum
+
+
+@pytest.mark.parametrize("T", [1, 7, 1000, 100_000, 10_000_000, 1_000_000_000])
+@pytest.mark.parametrize("q", [0.0, 1e-6, 256 / 60000, 0.5, 59999 / 60000, 1.0])
+def test_binomial_pmf_and_cdf_are_scipy_stats_bit_for_bit(T: int, q: float) -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(T % 1000 + int(q * 1e6))
+    sd = math.sqrt(T * q * (1 - q))
+    lo, hi = max(0, int(T * q - 40 * sd) - 5), min(T, int(T * q + 40 * sd) + 5)
+    ks = np.unique(
+        np.concatenate(
+            [
+                np.arange(lo, min(hi, lo + 2000) + 1),
+                rng.integers(-5, T + 6, 100),
+                [-1, 0, 1, T - 1, T, T + 1],
+            ]
+        )
+    ).astype(np.int64)
+    dist = stats.binom(T, q)
+    assert np.array_equal(composition._binomial_pmf(ks, T, q), dist.pmf(ks))
+    assert np.array_equal(composition._binomial_cdf(ks, T, q), dist.cdf(ks))
+
+
+def test_an_account_of_the_mixture_imports_no_scipy_stats() -> None:
+    """``lastiterate account`` of Poisson sampling with the sensitivity only (the mixture)
+    imports ``scipy.special`` for the binomial, not ``scipy.stats`` (a second of start-up)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lastiterate import Run, account\n"
+        "run = Run(algorithm='sgd', sampling='poisson', n=60000, batch_size=256, steps=10**6,\n"
+        "          lr=0.05, noise_std=0.02, sensitivity=2.0)\n"
+        "rep = account(run, delta=1e-5, bounds=['gdp-composition'])\n"
+        "assert rep.best is not None and 'revealed-sampling' in rep.best.theorem\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    ).stdout.split()
+    assert "lastiterate.bounds.composition" in out  # the probe
+    assert "scipy.special" in out  # the binomial came from SciPy's ufuncs
+    assert not [m for m in out if m == "scipy.stats" or m.startswith("scipy.stats.")]
