@@ -5,7 +5,8 @@
 the call because importing ``scipy.optimize`` was a third of a second or more of every command
 that accounts a sampled run.  Checked here: the same minimiser and value as SciPy, bit for bit,
 on smooth, kinked, infinite and flat objectives and on the theorems' CLT surrogates; and that a
-whole ``lastiterate account`` of a sampled run with the window theorems imports no SciPy.
+whole ``lastiterate account`` of a sampled run with the window theorems imports no SciPy (nor
+``numpy.ma``, which ``np.unique`` imports: ``sorted_unique``, the same array, is tested here too).
 """
 
 from __future__ import annotations
@@ -115,3 +116,30 @@ def test_an_account_of_a_sampled_run_imports_no_scipy() -> None:
     assert "lastiterate.bounds.shifted_interpolation" in modules  # the probe: the theorems ran
     assert '"shifted-interpolation"' in proc.stdout
     assert not [m for m in modules if m == "scipy" or m.startswith("scipy.")]
+    assert "numpy.ma" not in modules  # np.unique's import (sorted_unique instead)
+
+
+@pytest.mark.parametrize("kind", ["int", "float", "specials", "nan", "empty"])
+def test_sorted_unique_is_np_unique(kind: str) -> None:
+    from lastiterate.bounds.base import sorted_unique
+    from lastiterate.notions.pld.kernels import _sorted_unique
+
+    rng = np.random.default_rng(len(kind))
+    for _ in range(300):
+        n = 0 if kind == "empty" else int(rng.integers(1, 80))
+        if kind == "int":
+            a = rng.integers(-5, 5, n)
+        elif kind == "float":
+            a = np.round(rng.normal(size=n), 1)
+        elif kind == "specials":
+            a = rng.choice([0.0, -0.0, 1.5, np.inf, -np.inf, 5e-324], n)
+        elif kind == "nan":
+            a = rng.choice([0.0, np.nan, 1.0], n)
+        else:
+            a = np.zeros(0)
+        want = np.unique(a)
+        for f in (sorted_unique, _sorted_unique):
+            got = f(a)
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want, equal_nan=True)
+            assert np.array_equal(np.signbit(got), np.signbit(want))

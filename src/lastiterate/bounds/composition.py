@@ -24,7 +24,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lastiterate.bounds.base import Query, Result, gdp_result, locating, rdp_result, register
+from lastiterate.bounds.base import (
+    Query,
+    Result,
+    gdp_result,
+    locating,
+    rdp_result,
+    register,
+    sorted_unique,
+)
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
@@ -588,7 +596,7 @@ def binomial_bulk(T: int, q: float) -> tuple[np.ndarray, np.ndarray, float]:
     if hi - lo + 1 <= _MAX_COMPONENTS:
         ks = np.arange(lo, hi + 1)
         return ks, _binomial_pmf(ks, T, q), tails
-    edges = np.unique(np.linspace(lo - 1, hi, _MAX_COMPONENTS + 1).round().astype(np.int64))
+    edges = sorted_unique(np.linspace(lo - 1, hi, _MAX_COMPONENTS + 1).round().astype(np.int64))
     cdf = _binomial_cdf(edges, T, q)  # bin i holds k in (edges[i], edges[i + 1]]
     return edges[1:], np.maximum(np.diff(cdf), 0.0), tails
 

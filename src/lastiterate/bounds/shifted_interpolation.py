@@ -68,6 +68,7 @@ from lastiterate.bounds.base import (
     gdp_result,
     locating,
     register,
+    sorted_unique,
 )
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.clt import clt_h as _clt_h
@@ -259,7 +260,7 @@ def integer_argmin(
         vals = func(xs)
         i = int(np.nanargmin(vals))
         return int(xs[i]), float(vals[i])
-    xs = np.unique(np.round(np.geomspace(lo, hi, grid)).astype(np.int64))
+    xs = sorted_unique(np.round(np.geomspace(lo, hi, grid)).astype(np.int64))
     vals = func(xs.astype(float))
     i = int(np.nanargmin(vals))
     left = int(xs[max(i - 1, 0)])

@@ -591,16 +591,16 @@ def _chernoff_tails(
             np.exp(np.minimum(0.0, ua.min(axis=0))) * scale,
             np.exp(np.minimum(0.0, db.min(axis=0))) * scale,
         )
-    picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
+    picks = _sorted_unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
     if len(picks) > 2:
         picks = picks[np.linspace(0, len(picks) - 1, 2).astype(int)]
     from_bins = (_THETAS[picks][:, None] * np.array([0.5, 0.71, 1.0, 1.41, 2.0])).ravel()
     lo_t = max(float(gaps.min()) / var / 2.0, 1e-12)
     hi_t = min(float(gaps.max()) / var * 2.0, 50.0)
     # skewed sums (small sampling rates) have optima far below the Gaussian ones: reach 1e4 lower
-    thetas = np.unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
+    thetas = _sorted_unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
     if full_grid:  # few thresholds (the lower twin's slack): afford the whole log grid, exactly
-        thetas = np.unique(np.concatenate([thetas, _THETAS]))
+        thetas = _sorted_unique(np.concatenate([thetas, _THETAS]))
     eu = np.zeros(len(thetas))
     ed = np.zeros(len(thetas))
     for logx, k in zip(logxs, powers):
@@ -670,6 +670,23 @@ _TAIL_SUMMARY_MEMO: dict[
 ] = {}
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a 1-d numeric array: the same sort (numpy's default kind) and the
+    same removal of repeats, so the same array; without the first call's import of ``numpy.ma``
+    (which ``np.unique`` pulls in: 15-30 ms of a command's start-up, issue 11).  An array with a
+    NaN goes to ``np.unique`` itself (it merges NaNs)."""
+    a = np.asarray(values).ravel()
+    if a.dtype.kind == "f" and bool(np.isnan(a).any()):
+        return np.unique(a)
+    a = np.sort(a)
+    if a.size < 2:
+        return a
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
     """Chernoff bound on the composed mass of the factors ``exp(logxs)`` outside ``[lo, hi]``."""
     above, below = np.array([hi + 1.0]), np.array([lo - 1.0])
@@ -695,7 +712,7 @@ def _alias_profile(
     evaluated on 256 blocks at the block end that makes them valid for the whole block (this
     profile steers the choice between tilted passes).
     """
-    edges = np.unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
+    edges = _sorted_unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
     starts, stops = edges[:-1], edges[1:] - 1
     up, dn = _chernoff_tails(
         logxs,
