@@ -1342,16 +1342,26 @@ def _tilt_above(
     """The tilt whose mean lies ``_TARGET_SDS`` standard deviations above the total index
     ``target`` (the deviation of the composition tilted to ``target``), at most ``top``."""
     at = _tilt_for_mean(logps, powers, target, hi)
-    sd = math.sqrt(max(_tilted_moments(logps, powers, at)[1], 0.0))
-    return _tilt_for_mean(logps, powers, min(top, target + _TARGET_SDS * sd), hi)
+    moments = _tilted_moments(logps, powers, at)
+    sd = math.sqrt(max(moments[1], 0.0))
+    # the second root lies above the first: Newton's placement of the certifying points starts
+    # there, with the moments just computed (only which bisection steps are evaluated changes)
+    return _tilt_for_mean(
+        logps, powers, min(top, target + _TARGET_SDS * sd), hi, start=(at, *moments)
+    )
 
 
 def _tilt_for_mean(
-    logps: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], target: float, hi: float
+    logps: Sequence[tuple[np.ndarray, np.ndarray]],
+    powers: Sequence[int],
+    target: float,
+    hi: float,
+    start: tuple[float, float, float] | None = None,
 ) -> float:
     """The tilt in ``[0, hi]`` whose tilted mean total index is ``target`` (bisection; the mean
-    increases with the tilt; ``hi`` when even it falls short).  Only places a pass."""
-    lo_l, hi_l = _tilt_bracket(logps, powers, target, hi, 24)
+    increases with the tilt; ``hi`` when even it falls short).  Only places a pass.  ``start``:
+    see :func:`_certifying_points`."""
+    lo_l, hi_l = _tilt_bracket(logps, powers, target, hi, 24, start)
     return hi_l if lo_l == hi_l else 0.5 * (lo_l + hi_l)
 
 
@@ -1361,14 +1371,15 @@ def _tilt_bracket(
     target: float,
     hi: float,
     steps: int,
+    start: tuple[float, float, float] | None = None,
 ) -> tuple[float, float]:
     """``steps`` bisections on ``[0, hi]`` for the tilt whose tilted mean total index is
     ``target`` (the mean increases with the tilt): the final bracket, or ``(hi, hi)`` when even
-    ``hi`` falls short."""
+    ``hi`` falls short.  ``start``: see :func:`_certifying_points`."""
     if _tilted_mean(logps, powers, hi) <= target:
         return hi, hi
     cert_lo, cert_hi = (
-        _certifying_points(logps, powers, target, hi, steps)
+        _certifying_points(logps, powers, target, hi, steps, start)
         if _CERTIFIED_BISECTION
         else (-math.inf, math.inf)
     )
@@ -1441,6 +1452,7 @@ def _certifying_points(
     target: float,
     hi: float,
     steps: int,
+    start: tuple[float, float, float] | None = None,
 ) -> tuple[float, float]:
     """Points ``(a, b)`` that settle bisection steps of :func:`_tilt_bracket` without evaluating
     them: every mid ``<= a`` is "not above" the target and every mid ``>= b`` is "above", the same
@@ -1456,6 +1468,9 @@ def _certifying_points(
     such points on both sides of the root, close to it; every bisection step between them is
     evaluated as before.  Which steps are evaluated changes; the decisions, and so the bracket,
     do not.  (The caller has checked that the mean at ``hi`` exceeds the target.)
+
+    ``start = (x, mean, var)``: Newton's first point, with the computed :func:`_tilted_moments`
+    there (a point near the root saves steps; it must lie in ``(0, hi)``, else 0.5 hi is used).
     """
     err = _tilted_mean_error(logps, powers, hi)
     cert_lo, cert_hi = -math.inf, math.inf  # a (decides "not above" below it), b ("above")
@@ -1474,8 +1489,12 @@ def _certifying_points(
 
     resolution = hi * 0.5**steps  # the bisection's last bracket width
     x = 0.5 * hi
+    known: tuple[float, float] | None = None
+    if start is not None and 0.0 < start[0] < hi:
+        x, known = start[0], (start[1], start[2])
     for _newton in range(_NEWTON_STEPS):
-        mean, var = _tilted_moments(logps, powers, x)
+        mean, var = _tilted_moments(logps, powers, x) if known is None else known
+        known = None
         learn(x, mean)
         if cert_hi - cert_lo <= resolution:
             break
