@@ -24,6 +24,10 @@ Tables printed (Markdown):
 6. ``--paired`` (only this table): the sampled extreme cells with the PLD kernels' exact fast
    paths off and on, alternately in one process (before / after in the same seconds on a shared
    machine); the tests check that both sides give the same values.
+7. ``--dump-values FILE`` / ``--compare-values FILE``: every result of every extreme cell and the
+   extreme calibrations' answers, bit for bit (repr), written by one version of the library and
+   compared by another: the check that a speed change left every reported number as it was
+   (exit 1 where an epsilon became smaller).
 """
 
 from __future__ import annotations
@@ -463,6 +467,72 @@ PAIRED_SETTINGS = (
 )
 
 
+#: the noise of every run of :func:`extreme_values` is the setting's times this factor: fixed, so
+#: that two versions of the library are compared on the same runs (the tables' fresh noises are
+#: not), and off the setting's own noise, which warm-up calls may have cached
+EXACT_NOISE_FACTOR = 1.0 + 1e-9
+
+
+def extreme_values(calibrations: bool = True) -> dict[str, Any]:
+    """Every result of every extreme cell (and, with ``calibrations``, the answers of the timed
+    extreme calibrations) with its numbers as ``repr`` strings, so that a before/after comparison
+    (``--dump-values`` / ``--compare-values``) sees every bit: keys ``"setting|T|delta"`` (and
+    ``"calibrate setting|T"``)."""
+    out: dict[str, Any] = {}
+    for name, extra in EXTREME_SETTINGS:
+        for T in EXTREME_STEPS:
+            for delta in EXTREME_DELTAS:
+                run = extreme_run(extra, T)
+                rep = account(run.replace(noise_std=run.sigma * EXACT_NOISE_FACTOR), delta=delta)
+                out[f"{name}|{T}|{delta!r}"] = {
+                    "results": [
+                        [r.bound, r.kind, r.theorem, repr(r.epsilon), repr(r.delta)]
+                        for r in rep.results
+                    ],
+                    "not_applicable": [[n.bound, n.reason] for n in rep.not_applicable],
+                    "failures": [[f.bound, f.reason] for f in rep.failures],
+                }
+    if calibrations:
+        settings = dict(EXTREME_SETTINGS)
+        for name in EXTREME_CALIBRATIONS:
+            for T in (10**5, 10**7):
+                run = extreme_run(settings[name], T)
+                run = run.replace(noise_std=run.sigma * EXACT_NOISE_FACTOR)
+                best = account(run, delta=DELTA).best
+                assert best is not None
+                target = 0.7 * best.epsilon
+                cal = calibrate_noise(run, epsilon=target, delta=DELTA)
+                cal_e = calibrate_epochs(run, epsilon=target, delta=DELTA, max_epochs=1e9)
+                out[f"calibrate {name}|{T}"] = [
+                    repr(cal.noise_std),
+                    repr(cal.report.best.epsilon if cal.report.best else None),
+                    repr(cal_e.epochs),
+                    repr(cal_e.report.best.epsilon if cal_e.report.best else None),
+                ]
+    return out
+
+
+def compare_values(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(smaller, changed)``: the cells whose results differ, and among them those where some
+    epsilon (or delta) of the same bound, kind and theorem is SMALLER after than before or a
+    result disappeared (a possible under-report: the lead must look at each)."""
+    smaller, changed = [], []
+    for key in sorted(set(before) | set(after)):
+        b, a = before.get(key), after.get(key)
+        if a == b:
+            continue
+        changed.append(key)
+        if not isinstance(b, dict) or not isinstance(a, dict):
+            continue
+        now = {tuple(r[:3]): r[3:] for r in a["results"]}
+        for r in b["results"]:
+            got = now.get(tuple(r[:3]))
+            if got is None or any(float(x) < float(y) for x, y in zip(got, r[3:])):
+                smaller.append(key)
+                break
+    return smaller, changed
+
+
 #: the settings of the extremes table whose calibrations are timed (the sampled runs, where a
 #: full accounting costs the most)
 EXTREME_CALIBRATIONS = (
@@ -720,6 +790,18 @@ def main() -> None:
         "fast paths off and on, alternately (CPU s)",
     )
     parser.add_argument(
+        "--dump-values",
+        metavar="FILE",
+        help="write every result of every extreme cell and the extreme calibrations' answers "
+        "(numbers as repr strings, fixed noises) to FILE as JSON, and nothing else",
+    )
+    parser.add_argument(
+        "--compare-values",
+        metavar="FILE",
+        help="recompute what --dump-values writes and compare with FILE (another version's "
+        "dump): list the changed cells; exit 1 if any epsilon is smaller or a result is gone",
+    )
+    parser.add_argument(
         "--batch-size-only",
         action="store_true",
         help="print only the batch-size calibration table",
@@ -730,6 +812,21 @@ def main() -> None:
         help="print only the start-up table (whole-process timings of the CLI)",
     )
     args = parser.parse_args()
+    if args.dump_values or args.compare_values:
+        import json
+
+        values = extreme_values()
+        if args.dump_values:
+            with open(args.dump_values, "w") as fh:
+                json.dump(values, fh, indent=1, sort_keys=True)
+            print(f"wrote {len(values)} cells to {args.dump_values}")
+            return
+        with open(args.compare_values) as fh:
+            smaller, changed = compare_values(json.load(fh), values)
+        print(f"{len(values)} cells: {len(changed)} changed, {len(smaller)} with a smaller value")
+        for key in changed:
+            print(("SMALLER  " if key in smaller else "changed  ") + key)
+        sys.exit(1 if smaller else 0)
     repeats = 1 if args.quick else 3
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(

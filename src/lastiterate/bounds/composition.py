@@ -24,11 +24,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lastiterate.bounds.base import Query, Result, gdp_result, locating, rdp_result, register
+from lastiterate.bounds.base import (
+    Query,
+    Result,
+    gdp_result,
+    locating,
+    rdp_result,
+    register,
+    sorted_unique,
+)
 from lastiterate.errors import NotApplicable, ParameterError
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
 from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve
+from lastiterate.notions.roots import brent_root
 from lastiterate.run import Run
 
 ANY_LOSS = "any loss: no convexity, smoothness or projection assumed"
@@ -509,13 +518,57 @@ class RevealedSamplingComposition:
 
     def delta(self, epsilon: float) -> float:
         """The mixture's delta at ``epsilon`` (all components at once, summed exactly)."""
+        return self._exact(self._parts(epsilon))
+
+    def _parts(self, epsilon: float) -> np.ndarray:
+        """The components' contributions ``w_k delta_G(epsilon; mu sqrt(k))``."""
         if not epsilon >= 0:
             raise ParameterError("epsilon", epsilon, "must be >= 0")
-        parts = self._w * _gdp_delta_unchecked(np.asarray(float(epsilon)), self._mus)
+        return self._w * _gdp_delta_unchecked(np.asarray(float(epsilon)), self._mus)
+
+    def _exact(self, parts: np.ndarray) -> float:
+        """``min(1, dropped + sum(parts))``, the sum correctly rounded (``math.fsum``)."""
         return min(1.0, math.fsum([self._dropped, *parts.tolist()]))
 
+    def _side(self, epsilon: float, delta: float) -> float:
+        """Which side of ``delta`` (``0 < delta < 1``) ``self.delta(epsilon)`` lies on, from
+        numpy's sum where it decides it: +inf (certainly above), -inf (certainly below), else the
+        exact value itself (also NaN).  The components are non-negative, so the floating sum of
+        the n terms (and the dropped mass) is within ``gamma = n u / (1 - n u)`` relative of
+        their exact sum S (u = 2^-53; Higham 2002, section 4.2, for any order of summation); when
+        it puts S above ``delta (1 + 4u)`` (below ``delta (1 - 4u)``), the correctly rounded S,
+        and so its minimum with 1, is above (below) delta.  ``math.fsum`` of the few thousand
+        components of a long run is most of the cost of one evaluation, and the first two phases
+        of :meth:`epsilon` only compare."""
+        parts = self._parts(epsilon)
+        u = 2.0**-53
+        n = len(parts) + 1
+        gamma = n * u / (1.0 - n * u)
+        approx = self._dropped + float(np.sum(parts))
+        if approx / (1.0 + 2.0 * gamma) > delta * (1.0 + 4.0 * u):
+            return math.inf
+        if approx / (1.0 - 2.0 * gamma) < delta * (1.0 - 4.0 * u):
+            return -math.inf
+        return self._exact(parts)
+
     def epsilon(self, delta: float) -> float:
-        return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
+        """Smallest ``epsilon >= 0`` with ``delta(epsilon) <= delta``: the steps and the answer
+        of ``smallest_epsilon(self.delta, delta, max_epsilon=1e6)``
+        (:func:`lastiterate.notions.gdp.smallest_epsilon`: 0 if it holds at 0, a bracket
+        doubling from 1, Brent's method on ``delta(e) - delta``, the bracket's non-positive
+        end), with the tests of the first two phases read from :meth:`_side` (the same answers,
+        NaN included; Brent's method reads the exact values)."""
+        if not 0.0 < delta < 1.0:  # (the reference path's answer for such a delta)
+            return smallest_epsilon(self.delta, delta, max_epsilon=1e6)
+        if self._side(0.0, delta) <= delta:
+            return 0.0
+        hi = 1.0
+        while self._side(hi, delta) > delta:
+            hi *= 2.0
+            if hi > 1e6 or not math.isfinite(hi):
+                return math.inf
+        root = brent_root(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-14)
+        return root.nonpositive_end
 
 
 #: each binomial tail left out of :class:`RevealedSamplingComposition` holds at most this mass
@@ -537,19 +590,58 @@ def binomial_bulk(T: int, q: float) -> tuple[np.ndarray, np.ndarray, float]:
     from CDF differences (a bin charged at its largest k is an upper bound for any quantity that
     increases with k).
     """
-    # lazy: scipy.stats adds ~0.35 s to start-up and only this mixture needs it
-    from scipy import stats
-
     lo, lower_tail = _chernoff_cut(T, q, upper=False)
     hi, upper_tail = _chernoff_cut(T, q, upper=True)
     tails = lower_tail + upper_tail
-    dist = stats.binom(T, q)
     if hi - lo + 1 <= _MAX_COMPONENTS:
         ks = np.arange(lo, hi + 1)
-        return ks, dist.pmf(ks), tails
-    edges = np.unique(np.linspace(lo - 1, hi, _MAX_COMPONENTS + 1).round().astype(np.int64))
-    cdf = dist.cdf(edges)  # bin i holds k in (edges[i], edges[i + 1]]
+        return ks, _binomial_pmf(ks, T, q), tails
+    edges = sorted_unique(np.linspace(lo - 1, hi, _MAX_COMPONENTS + 1).round().astype(np.int64))
+    cdf = _binomial_cdf(edges, T, q)  # bin i holds k in (edges[i], edges[i + 1]]
     return edges[1:], np.maximum(np.diff(cdf), 0.0), tails
+
+
+def _boost_binomial() -> tuple[Any, Any]:
+    """The Boost ufuncs behind ``scipy.stats.binom``'s pmf and cdf (``scipy.special._ufuncs``:
+    ``_binom_pmf(k, n, p)``, ``_binom_cdf(k, n, p)``), or None where this SciPy has none.
+    Importing them costs ``scipy.special`` (about a quarter of the time of ``scipy.stats``,
+    whose import was a second of a command's start-up on a loaded machine, issue 11)."""
+    try:
+        from scipy.special import _ufuncs  # lazy: only this mixture needs SciPy
+    except ImportError:  # pragma: no cover - every supported SciPy has the module
+        return None, None
+    return getattr(_ufuncs, "_binom_pmf", None), getattr(_ufuncs, "_binom_cdf", None)
+
+
+def _binomial_pmf(ks: np.ndarray, T: int, q: float) -> np.ndarray:
+    """``scipy.stats.binom(T, q).pmf(ks)`` for integers ``ks`` (``T >= 1``, ``0 <= q <= 1``),
+    the same numbers (tested): Boost's pmf clipped to [0, 1] inside the support, 0 outside, as
+    ``rv_discrete.pmf`` does; through ``scipy.stats`` itself where the ufunc is missing."""
+    pmf, _ = _boost_binomial()
+    if pmf is None:  # pragma: no cover - depends on the SciPy version
+        from scipy import stats
+
+        return np.asarray(stats.binom(T, q).pmf(ks), dtype=float)
+    out = np.zeros(len(ks))
+    ok = (ks >= 0) & (ks <= T)
+    out[ok] = np.clip(pmf(ks[ok].astype(np.float64), float(T), float(q)), 0, 1)
+    return out
+
+
+def _binomial_cdf(ks: np.ndarray, T: int, q: float) -> np.ndarray:
+    """``scipy.stats.binom(T, q).cdf(ks)`` for integers ``ks``, the same numbers (tested):
+    Boost's cdf at ``floor(k)`` clipped to [0, 1] for ``0 <= k < T``, 1 from T on, 0 below 0, as
+    ``rv_discrete.cdf`` does; through ``scipy.stats`` itself where the ufunc is missing."""
+    _, cdf = _boost_binomial()
+    if cdf is None:  # pragma: no cover - depends on the SciPy version
+        from scipy import stats
+
+        return np.asarray(stats.binom(T, q).cdf(ks), dtype=float)
+    out = np.zeros(len(ks))
+    out[ks >= T] = 1.0
+    ok = (ks >= 0) & (ks < T)
+    out[ok] = np.clip(cdf(np.floor(ks[ok]).astype(np.float64), float(T), float(q)), 0, 1)
+    return out
 
 
 def _binomial_chernoff_exponent(T: int, q: float, k: int) -> float:

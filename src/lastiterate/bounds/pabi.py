@@ -96,6 +96,7 @@ from lastiterate.bounds.base import (
     rdp_epsilon_limit,
     rdp_result,
     register,
+    sorted_unique,
 )
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.rdp import (
@@ -453,7 +454,8 @@ class SGMTable:
         alpha / (2 s^2) (a valid, positive upper bound) instead of evaluated S_alpha."""
         self.q = float(q)
         self.s = np.atleast_1d(np.asarray(noise_multipliers, dtype=float))
-        o = np.unique(np.asarray([a for a in orders if 1.0 < a <= MAX_TABLE_ORDER], dtype=float))
+        kept = [a for a in orders if 1.0 < a <= MAX_TABLE_ORDER]
+        o = sorted_unique(np.asarray(kept, dtype=float))
         self.orders = o
         if self.q >= 1.0:
             self.phi = None

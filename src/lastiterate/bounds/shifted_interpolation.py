@@ -59,10 +59,20 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.bounds.base import Kind, Query, Result, gdp_result, locating, register
+from lastiterate.bounds.base import (
+    Kind,
+    Query,
+    Result,
+    forget_gdp_epsilons,
+    gdp_epsilon_at,
+    gdp_result,
+    locating,
+    register,
+    sorted_unique,
+)
 from lastiterate.errors import NotApplicable
 from lastiterate.notions.clt import clt_h as _clt_h
-from lastiterate.notions.gdp import MU_MAX, gdp_delta, gdp_epsilon
+from lastiterate.notions.gdp import MU_MAX, _delta_scalar_upper, gdp_delta
 from lastiterate.run import Run
 
 BOUND_ID = "shifted-interpolation"
@@ -250,7 +260,7 @@ def integer_argmin(
         vals = func(xs)
         i = int(np.nanargmin(vals))
         return int(xs[i]), float(vals[i])
-    xs = np.unique(np.round(np.geomspace(lo, hi, grid)).astype(np.int64))
+    xs = sorted_unique(np.round(np.geomspace(lo, hi, grid)).astype(np.int64))
     vals = func(xs.astype(float))
     i = int(np.nanargmin(vals))
     left = int(xs[max(i - 1, 0)])
@@ -892,14 +902,86 @@ def _pruned_by_gaussian_factor(
     best = [math.inf]
 
     def pruned(nu: int, theta: float) -> float:
-        low = _gaussian_value(gaussian_mu(nu, theta), query)
-        if low > best[0]:
-            return low
+        mu = gaussian_mu(nu, theta)
+        if not _gaussian_factor_within(mu, best[0], query):
+            low = _gaussian_value(mu, query)
+            if low > best[0]:
+                return low
         v = value(nu, theta)
         best[0] = min(best[0], v)
         return v
 
     return pruned
+
+
+#: :func:`_gaussian_factor_within` decides from the profile only for Gaussian factors G_mu with mu
+#: in this range, where ``gdp_delta`` is accurate to about 1e-12 relative (1e-16 max(1, |a|) / mu
+#: below 1e-3, ``lastiterate.notions.gdp``: at most 1e-10 here for the epsilons that matter);
+#: other factors take the full inversion
+_WITHIN_MU_RANGE = (1e-4, 40.0)
+#: relative margins of :func:`_gaussian_factor_within`: on epsilon (far above the 1e-14 + 4 ulp
+#: bracket of ``gdp_epsilon``'s root finder) and on delta (1e5 times the profile's accuracy)
+_WITHIN_EPSILON_MARGIN = 1e-9
+_WITHIN_DELTA_MARGIN = 1e-6
+
+
+def _gaussian_factor_within(mu: float, best: float, query: Query) -> bool:
+    """Whether the pruning test of :func:`_pruned_by_gaussian_factor`, ``_gaussian_value(mu,
+    query) > best``, is certainly False, decided without inverting the Gaussian profile (a root
+    search of a dozen or more profile evaluations: a fifth of a calibration's time at T = 1e7).
+
+    True when ``best`` is +inf (no value exceeds it); for a query at delta and mu in (0, 40],
+    when the profile's certified upper value at 0 is at most delta (``gdp_epsilon`` then returns
+    0 after that same test); and for mu in ``_WITHIN_MU_RANGE``, when the profile's certified
+    upper value (``_delta_scalar_upper``, what ``gdp_epsilon`` compares with delta) at
+    ``y = best (1 - 1e-9) - 1e-12`` is at most ``delta (1 - 1e-6)``.  Then ``gdp_epsilon(delta,
+    mu) <= best``: its root finder returns an end of a bracket of width ``<= 1e-14 + 4 ulp``
+    whose other end (or itself) x has a profile upper value ``>= delta``, so the exact profile at
+    x is above ``delta (1 - 1e-6)`` (the computed profile is within 1e-12 relative of the exact
+    one in this range of mu), above the exact profile at y, so ``x < y`` (the profile decreases)
+    and the returned end is below ``y + 1e-14 + 4 ulp <= best``.  False means "not decided": the
+    caller inverts the profile as before.  So the search takes the same steps and returns the
+    same values as with the full inversion at every candidate; and were the accuracy assumption
+    ever wrong, a candidate would only be evaluated instead of pruned (every evaluated value is a
+    valid bound)."""
+    if best == math.inf:
+        return True
+    if query.delta is None or not 0.0 <= best < math.inf or not 0.0 < mu <= _WITHIN_MU_RANGE[1]:
+        return False
+    if _delta_scalar_upper(0.0, mu) <= query.delta:
+        return True  # gdp_epsilon's first test, the same computation: it returns 0 <= best
+    if not _WITHIN_MU_RANGE[0] <= mu:
+        return False
+    y = best * (1.0 - _WITHIN_EPSILON_MARGIN) - 1e-12
+    if not y > 0.0:
+        return False
+    return _delta_scalar_upper(y, mu) <= query.delta * (1.0 - _WITHIN_DELTA_MARGIN)
+
+
+def _gaussian_factor_above(mu: float, x: float, query: Query) -> bool:
+    """Whether ``_gaussian_value(mu, query) > x`` certainly holds (a query at delta, mu in
+    ``_WITHIN_MU_RANGE``, ``x >= 0``), decided from one profile value: when the profile's
+    certified upper value at x, less the margin ``_WITHIN_DELTA_MARGIN``, exceeds delta.  The
+    exact profile at x is then above delta (the computed profile is within 1e-12 relative of it
+    here), so the exact epsilon at delta exceeds x, and ``gdp_epsilon`` returns a point whose
+    certified upper value is at most delta, hence whose exact profile is at most delta: a point
+    above the exact epsilon, so above x.  False means "not decided"."""
+    if query.delta is None or not 0.0 <= x < math.inf:
+        return False
+    if not _WITHIN_MU_RANGE[0] <= mu <= _WITHIN_MU_RANGE[1]:
+        return False
+    return _delta_scalar_upper(x, mu) * (1.0 - _WITHIN_DELTA_MARGIN) > query.delta
+
+
+def _gaussian_exceeds(mu: float, x: float, query: Query) -> bool:
+    """``_gaussian_value(mu, query) > x``, the same answer, from one or two profile values where
+    :func:`_gaussian_factor_within` or :func:`_gaussian_factor_above` decides it, else from the
+    inverted value."""
+    if _gaussian_factor_within(mu, x, query):
+        return False
+    if _gaussian_factor_above(mu, x, query):
+        return True
+    return _gaussian_value(mu, query) > x
 
 
 def _gaussian_value(mu: float, query: Query) -> float:
@@ -914,7 +996,7 @@ def _gaussian_value_at(mu: float, delta: float | None, epsilon: float | None) ->
     if not mu <= MU_MAX:
         return math.inf if delta is not None else 1.0
     if delta is not None:
-        return float(gdp_epsilon(delta, mu))
+        return gdp_epsilon_at(float(delta), mu)
     return float(gdp_delta(float(epsilon), mu))  # type: ignore[arg-type]
 
 
@@ -994,10 +1076,86 @@ def _minimise_clt_surrogate(objective: Callable[[float], float]) -> float:
         v = objective(theta)
         return min(1e300, v)
 
-    from scipy.optimize import minimize_scalar  # lazy: ~0.2 s of start-up (issue 11)
+    x, fun = _bounded_minimum(finite, *_THETA_RANGE, xatol=1e-3)
+    return float(x) if fun < 1e300 else 0.5
 
-    res = minimize_scalar(finite, bounds=_THETA_RANGE, method="bounded", options={"xatol": 1e-3})
-    return float(res.x) if res.fun < 1e300 else 0.5
+
+def _bounded_minimum(
+    func: Callable[[float], float], x1: float, x2: float, *, xatol: float, maxiter: int = 500
+) -> tuple[float, float]:
+    """``(x, f(x))`` of ``scipy.optimize.minimize_scalar(func, bounds=(x1, x2),
+    method="bounded", options={"xatol": xatol})``: Brent's bounded minimisation (golden-section
+    and parabolic steps; Forsythe, Malcolm and Moler 1977, ``fminbound``), the same operations in
+    the same order as SciPy's ``_minimize_scalar_bounded`` (scipy 1.17, BSD licence), so the same
+    numbers (tested against it).  Here because importing ``scipy.optimize`` is a third of a
+    second or more of a command's start-up (issue 11), and this search (the CLT-optimal noise
+    split theta, a heuristic starting point of the window searches) was the only reason an
+    account of a sampled run imported SciPy at all."""
+    sqrt_eps = np.sqrt(2.2e-16)
+    golden_mean = 0.5 * (3.0 - np.sqrt(5.0))
+    a, b = x1, x2
+    fulc = a + golden_mean * (b - a)
+    nfc, xf = fulc, fulc
+    rat = e = 0.0
+    x = xf
+    fx = func(x)
+    num = 1
+    ffulc = fnfc = fx
+    xm = 0.5 * (a + b)
+    tol1 = sqrt_eps * np.abs(xf) + xatol / 3.0
+    tol2 = 2.0 * tol1
+    while np.abs(xf - xm) > (tol2 - 0.5 * (b - a)):
+        golden = 1
+        if np.abs(e) > tol1:  # a parabolic fit
+            golden = 0
+            r = (xf - nfc) * (fx - ffulc)
+            q = (xf - fulc) * (fx - fnfc)
+            p = (xf - fulc) * q - (xf - nfc) * r
+            q = 2.0 * (q - r)
+            if q > 0.0:
+                p = -p
+            q = np.abs(q)
+            r = e
+            e = rat
+            if (np.abs(p) < np.abs(0.5 * q * r)) and (p > q * (a - xf)) and (p < q * (b - xf)):
+                rat = (p + 0.0) / q  # the parabola is acceptable
+                x = xf + rat
+                if ((x - a) < tol2) or ((b - x) < tol2):
+                    si = np.sign(xm - xf) + ((xm - xf) == 0)
+                    rat = tol1 * si
+            else:
+                golden = 1
+        if golden:  # a golden-section step
+            e = (a - xf) if xf >= xm else (b - xf)
+            rat = golden_mean * e
+        si = np.sign(rat) + (rat == 0)
+        x = xf + si * np.maximum(np.abs(rat), tol1)
+        fu = func(x)
+        num += 1
+        if fu <= fx:
+            if x >= xf:
+                a = xf
+            else:
+                b = xf
+            fulc, ffulc = nfc, fnfc
+            nfc, fnfc = xf, fx
+            xf, fx = x, fu
+        else:
+            if x < xf:
+                a = x
+            else:
+                b = x
+            if (fu <= fnfc) or (nfc == xf):
+                fulc, ffulc = nfc, fnfc
+                nfc, fnfc = x, fu
+            elif (fu <= ffulc) or (fulc == xf) or (fulc == nfc):
+                fulc, ffulc = x, fu
+        xm = 0.5 * (a + b)
+        tol1 = sqrt_eps * np.abs(xf) + xatol / 3.0
+        tol2 = 2.0 * tol1
+        if num >= maxiter:
+            break
+    return xf, fx
 
 
 def _thm48_composition(run: Run, query: Query) -> tuple[float, float]:
@@ -1099,13 +1257,17 @@ def _sgd_window_result(
     coarse: list[tuple[float, int, float | None, str]] = [
         (comp_coarse, T, None, "composition (Thm 4.8, tau = 0)")
     ]
-    surrogate = _gaussian_value(clt_limit_mu, query) if query.delta is not None else math.nan
-    skip = math.isfinite(comp_coarse) and surrogate > _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0)
+    # the CLT surrogate of the limit, G_{clt_limit_mu} at the query, is only compared with these
+    # two thresholds (a query by epsilon has none: NaN, so neither test holds)
+    finite = query.delta is not None and math.isfinite(comp_coarse)
+    skip = finite and _gaussian_exceeds(
+        clt_limit_mu, _LIMIT_SKIP_FACTOR * max(comp_coarse, 1.0), query
+    )
     guess_only = (
         not skip
-        and math.isfinite(comp_coarse)
+        and finite
         and comp_coarse >= 1.0
-        and surrogate > _LIMIT_GUESS_FACTOR * comp_coarse
+        and _gaussian_exceeds(clt_limit_mu, _LIMIT_GUESS_FACTOR * comp_coarse, query)
     )
     if skip:
         limit_value, nu_lim, th_lim = math.inf, 0, 0.5
@@ -1234,6 +1396,7 @@ def forget_memos() -> None:
     _THETA_CLT_CACHE.clear()
     clt_h.cache_clear()
     _gaussian_value_at.cache_clear()
+    forget_gdp_epsilons()
     _composer.cache_clear()
 
 

@@ -591,16 +591,16 @@ def _chernoff_tails(
             np.exp(np.minimum(0.0, ua.min(axis=0))) * scale,
             np.exp(np.minimum(0.0, db.min(axis=0))) * scale,
         )
-    picks = np.unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
+    picks = _sorted_unique(np.concatenate([np.argmin(ua, axis=0), np.argmin(db, axis=0)]))
     if len(picks) > 2:
         picks = picks[np.linspace(0, len(picks) - 1, 2).astype(int)]
     from_bins = (_THETAS[picks][:, None] * np.array([0.5, 0.71, 1.0, 1.41, 2.0])).ravel()
     lo_t = max(float(gaps.min()) / var / 2.0, 1e-12)
     hi_t = min(float(gaps.max()) / var * 2.0, 50.0)
     # skewed sums (small sampling rates) have optima far below the Gaussian ones: reach 1e4 lower
-    thetas = np.unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
+    thetas = _sorted_unique(np.concatenate([from_bins, np.geomspace(lo_t, max(hi_t, lo_t), 4)]))
     if full_grid:  # few thresholds (the lower twin's slack): afford the whole log grid, exactly
-        thetas = np.unique(np.concatenate([thetas, _THETAS]))
+        thetas = _sorted_unique(np.concatenate([thetas, _THETAS]))
     eu = np.zeros(len(thetas))
     ed = np.zeros(len(thetas))
     for logx, k in zip(logxs, powers):
@@ -670,6 +670,23 @@ _TAIL_SUMMARY_MEMO: dict[
 ] = {}
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a 1-d numeric array: the same sort (numpy's default kind) and the
+    same removal of repeats, so the same array; without the first call's import of ``numpy.ma``
+    (which ``np.unique`` pulls in: 15-30 ms of a command's start-up, issue 11).  An array with a
+    NaN goes to ``np.unique`` itself (it merges NaNs)."""
+    a = np.asarray(values).ravel()
+    if a.dtype.kind == "f" and bool(np.isnan(a).any()):
+        return np.unique(a)
+    a = np.sort(a)
+    if a.size < 2:
+        return a
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
     """Chernoff bound on the composed mass of the factors ``exp(logxs)`` outside ``[lo, hi]``."""
     above, below = np.array([hi + 1.0]), np.array([lo - 1.0])
@@ -695,7 +712,7 @@ def _alias_profile(
     evaluated on 256 blocks at the block end that makes them valid for the whole block (this
     profile steers the choice between tilted passes).
     """
-    edges = np.unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
+    edges = _sorted_unique(np.linspace(0, out_len, min(out_len, 256) + 1).astype(np.int64))
     starts, stops = edges[:-1], edges[1:] - 1
     up, dn = _chernoff_tails(
         logxs,
@@ -1325,16 +1342,26 @@ def _tilt_above(
     """The tilt whose mean lies ``_TARGET_SDS`` standard deviations above the total index
     ``target`` (the deviation of the composition tilted to ``target``), at most ``top``."""
     at = _tilt_for_mean(logps, powers, target, hi)
-    sd = math.sqrt(max(_tilted_moments(logps, powers, at)[1], 0.0))
-    return _tilt_for_mean(logps, powers, min(top, target + _TARGET_SDS * sd), hi)
+    moments = _tilted_moments(logps, powers, at)
+    sd = math.sqrt(max(moments[1], 0.0))
+    # the second root lies above the first: Newton's placement of the certifying points starts
+    # there, with the moments just computed (only which bisection steps are evaluated changes)
+    return _tilt_for_mean(
+        logps, powers, min(top, target + _TARGET_SDS * sd), hi, start=(at, *moments)
+    )
 
 
 def _tilt_for_mean(
-    logps: Sequence[tuple[np.ndarray, np.ndarray]], powers: Sequence[int], target: float, hi: float
+    logps: Sequence[tuple[np.ndarray, np.ndarray]],
+    powers: Sequence[int],
+    target: float,
+    hi: float,
+    start: tuple[float, float, float] | None = None,
 ) -> float:
     """The tilt in ``[0, hi]`` whose tilted mean total index is ``target`` (bisection; the mean
-    increases with the tilt; ``hi`` when even it falls short).  Only places a pass."""
-    lo_l, hi_l = _tilt_bracket(logps, powers, target, hi, 24)
+    increases with the tilt; ``hi`` when even it falls short).  Only places a pass.  ``start``:
+    see :func:`_certifying_points`."""
+    lo_l, hi_l = _tilt_bracket(logps, powers, target, hi, 24, start)
     return hi_l if lo_l == hi_l else 0.5 * (lo_l + hi_l)
 
 
@@ -1344,14 +1371,15 @@ def _tilt_bracket(
     target: float,
     hi: float,
     steps: int,
+    start: tuple[float, float, float] | None = None,
 ) -> tuple[float, float]:
     """``steps`` bisections on ``[0, hi]`` for the tilt whose tilted mean total index is
     ``target`` (the mean increases with the tilt): the final bracket, or ``(hi, hi)`` when even
-    ``hi`` falls short."""
+    ``hi`` falls short.  ``start``: see :func:`_certifying_points`."""
     if _tilted_mean(logps, powers, hi) <= target:
         return hi, hi
     cert_lo, cert_hi = (
-        _certifying_points(logps, powers, target, hi, steps)
+        _certifying_points(logps, powers, target, hi, steps, start)
         if _CERTIFIED_BISECTION
         else (-math.inf, math.inf)
     )
@@ -1424,6 +1452,7 @@ def _certifying_points(
     target: float,
     hi: float,
     steps: int,
+    start: tuple[float, float, float] | None = None,
 ) -> tuple[float, float]:
     """Points ``(a, b)`` that settle bisection steps of :func:`_tilt_bracket` without evaluating
     them: every mid ``<= a`` is "not above" the target and every mid ``>= b`` is "above", the same
@@ -1439,6 +1468,9 @@ def _certifying_points(
     such points on both sides of the root, close to it; every bisection step between them is
     evaluated as before.  Which steps are evaluated changes; the decisions, and so the bracket,
     do not.  (The caller has checked that the mean at ``hi`` exceeds the target.)
+
+    ``start = (x, mean, var)``: Newton's first point, with the computed :func:`_tilted_moments`
+    there (a point near the root saves steps; it must lie in ``(0, hi)``, else 0.5 hi is used).
     """
     err = _tilted_mean_error(logps, powers, hi)
     cert_lo, cert_hi = -math.inf, math.inf  # a (decides "not above" below it), b ("above")
@@ -1457,8 +1489,12 @@ def _certifying_points(
 
     resolution = hi * 0.5**steps  # the bisection's last bracket width
     x = 0.5 * hi
+    known: tuple[float, float] | None = None
+    if start is not None and 0.0 < start[0] < hi:
+        x, known = start[0], (start[1], start[2])
     for _newton in range(_NEWTON_STEPS):
-        mean, var = _tilted_moments(logps, powers, x)
+        mean, var = _tilted_moments(logps, powers, x) if known is None else known
+        known = None
         learn(x, mean)
         if cert_hi - cert_lo <= resolution:
             break
