@@ -1090,7 +1090,11 @@ def _bounded_minimum(
     numbers (tested against it).  Here because importing ``scipy.optimize`` is a third of a
     second or more of a command's start-up (issue 11), and this search (the CLT-optimal noise
     split theta, a heuristic starting point of the window searches) was the only reason an
-    account of a sampled run imported SciPy at all."""
+    account of a sampled run imported SciPy at all.
+
+    Adapted from SciPy (``scipy/optimize/_optimize.py``), Copyright (c) 2001-2002 Enthought,
+    Inc. and 2003-2024 SciPy Developers, under the BSD 3-Clause licence, whose conditions and
+    disclaimer are in the repository's ``LICENSES/scipy-BSD-3-Clause.txt``."""
     sqrt_eps = np.sqrt(2.2e-16)
     golden_mean = 0.5 * (3.0 - np.sqrt(5.0))
     a, b = x1, x2
