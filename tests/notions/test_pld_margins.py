@@ -1,0 +1,90 @@
+"""Rounding margins of the PLD engine's Chernoff bounds and tilt bisection (session 10).
+
+Independent reference: the same formulas in 40-50-digit mpmath (the log-CGF of the float masses,
+the Chernoff exponent at the evaluated tilts) and mpmath's exp.  Each test says how it failed on
+the code before the margins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from lastiterate.notions import pld as P
+from lastiterate.notions.pld import kernels as K
+
+mp.mp.dps = 50
+
+
+def _mp_cgf(probs: np.ndarray, lam: float) -> mp.mpf:
+    """K(lam) = log sum_i p_i e^{lam i} of the float masses, in mpmath."""
+    lm = mp.mpf(lam)
+    return mp.log(mp.fsum(mp.mpf(float(p)) * mp.e ** (lm * j) for j, p in enumerate(probs) if p))
+
+
+# --- the Chernoff window of a k-fold composition ------------------------------------------------
+
+
+def _window_certificate(pmf: K._Pmf, k: int, tail: float, a: int, b: int) -> tuple[float, float]:
+    """``log(bound / (tail/2))`` of the best Chernoff certificate, with the exact K of the float
+    masses, for the mass above ``b`` and below ``a``, over the tilts the window evaluated
+    (<= 0: the window holds all but tail/2 on that side)."""
+    evaluated = pmf._cache["exact_cgf"]
+    log_half = mp.log(mp.mpf(tail) / 2)
+    sides = []
+    for sign, edge in ((1.0, b + 1), (-1.0, a - 1)):
+        best = min(
+            k * _mp_cgf(pmf.probs, sign * float(K._LAMBDAS[i])) - sign * mp.mpf(K._LAMBDAS[i]) * edge
+            for (s, i) in evaluated
+            if s == sign
+        )
+        sides.append(float(best - log_half))
+    return sides[0], sides[1]
+
+
+@pytest.mark.parametrize(
+    "probs",
+    [
+        [0.31645279, 0.0061474, 0.00070433, 0.17081016, 0.50588532],
+        [0.48660201, 0.10003486, 0.41336313],
+        [0.01131607, 0.11558228, 0.29716425, 0.12545058, 0.45048682],
+    ],
+)
+def test_chernoff_window_is_certified_with_the_exact_cgf_at_huge_k(probs: list[float]) -> None:
+    # k K(lambda) in floating point was off by ~1e-3 at k = 1e13: the window of these PMFs was
+    # 1-2e-3 (relative, in the tail bound) too narrow on at least one side before the margin
+    k = 10**13
+    pmf = K._Pmf(0, np.array(probs), 0.0)
+    a, b = K._chernoff_window(pmf, k, 1e-15)
+    up, down = _window_certificate(pmf, k, 1e-15, a, b)
+    assert up <= 0.0 and down <= 0.0, (up, down)
+    assert up > -0.2 and down > -0.2, (up, down)  # the margin costs little (and the test can fail)
+
+
+@pytest.mark.parametrize(
+    ("q", "z", "d"), [(256 / 60000, 1.1, 1e-3), (0.5, 0.8, 1e-3), (1 - 1e-9, 3.0, 1e-3)]
+)
+def test_cgf_rounding_bound_holds_against_mpmath(q: float, z: float, d: float) -> None:
+    pld = P.poisson_subsampled_gaussian_pld(q, z, discretization=d)
+    for pmf in (pld._remove, pld._add):
+        K._chernoff_window(pmf, 10**7, 1e-15)
+        n = len(pmf.probs)
+        for (sign, i), got in pmf._cache["exact_cgf"].items():
+            lam = float(K._LAMBDAS[i])
+            err = abs(mp.mpf(got) - _mp_cgf(pmf.probs, sign * lam))
+            bound = K._cgf_rounding(n, np.array([lam]), np.array([got]), K._log_mass_range(pmf))
+            assert err <= bound[0], (q, sign, lam, float(err), bound[0])
+            assert bound[0] < 1e-12  # (a realistic bound: 1e-5 of a bin at k = 1e7)
+
+
+def test_window_margin_widens_a_dp_sgd_window_by_at_most_one_bin(monkeypatch) -> None:
+    pmf = P.poisson_subsampled_gaussian_pld(256 / 60000, 1.1)._remove
+    for k in (1000, 10**5, 10**7):
+        a, b = K._chernoff_window(pmf, k, 1e-15)
+        with monkeypatch.context() as m:
+            m.setattr(K, "_chernoff_exponent_margin", lambda *args: 0.0)
+            a0, b0 = K._chernoff_window(pmf, k, 1e-15)
+        assert a0 - 1 <= a <= a0 and b0 <= b <= b0 + 1, (k, a, a0, b, b0)
