@@ -37,7 +37,8 @@ def _window_certificate(pmf: K._Pmf, k: int, tail: float, a: int, b: int) -> tup
     sides = []
     for sign, edge in ((1.0, b + 1), (-1.0, a - 1)):
         best = min(
-            k * _mp_cgf(pmf.probs, sign * float(K._LAMBDAS[i])) - sign * mp.mpf(K._LAMBDAS[i]) * edge
+            k * _mp_cgf(pmf.probs, sign * float(K._LAMBDAS[i]))
+            - sign * mp.mpf(K._LAMBDAS[i]) * edge
             for (s, i) in evaluated
             if s == sign
         )
@@ -88,3 +89,51 @@ def test_window_margin_widens_a_dp_sgd_window_by_at_most_one_bin(monkeypatch) ->
             m.setattr(K, "_chernoff_exponent_margin", lambda *args: 0.0)
             a0, b0 = K._chernoff_window(pmf, k, 1e-15)
         assert a0 - 1 <= a <= a0 and b0 <= b <= b0 + 1, (k, a, a0, b, b0)
+
+
+# --- the exp accuracy assumed by the certified tilt bisection and the log-CGF bounds ------------
+
+
+def _exp_arguments() -> np.ndarray:
+    """Random and extreme arguments of the kernels' exp: ``[-700, 0]`` (both clamp there)."""
+    rng = np.random.default_rng(20261125)
+    return np.concatenate(
+        [
+            -rng.uniform(0.0, 700.0, 6000),
+            -rng.uniform(0.0, 1.0, 2000),
+            -(10.0 ** rng.uniform(-17.0, 2.845, 4000)),
+            -np.nextafter(700.0, 0.0) * np.array([1.0]),
+            np.array([-700.0, -1e-300, -5e-324, -0.0, 0.0, -(2.0**-53), -math.log(2.0)]),
+        ]
+    )
+
+
+def test_numpy_exp_meets_the_accuracy_the_kernels_assume() -> None:
+    # _EXP_ACCURACY (4 ulp) is used by _tilted_mean_error and _cgf_rounding; measured here: at
+    # most 0.503 ulp.  The second assertion shows the check is sharp: an assumption of 1/8 ulp
+    # would fail it.
+    x = _exp_arguments()
+    got = np.empty_like(x)
+    np.exp(x, out=got)  # (in place, as _tilted_mean)
+    worst = mp.mpf(0)
+    for xi, yi in zip(x, got, strict=True):
+        exact = mp.exp(mp.mpf(float(xi)))
+        worst = max(worst, abs(mp.mpf(float(yi)) - exact) / exact)
+    assert worst <= K._EXP_ACCURACY, float(worst)
+    assert worst >= K._EPS / 8, float(worst)
+
+
+@pytest.mark.parametrize(("q", "z", "k"), [(256 / 60000, 1.1, 10**5), (0.5, 0.8, 10**7)])
+def test_tilted_mean_error_bound_holds_against_mpmath(q: float, z: float, k: int) -> None:
+    pmf = P.poisson_subsampled_gaussian_pld(q, z, discretization=1e-3)._remove
+    with np.errstate(divide="ignore"):
+        blocks = [K._blocks(np.log(pmf.probs))]
+    hi = 600.0 / (k * len(pmf.probs))
+    bound = K._tilted_mean_error(blocks, [k], hi)
+    logm, c = blocks[0]
+    for lam in (0.0, hi / 1000, hi / 7, hi / 2, hi):
+        got = K._tilted_mean(blocks, [k], lam)
+        lm = mp.mpf(lam)
+        w = [mp.e ** (mp.mpf(float(a)) + lm * mp.mpf(float(b))) for a, b in zip(logm, c)]
+        exact = k * mp.fsum(wi * mp.mpf(float(b)) for wi, b in zip(w, c)) / mp.fsum(w)
+        assert abs(mp.mpf(got) - exact) <= bound, (lam, got, float(exact), bound)
