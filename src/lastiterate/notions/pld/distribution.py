@@ -561,8 +561,9 @@ def _slope_accuracy(b: np.ndarray, mids: np.ndarray) -> np.ndarray:
 def _mid_errors(
     a: np.ndarray, a_err: np.ndarray, b: np.ndarray, mids: np.ndarray, d: float
 ) -> np.ndarray:
-    """Error bound of each midpoint tangent's value at the grid points next to it
-    (:func:`_tangent_errors`)."""
+    """Error bound of each midpoint tangent :math:`a_c + b_c (u/u_c - 1)`'s value at the grid
+    points next to it: ``a_err + |b| (slope accuracy + 2 EPS) expm1(Delta/2)``
+    (:func:`_slope_accuracy`) plus the rounding of :math:`a + b x` (EPS of ``|a| + |b x|``)."""
     x = math.expm1(d / 2.0)
     bx = np.abs(b) * x
     return a_err + (_slope_accuracy(b, mids) + 2.0 * EPS) * bx + EPS * (np.abs(a) + bx)
@@ -591,17 +592,13 @@ def _settle_top(
     return out
 
 
-def _tangent_errors(
-    a: np.ndarray, a_err: np.ndarray, b: np.ndarray, mids: np.ndarray, d: float, length: int
-) -> np.ndarray:
+def _tangent_errors(per_mid: np.ndarray, length: int) -> np.ndarray:
     r"""Bound on the evaluation error of the optimistic curve's value at grid points ``0 ..
-    length - 1`` (:func:`_lower_residuals`), from tangents :math:`a_c + b_c (u/u_c - 1)` at the
-    midpoints ``mids`` (``-1/2, 1/2, ...`` steps; arrays ``a``, its error ``a_err``, ``b``): the
-    value at a grid point is the smaller of the two neighbouring tangents there, each within
-    ``a_err + |b| (slope accuracy + 2 EPS) expm1(Delta/2)`` (:func:`_slope_accuracy`) plus the
-    rounding of :math:`a + b x` (EPS of ``|a| + |b x|``) of its exact value.  The last point (the
-    value 0 at the top) gets its neighbour's bound."""
-    per_mid = _mid_errors(a, a_err, b, mids, d)
+    length - 1`` (:func:`_lower_residuals`) from the error bounds ``per_mid`` of the tangents at
+    the midpoints ``-1/2, 1/2, ...`` (:func:`_mid_errors`): the value at a grid point is the
+    smaller of the two neighbouring tangents there, so it is within the larger of their bounds of
+    the value the exact tangents give.  The last point (the value 0 at the top) gets its
+    neighbour's bound (the callers set its deficit to 0: no mass lies above it)."""
     out = np.maximum(per_mid[:-1], per_mid[1:])
     out = np.append(out, out[-1] if len(out) else per_mid[-1])
     if len(out) < length:
@@ -1004,7 +1001,7 @@ def _symmetric_pld(
         a_err = np.concatenate([[first_err], dm_err])
         mid_err = _mid_errors(mid_a, a_err, mid_b, all_mids, d)
         lv = _settle_top(lv, np.zeros(len(lv)), mid_a, mid_b, mid_err, d)
-        tan_err = _tangent_errors(mid_a, a_err, mid_b, all_mids, d, len(lv))
+        tan_err = _tangent_errors(mid_err, len(lv))
         low, slack = _symmetric_lower(lv, d, tan_err, _OUTWARD_FLOOR * math.exp(log_bound))
         low, _ = _trim_bottom(_normalise_lower(low), _BOTTOM_TRIM_MASS, False)
     return Pld(
@@ -1198,8 +1195,8 @@ def poisson_subsampled_gaussian_pld(
         mids = (np.arange(i_lo - 1, n) + 0.5) * d
         dm, qm, dm_err = _subsampled_parts_bounded(mids, q, mu, EPS * np.abs(mids))
         assert dm_err is not None  # an error bound was asked for
-        res_a, res_b = _remove_residual_tangents(mids, dm, qm, q, mu)
-        res_err = _remove_residual_tangent_errors(mids, dm, dm_err, q, mu)
+        res_a, res_b, res_err = _remove_residual_tangents(mids, dm, qm, q, mu, dm_err)
+        assert res_err is not None
         grid_r = np.arange(i_lo, n + 1) * d
         floor = _OUTWARD_FLOOR * math.exp(lb)
         masses, s1 = _add_lower_masses(
@@ -1226,8 +1223,10 @@ def poisson_subsampled_gaussian_pld(
         uc = np.exp(mids_a)
         grid_a = np.arange(a_lo, a_hi + 1) * d
         res_a, res_b = uc * dr, uc * (dr + qr)
-        plain_a, plain_b = _add_tangents(mids_a, res_a, res_b, q, mu)
-        errors_a = _add_tangent_errors(mids_a, uc, dr_err, res_a, plain_a, q, mu)
+        res_err_a = _FIRST_ORDER_MARGIN * uc * dr_err + 3.0 * EPS * np.abs(res_a)
+        plain_a, plain_b, plain_err = _add_tangents(mids_a, res_a, res_b, q, mu, res_err_a)
+        assert plain_err is not None
+        errors_a = (res_err_a, plain_err)
         masses_a, s2 = _add_lower_masses(
             res_a, res_b, plain_a, plain_b, grid_a, a_lo, d, errors_a, floor
         )
@@ -1247,8 +1246,13 @@ def poisson_subsampled_gaussian_pld(
 
 
 def _remove_residual_tangents(
-    mids: np.ndarray, dm: np.ndarray, qm: np.ndarray, q: float, mu: float
-) -> tuple[np.ndarray, np.ndarray]:
+    mids: np.ndarray,
+    dm: np.ndarray,
+    qm: np.ndarray,
+    q: float,
+    mu: float,
+    dm_err: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     r"""Tangents of the Poisson remove profile at the midpoints ``mids`` in residual form w.r.t.
     :math:`1 - u`: :math:`T_c(u) - (1 - u) = a_c + b_c (u/u_c - 1)` with
     :math:`a_c = \delta_R(c) - (1 - u_c)` (:func:`_remove_residuals`, no cancellation at c < 0)
@@ -1256,60 +1260,29 @@ def _remove_residual_tangents(
     :math:`Q = N(0, 1)`, :math:`L \le c` iff :math:`x \le t/\mu + \mu/2` with
     :math:`e^t = 1 + (e^c - 1)/q`, so :math:`Q(L \le c) = \Phi(t/\mu + \mu/2)` (0 for
     :math:`c \le \log(1-q)`).  At c >= 0 the plain values are converted (only the plain form is
-    used there)."""
+    used there).  With ``dm_err`` (the error of ``dm``) also returns the evaluation error of a:
+    at c < 0 that of :func:`_remove_residuals_bounded`, at c >= 0 ``dm_err`` plus the sum's and
+    expm1's rounding (else None)."""
     uc = np.exp(mids)
     a = dm + np.expm1(mids)
     b = uc - qm
+    err = None
+    if dm_err is not None:
+        err = dm_err + 2.0 * EPS * (np.abs(dm) + np.abs(np.expm1(mids)))
     neg = mids < 0.0
     if np.any(neg):
         c = mids[neg]
-        a[neg] = _remove_residuals(c, q, mu)
+        if err is None:
+            a[neg] = _remove_residuals(c, q, mu)
+        else:
+            a[neg], err[neg] = _remove_residuals_bounded(c, q, mu, EPS * np.abs(c))
         live = c > math.log1p(-q)
         bn = np.zeros_like(c)
         if np.any(live):
             t = _log_amplified(c[live], q)
             bn[live] = np.exp(c[live] + normal.log_ndtr(t / mu + mu / 2.0))
         b[neg] = bn
-    return a, b
-
-
-def _remove_residual_tangent_errors(
-    mids: np.ndarray, dm: np.ndarray, dm_err: np.ndarray, q: float, mu: float
-) -> np.ndarray:
-    """Evaluation error of :func:`_remove_residual_tangents`' ``a``: at c < 0 that of
-    :func:`_remove_residuals_bounded`, at c >= 0 that of ``dm + expm1(c)`` (``dm_err`` plus the
-    sum's and expm1's rounding)."""
-    err = dm_err + 2.0 * EPS * (np.abs(dm) + np.abs(np.expm1(mids)))
-    neg = mids < 0.0
-    if np.any(neg):
-        c = mids[neg]
-        err[neg] = _remove_residuals_bounded(c, q, mu, EPS * np.abs(c))[1]
-    return err
-
-
-def _add_tangent_errors(
-    mids: np.ndarray,
-    uc: np.ndarray,
-    dr_err: np.ndarray,
-    res_a: np.ndarray,
-    plain_a: np.ndarray,
-    q: float,
-    mu: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Evaluation errors of the add direction's tangent values: the residual form
-    ``u_c delta_R(-c)`` (``dr_err`` times u_c, and the product's and exp's rounding) and the plain
-    form of :func:`_add_tangents` (at c <= 0 the residual one plus ``-expm1(c)``'s; at live c > 0
-    ``u_c`` times :func:`_remove_residuals_bounded`'s error; 0 where the value is the exact 0)."""
-    res_err = _FIRST_ORDER_MARGIN * uc * dr_err + 3.0 * EPS * np.abs(res_a)
-    plain_err = res_err + 2.0 * EPS * (np.abs(plain_a) + np.abs(np.expm1(mids)))
-    pos = mids > 0
-    plain_err[pos] = 0.0
-    live = pos & (-mids > math.log1p(-q))
-    if np.any(live):
-        c = mids[live]
-        r_err = _remove_residuals_bounded(-c, q, mu, EPS * np.abs(c))[1]
-        plain_err[live] = _FIRST_ORDER_MARGIN * uc[live] * r_err + 3.0 * EPS * np.abs(plain_a[live])
-    return res_err, plain_err
+    return a, b, err
 
 
 def _residual_start(q: float, mu: float, d: float, i_lo: int) -> int:
@@ -1414,8 +1387,13 @@ def _fill_to_one(pmf: _Pmf) -> _Pmf:
 
 
 def _add_tangents(
-    mids: np.ndarray, res_a: np.ndarray, res_b: np.ndarray, q: float, mu: float
-) -> tuple[np.ndarray, np.ndarray]:
+    mids: np.ndarray,
+    res_a: np.ndarray,
+    res_b: np.ndarray,
+    q: float,
+    mu: float,
+    res_err: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     r"""Tangents of the add-direction profile at the midpoints ``mids`` in plain form,
     :math:`T_c(u) = a_c + b_c (u/u_c - 1)` with :math:`a_c = \delta_A(c)`,
     :math:`b_c = -u_c\,Q_A(L > c)`.
@@ -1433,17 +1411,32 @@ def _add_tangents(
 
     At :math:`c \le 0` the residual form is converted: :math:`a_c = 1 - u_c + a^{res}_c`,
     :math:`b_c = b^{res}_c - u_c`.
+
+    With ``res_err`` (the evaluation error of ``res_a``) also returns that of ``a``: at c <= 0
+    ``res_err`` plus the sum's and expm1's rounding, at live c > 0 ``u_c`` times
+    :func:`_remove_residuals_bounded`'s error and the product's rounding, 0 where a is the
+    exact 0 (else None).
     """
     uc = np.exp(mids)
     a = -np.expm1(mids) + res_a
     b = res_b - uc
+    err = None
+    if res_err is not None:
+        err = res_err + 2.0 * EPS * (np.abs(a) + np.abs(np.expm1(mids)))
     pos = mids > 0
     live = pos & (-mids > math.log1p(-q))
     a[pos] = 0.0
     b[pos] = 0.0
+    if err is not None:
+        err[pos] = 0.0
     if np.any(live):
         c = mids[live]
-        a[live] = uc[live] * _remove_residuals(-c, q, mu)
+        if err is None:
+            a[live] = uc[live] * _remove_residuals(-c, q, mu)
+        else:
+            r, r_err = _remove_residuals_bounded(-c, q, mu, EPS * np.abs(c))
+            a[live] = uc[live] * r
+            err[live] = _FIRST_ORDER_MARGIN * uc[live] * r_err + 3.0 * EPS * np.abs(a[live])
         t = _log_amplified(-c, q)
         s = np.exp(
             np.logaddexp(
@@ -1452,7 +1445,7 @@ def _add_tangents(
             )
         )
         b[live] = -uc[live] * s
-    return a, b
+    return a, b, err
 
 
 #: the optimistic add curve is set to 0 from the first positive loss where it is at most this
@@ -1496,11 +1489,12 @@ def _add_lower_masses(
     zero = int(np.searchsorted(grid, 0.0, side="right"))  # grid[:zero] <= 0, grid[zero - 1] == 0
     res_tan = plain_tan = None
     if errors is not None:
-        res_tan = _tangent_errors(res_a, errors[0], res_b, mids, d, len(rho))
-        plain_tan = _tangent_errors(plain_a, errors[1], plain_b, mids, d, len(v))
+        res_mid = _mid_errors(res_a, errors[0], res_b, mids, d)
+        plain_mid = _mid_errors(plain_a, errors[1], plain_b, mids, d)
+        res_tan = _tangent_errors(res_mid, len(rho))
+        plain_tan = _tangent_errors(plain_mid, len(v))
     if len(rho) <= zero or len(v) <= zero or grid[zero - 1] != 0.0:
         if errors is not None:
-            res_mid = _mid_errors(res_a, errors[0], res_b, mids, d)
             rho = _settle_top(rho, lin, res_a, res_b, res_mid, d)
         return _lower_masses(rho, lo, d, True, res_tan, floor)
     small = np.flatnonzero(v[zero:] <= _LOWER_TOP_VALUE)
@@ -1508,7 +1502,6 @@ def _add_lower_masses(
         v = v[: zero + int(small[0]) + 1].copy()
         v[-1] = 0.0
     if errors is not None:
-        plain_mid = _mid_errors(plain_a, errors[1], plain_b, mids, d)
         settled = _settle_top(v, np.zeros(len(v)), plain_a, plain_b, plain_mid, d)
         if len(settled) > zero:
             v = settled
