@@ -678,7 +678,8 @@ def _lower_masses(
     if tan_err is not None:
         grid = (i_lo + np.arange(len(rho))) * d
         lin = -np.expm1(grid) if one_minus_u else np.zeros(len(rho))
-        masses, extra = _inward_rounding(masses, signed, rho, lin, bottom, tan_err, d, floor)
+        tan = tan_err[: len(rho)]  # (computed before the zero was settled)
+        masses, extra = _inward_rounding(masses, signed, rho, lin, bottom, tan, d, floor)
         slack += extra
     return masses, slack
 
