@@ -526,8 +526,133 @@ def _carry_up(masses: np.ndarray) -> tuple[np.ndarray, float]:
     return out, max(0.0, -float(m[-1]))
 
 
+# ---------------------------------------------------------------------------------------------
+# Inward rounding of the optimistic (lower) PMFs
+# ---------------------------------------------------------------------------------------------
+#
+# The optimistic curve lies below the exact profile by construction (each segment below the
+# tangent at its midpoint), but its computed PMF can exceed it by round-off: the tangents are
+# evaluated from special functions, and the masses are second differences of the curve's values
+# (measured against 50-digit mpmath: 6.3e-14 relative at log(1 - q) for q = 0.5, z = 0.8,
+# Delta = 1e-4, tests/notions/test_pld_margins.py).  The mirror image of the outward rounding of
+# the upper PMFs: at every grid point we bound how far the PMF's profile can lie ABOVE the curve
+# built from the exact tangents -- the tangents' evaluation error (:func:`_tangent_errors`), the
+# masses' rounding (:func:`_mass_rounding`, :func:`_right_kernel`) and that of the tail sums of
+# :func:`_carry_up` (:func:`_carry_up_error`) -- and multiply every mass by 1 - rho, with
+# rho * (B_i - deficit_i) >= deficit_i where the deficit is at most half the value
+# (:func:`_outward_scale`); the rest (and 1e-3 of the one-step truncation threshold) is added
+# to the lower twin's additive slack.  A segment whose two ends lie below the exact tangent at its
+# midpoint lies below the exact profile, so the scaled PMF's profile does at every epsilon.
+
+def _slope_accuracy(b: np.ndarray, mids: np.ndarray) -> np.ndarray:
+    r"""Relative accuracy assumed of a tangent's slope :math:`b_c` (:math:`\pm u_c Q(\cdot)`, the
+    exp of a sum of ``log_ndtr`` values, logs and c): ``log_ndtr`` is within 8 EPS of its value
+    (:mod:`.profiles`), and its argument's rounding moves it by at most EPS s(s + 1) for an
+    argument of size s, with :math:`s^2/2 \le |\log\Phi| + 1` in the tail; so EPS times
+    ``16 (|log |b|| + |c|) + 64`` covers both with a factor 2.  (A model, not a derivation, where
+    the argument's own error is amplified -- next to :math:`\log(1-q)`, where the slope is below
+    1e-12 of the value; tests/notions/test_pld_margins.py checks the curve against mpmath.)"""
+    with np.errstate(divide="ignore"):
+        size = np.abs(np.log(np.abs(b)))
+    size = np.where(np.isfinite(size), size, 0.0)
+    return EPS * (16.0 * (size + np.abs(mids)) + 64.0)
+
+
+def _mid_errors(
+    a: np.ndarray, a_err: np.ndarray, b: np.ndarray, mids: np.ndarray, d: float
+) -> np.ndarray:
+    """Error bound of each midpoint tangent :math:`a_c + b_c (u/u_c - 1)`'s value at the grid
+    points next to it: ``a_err + |b| (slope accuracy + 2 EPS) expm1(Delta/2)``
+    (:func:`_slope_accuracy`) plus the rounding of :math:`a + b x` (EPS of ``|a| + |b x|``)."""
+    x = math.expm1(d / 2.0)
+    bx = np.abs(b) * x
+    return a_err + (_slope_accuracy(b, mids) + 2.0 * EPS) * bx + EPS * (np.abs(a) + bx)
+
+
+def _settle_top(
+    r: np.ndarray, lin: np.ndarray, a: np.ndarray, b: np.ndarray, mid_err: np.ndarray, d: float
+) -> np.ndarray:
+    r"""Move the optimistic curve's final zero down until the left tangent at it is at least its
+    own error bound (``mid_err``, :func:`_mid_errors`).
+
+    The curve ``lin + r`` ends with the value 0 at its last grid point t, which keeps the last
+    segment below the tangent at the midpoint :math:`t - 1/2` when that tangent is >= 0 at
+    :math:`u_t`; the computed tangent is only known to within ``mid_err``, so the zero is moved to
+    the grid point below (the curve only falls) while the computed tangent there is below it.
+    ``a``, ``b`` are the tangents at the midpoints ``-1/2, 1/2, ...`` in the same residual form
+    as ``r``.  The cost is one grid point of the curve near where it reaches 0."""
+    x = math.expm1(d / 2.0)  # u_t / u_{t - 1/2} - 1
+    t = len(r) - 1
+    while t >= 1 and lin[t] + a[t] + b[t] * x < mid_err[t]:
+        t -= 1
+    if t == len(r) - 1:
+        return r
+    out = np.array(r[: t + 1])
+    out[t] = -lin[t]
+    return out
+
+
+def _tangent_errors(per_mid: np.ndarray, length: int) -> np.ndarray:
+    r"""Bound on the evaluation error of the optimistic curve's value at grid points ``0 ..
+    length - 1`` (:func:`_lower_residuals`) from the error bounds ``per_mid`` of the tangents at
+    the midpoints ``-1/2, 1/2, ...`` (:func:`_mid_errors`): the value at a grid point is the
+    smaller of the two neighbouring tangents there, so it is within the larger of their bounds of
+    the value the exact tangents give.  The last point (the value 0 at the top) gets its
+    neighbour's bound (the callers set its deficit to 0: no mass lies above it)."""
+    out = np.maximum(per_mid[:-1], per_mid[1:])
+    out = np.append(out, out[-1] if len(out) else per_mid[-1])
+    if len(out) < length:
+        out = np.append(out, np.full(length - len(out), out[-1]))
+    return _FIRST_ORDER_MARGIN * out[:length]
+
+
+def _carry_up_error(masses: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""Bound on how far :func:`_carry_up`'s rounding moves the profile at each grid point, and on
+    the error of its slack.
+
+    The touched masses are differences of running minima of the tail sums
+    :math:`R_j = \sum_{l \ge j} m_l`, computed by a sequential reverse sum, each within
+    :math:`u \sum_{l \ge j} |\hat R_l|` (Higham, *Accuracy and Stability*, §4.2); a running
+    minimum is off by at most the error of the sum it was taken from.  By Abel summation the
+    profile at :math:`\ell_i` moves by at most twice the largest such error above i.  Zero where
+    nothing is touched."""
+    r = np.append(np.cumsum(masses[::-1])[::-1], 0.0)
+    m = np.minimum.accumulate(r)
+    untouched = (m[:-1] == r[:-1]) & (m[1:] == r[1:]) & (masses >= 0)
+    if bool(np.all(untouched)):
+        return np.zeros(len(masses)), 0.0
+    u = EPS / 2.0
+    e = u * np.cumsum(np.abs(r)[::-1])[::-1]
+    e *= 1.0 + 2.0 * len(r) * EPS
+    dm = e + e[_source_of_running_min(r, m)]
+    dm[:-1][untouched] = 0.0
+    above = np.maximum.accumulate(dm[::-1])[::-1]  # max over j >= i
+    out = 2.0 * _FIRST_ORDER_MARGIN * above[1:]  # max over j > i (the top's m included)
+    return out, float(dm[-1])
+
+
+def _inward_margin(values: np.ndarray, deficit: np.ndarray, floor: float) -> tuple[float, float]:
+    """``(rho, slack)`` of :func:`_deflate` for a lower PMF whose profile at the grid points is
+    within ``deficit`` above the curve ``values`` (:func:`_outward_scale`; the absolute part goes
+    to the lower twin's slack)."""
+    rho, extra = _outward_scale(deficit, np.maximum(values, 0.0), floor)
+    return rho, floor + extra
+
+
+def _deflate(masses: np.ndarray, rho: float) -> np.ndarray:
+    r"""Multiply every mass by a factor :math:`\le 1 - \rho` that survives its own rounding
+    (:math:`1 - \rho - 2\,\mathrm{EPS}`, rounded down)."""
+    factor = float(np.nextafter(max(0.0, 1.0 - rho - 2.0 * EPS), 0.0))
+    return masses * factor
+
+
 def _lower_masses(
-    rho: np.ndarray, i_lo: int, d: float, one_minus_u: bool
+    rho: np.ndarray,
+    i_lo: int,
+    d: float,
+    one_minus_u: bool,
+    tan_err: np.ndarray | None = None,
+    floor: float = 0.0,
 ) -> tuple[np.ndarray, float]:
     """Masses of the optimistic curve ``v = lin + rho`` on the grid ``i_lo, i_lo + 1, ...``.
 
@@ -537,17 +662,53 @@ def _lower_masses(
     ``lin = 1 - u`` a positive ``rho_0`` -- at most the profile's tiny excess over 1 - u there -- is
     counted as slack).  The min-of-tangents values need not be convex where the profile's
     curvature changes within a grid step (next to an atom), so the signed masses are made
-    non-negative with :func:`_carry_up`, which only lowers the curve.
+    non-negative with :func:`_carry_up`, which only lowers the curve.  With ``tan_err`` (the
+    values' evaluation error) the masses are rounded inward (:func:`_inward_rounding`).
     """
     if len(rho) == 1:
         return np.array([1.0]), 0.0
-    masses = _masses_from_values(rho, d, -rho[0] if one_minus_u else 1.0 - rho[0])
+    bottom = -rho[0] if one_minus_u else 1.0 - rho[0]
+    masses = _masses_from_values(rho, d, bottom)
     if one_minus_u:
         masses[-1] += math.exp((i_lo + len(rho) - 1) * d)  # the linear part's top mass, u_top
+    signed = masses
     masses, slack = _carry_up(masses)
     if one_minus_u:
         slack += max(float(rho[0]), 0.0)
+    if tan_err is not None:
+        grid = (i_lo + np.arange(len(rho))) * d
+        lin = -np.expm1(grid) if one_minus_u else np.zeros(len(rho))
+        tan = tan_err[: len(rho)]  # (computed before the zero was settled)
+        masses, extra = _inward_rounding(masses, signed, rho, lin, bottom, tan, d, floor)
+        slack += extra
     return masses, slack
+
+
+def _inward_rounding(
+    masses: np.ndarray,
+    signed: np.ndarray,
+    r: np.ndarray,
+    lin: np.ndarray,
+    bottom: float,
+    tan_err: np.ndarray,
+    d: float,
+    floor: float,
+) -> tuple[np.ndarray, float]:
+    """Round the masses of an optimistic curve ``lin + r`` inward (block comment above
+    :func:`_tangent_errors`): ``signed`` are its masses before :func:`_carry_up` (computed from
+    ``r`` with ``bottom``, plus the exact masses of ``lin``), ``masses`` after it.  The deficit at
+    each grid point is the values' evaluation error ``tan_err``, the masses' rounding, the tail
+    sums' rounding, EPS of ``lin`` (the residual's top value is ``-lin``, rounded) and the
+    rounding of the masses' losses and of the linear part's masses (:func:`_fixed_rounding`).
+    Returns the scaled masses and the absolute part (for the slack)."""
+    carry, carry_slack = _carry_up_error(signed)
+    deficit = tan_err + _right_kernel(_mass_rounding(r, d, bottom), d) + carry
+    deficit += EPS * (np.abs(lin) + np.abs(r))
+    deficit[-1] = 0.0  # no mass lies above the last grid point: the profile there is 0
+    value = lin + r
+    rho, extra = _inward_margin(value, deficit, floor)
+    rho += _fixed_rounding(len(r) * d, len(r))
+    return _deflate(masses, rho), extra + carry_slack
 
 
 def _mass_at_zero(v0: float, v1: float, d: float) -> float:
@@ -572,18 +733,38 @@ def _symmetric_pmf(pos: np.ndarray, d: float, infinity_mass: float) -> _Pmf:
     return _Pmf(-m, np.concatenate([mirrored, pos]), infinity_mass)
 
 
-def _symmetric_lower(values: np.ndarray, d: float) -> tuple[_Pmf, float]:
+def _symmetric_lower(
+    values: np.ndarray, d: float, tan_err: np.ndarray | None = None, floor: float = 0.0
+) -> tuple[_Pmf, float]:
     r"""Optimistic symmetric PMF from below-the-profile values at 0, d, ... (last value 0).
 
     The signed symmetric PMF (positive side, mass at 0, mirror) represents exactly the
     perspective-symmetric piecewise-linear curve through the values, which lies below the profile
     (the perspective :math:`h(u) \mapsto 1 - u + u h(1/u)` preserves 'below'); then
     :func:`_carry_up` removes negative masses by only lowering the curve.
+
+    With ``tan_err`` (the values' evaluation error, :func:`_tangent_errors`) the masses are
+    rounded inward (block comment above :func:`_tangent_errors`): at the grid points >= 0 the
+    profile depends on the positive side only; at -x it is :math:`T(1 - e^{-x}) + e^{-x}B(x)`
+    with the total T <= 1 (:func:`_normalise_lower`), so the same relative margin covers it, plus
+    the rounding of the mirror and of the mass at 0 (relative to :math:`1 - e^{-x}`).
     """
     if len(values) == 1:
         return _Pmf(0, np.array([1.0]), 0.0), 0.0
     signed = _symmetric_pmf(_symmetric_masses(values, d), d, 0.0)
     probs, slack = _carry_up(np.array(signed.probs))
+    if tan_err is not None:
+        m = len(values) - 1
+        carry, carry_slack = _carry_up_error(np.array(signed.probs))
+        deficit = tan_err + _right_kernel(_mass_rounding(values, d, 0.0), d) + carry[m:]
+        deficit += EPS * np.abs(values)
+        deficit[-1] = 0.0  # no mass lies above the last grid point: the profile there is 0
+        rho, extra = _inward_margin(values, deficit, floor)
+        v0, v1 = float(values[0]), float(values[1])
+        at_zero = 8.0 * EPS * (abs(v1 - v0) + abs(1.0 - v0) + abs(1.0 - v1)) / -math.expm1(-d)
+        rho += at_zero + _fixed_rounding(m * d, len(probs))
+        probs = _deflate(probs, rho)
+        slack += extra + carry_slack
     return _Pmf(signed.lower, probs, 0.0), slack
 
 
@@ -806,11 +987,23 @@ def _symmetric_pld(
             float(-math.expm1(-x) + math.exp(-x) * dx[0]),
             float(math.exp(-x) * (1.0 - dx[0] - qx[0])),
         )
-        dm, qm = parts((np.arange(0, n) + 0.5) * d)
+        mids = (np.arange(0, n) + 0.5) * d
+        dm, qm, dm_err = bounded(mids, EPS * mids)
+        assert dm_err is not None  # an error bound was asked for
         mid_a = np.concatenate([[first[0]], dm])
         mid_b = -np.concatenate([[first[1]], qm])
+        # the first tangent: e^{-x} times delta(x)'s error (and |b| <= 1), plus its roundings
+        _, _, dx_err = bounded(np.array([x]), np.array([EPS * x]))
+        assert dx_err is not None
+        b_err = float(dx_err[0]) + float(_slope_accuracy(qx, np.array([x]))[0] * qx[0]) + 3.0 * EPS
+        first_err = math.exp(-x) * float(dx_err[0]) + 4.0 * EPS + b_err * math.expm1(x)
         lv = _lower_residuals(mid_a, mid_b, np.zeros(n + 1), d)
-        low, slack = _symmetric_lower(lv, d)
+        all_mids = np.concatenate([[-x], mids])
+        a_err = np.concatenate([[first_err], dm_err])
+        mid_err = _mid_errors(mid_a, a_err, mid_b, all_mids, d)
+        lv = _settle_top(lv, np.zeros(len(lv)), mid_a, mid_b, mid_err, d)
+        tan_err = _tangent_errors(mid_err, len(lv))
+        low, slack = _symmetric_lower(lv, d, tan_err, _OUTWARD_FLOOR * math.exp(log_bound))
         low, _ = _trim_bottom(_normalise_lower(low), _BOTTOM_TRIM_MASS, False)
     return Pld(
         description=description,
@@ -1001,10 +1194,15 @@ def poisson_subsampled_gaussian_pld(
         # round-off: near q = 1 they left masses of ~1e-13 that raised the optimistic curve above
         # the exact profile by up to 4e-13 relative at negative losses), as for the add direction
         mids = (np.arange(i_lo - 1, n) + 0.5) * d
-        dm, qm = parts(mids)
-        res_a, res_b = _remove_residual_tangents(mids, dm, qm, q, mu)
+        dm, qm, dm_err = _subsampled_parts_bounded(mids, q, mu, EPS * np.abs(mids))
+        assert dm_err is not None  # an error bound was asked for
+        res_a, res_b, res_err = _remove_residual_tangents(mids, dm, qm, q, mu, dm_err)
+        assert res_err is not None
         grid_r = np.arange(i_lo, n + 1) * d
-        masses, s1 = _add_lower_masses(res_a, res_b, dm, -qm, grid_r, i_lo, d)
+        floor = _OUTWARD_FLOOR * math.exp(lb)
+        masses, s1 = _add_lower_masses(
+            res_a, res_b, dm, -qm, grid_r, i_lo, d, (res_err, dm_err), floor
+        )
         low_rem = _normalise_lower(_Pmf(i_lo, masses, 0.0))
         # near q = 1 the grid reaches down to log(1 - q) and round-off leaves masses of ~1e-13
         # scattered down there, which stretch every composition window (150 000 bins at
@@ -1021,12 +1219,18 @@ def poisson_subsampled_gaussian_pld(
         # _lower_residuals places the last zero validly at any end)
         a_lo, a_hi = -n, min(-i_lo, max(add.upper, 0) + _LOWER_ADD_MARGIN)
         mids_a = (np.arange(a_lo - 1, a_hi) + 0.5) * d
-        dr, qr = parts(-mids_a)
+        dr, qr, dr_err = _subsampled_parts_bounded(-mids_a, q, mu, EPS * np.abs(mids_a))
+        assert dr_err is not None
         uc = np.exp(mids_a)
         grid_a = np.arange(a_lo, a_hi + 1) * d
         res_a, res_b = uc * dr, uc * (dr + qr)
-        plain_a, plain_b = _add_tangents(mids_a, res_a, res_b, q, mu)
-        masses_a, s2 = _add_lower_masses(res_a, res_b, plain_a, plain_b, grid_a, a_lo, d)
+        res_err_a = _FIRST_ORDER_MARGIN * uc * dr_err + 3.0 * EPS * np.abs(res_a)
+        plain_a, plain_b, plain_err = _add_tangents(mids_a, res_a, res_b, q, mu, res_err_a)
+        assert plain_err is not None
+        errors_a = (res_err_a, plain_err)
+        masses_a, s2 = _add_lower_masses(
+            res_a, res_b, plain_a, plain_b, grid_a, a_lo, d, errors_a, floor
+        )
         low_add = _normalise_lower(_Pmf(a_lo, masses_a, 0.0))
         slack = max(s1, s2)
     return Pld(
@@ -1043,8 +1247,13 @@ def poisson_subsampled_gaussian_pld(
 
 
 def _remove_residual_tangents(
-    mids: np.ndarray, dm: np.ndarray, qm: np.ndarray, q: float, mu: float
-) -> tuple[np.ndarray, np.ndarray]:
+    mids: np.ndarray,
+    dm: np.ndarray,
+    qm: np.ndarray,
+    q: float,
+    mu: float,
+    dm_err: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     r"""Tangents of the Poisson remove profile at the midpoints ``mids`` in residual form w.r.t.
     :math:`1 - u`: :math:`T_c(u) - (1 - u) = a_c + b_c (u/u_c - 1)` with
     :math:`a_c = \delta_R(c) - (1 - u_c)` (:func:`_remove_residuals`, no cancellation at c < 0)
@@ -1052,21 +1261,29 @@ def _remove_residual_tangents(
     :math:`Q = N(0, 1)`, :math:`L \le c` iff :math:`x \le t/\mu + \mu/2` with
     :math:`e^t = 1 + (e^c - 1)/q`, so :math:`Q(L \le c) = \Phi(t/\mu + \mu/2)` (0 for
     :math:`c \le \log(1-q)`).  At c >= 0 the plain values are converted (only the plain form is
-    used there)."""
+    used there).  With ``dm_err`` (the error of ``dm``) also returns the evaluation error of a:
+    at c < 0 that of :func:`_remove_residuals_bounded`, at c >= 0 ``dm_err`` plus the sum's and
+    expm1's rounding (else None)."""
     uc = np.exp(mids)
     a = dm + np.expm1(mids)
     b = uc - qm
+    err = None
+    if dm_err is not None:
+        err = dm_err + 2.0 * EPS * (np.abs(dm) + np.abs(np.expm1(mids)))
     neg = mids < 0.0
     if np.any(neg):
         c = mids[neg]
-        a[neg] = _remove_residuals(c, q, mu)
+        if err is None:
+            a[neg] = _remove_residuals(c, q, mu)
+        else:
+            a[neg], err[neg] = _remove_residuals_bounded(c, q, mu, EPS * np.abs(c))
         live = c > math.log1p(-q)
         bn = np.zeros_like(c)
         if np.any(live):
             t = _log_amplified(c[live], q)
             bn[live] = np.exp(c[live] + normal.log_ndtr(t / mu + mu / 2.0))
         b[neg] = bn
-    return a, b
+    return a, b, err
 
 
 def _residual_start(q: float, mu: float, d: float, i_lo: int) -> int:
@@ -1171,8 +1388,13 @@ def _fill_to_one(pmf: _Pmf) -> _Pmf:
 
 
 def _add_tangents(
-    mids: np.ndarray, res_a: np.ndarray, res_b: np.ndarray, q: float, mu: float
-) -> tuple[np.ndarray, np.ndarray]:
+    mids: np.ndarray,
+    res_a: np.ndarray,
+    res_b: np.ndarray,
+    q: float,
+    mu: float,
+    res_err: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     r"""Tangents of the add-direction profile at the midpoints ``mids`` in plain form,
     :math:`T_c(u) = a_c + b_c (u/u_c - 1)` with :math:`a_c = \delta_A(c)`,
     :math:`b_c = -u_c\,Q_A(L > c)`.
@@ -1190,17 +1412,32 @@ def _add_tangents(
 
     At :math:`c \le 0` the residual form is converted: :math:`a_c = 1 - u_c + a^{res}_c`,
     :math:`b_c = b^{res}_c - u_c`.
+
+    With ``res_err`` (the evaluation error of ``res_a``) also returns that of ``a``: at c <= 0
+    ``res_err`` plus the sum's and expm1's rounding, at live c > 0 ``u_c`` times
+    :func:`_remove_residuals_bounded`'s error and the product's rounding, 0 where a is the
+    exact 0 (else None).
     """
     uc = np.exp(mids)
     a = -np.expm1(mids) + res_a
     b = res_b - uc
+    err = None
+    if res_err is not None:
+        err = res_err + 2.0 * EPS * (np.abs(a) + np.abs(np.expm1(mids)))
     pos = mids > 0
     live = pos & (-mids > math.log1p(-q))
     a[pos] = 0.0
     b[pos] = 0.0
+    if err is not None:
+        err[pos] = 0.0
     if np.any(live):
         c = mids[live]
-        a[live] = uc[live] * _remove_residuals(-c, q, mu)
+        if err is None:
+            a[live] = uc[live] * _remove_residuals(-c, q, mu)
+        else:
+            r, r_err = _remove_residuals_bounded(-c, q, mu, EPS * np.abs(c))
+            a[live] = uc[live] * r
+            err[live] = _FIRST_ORDER_MARGIN * uc[live] * r_err + 3.0 * EPS * np.abs(a[live])
         t = _log_amplified(-c, q)
         s = np.exp(
             np.logaddexp(
@@ -1209,7 +1446,7 @@ def _add_tangents(
             )
         )
         b[live] = -uc[live] * s
-    return a, b
+    return a, b, err
 
 
 #: the optimistic add curve is set to 0 from the first positive loss where it is at most this
@@ -1225,6 +1462,8 @@ def _add_lower_masses(
     grid: np.ndarray,
     lo: int,
     d: float,
+    errors: tuple[np.ndarray, np.ndarray] | None = None,
+    floor: float = 0.0,
 ) -> tuple[np.ndarray, float]:
     r"""Masses (and slack) of the optimistic add-direction curve on ``grid`` (from index ``lo``).
 
@@ -1240,23 +1479,46 @@ def _add_lower_masses(
     the values).  The top (value 0) is the plain form's cut.  Negative masses are carried up
     (:func:`_carry_up`, which only lowers the curve).  The curve is set to 0 from the first
     positive loss where it is at most ``_LOWER_TOP_VALUE``.  Where either form ends at a loss <= 0
-    the residual form alone is used (:func:`_lower_masses`).
+    the residual form alone is used (:func:`_lower_masses`).  With ``errors`` (the evaluation
+    errors of ``res_a`` and ``plain_a``) the masses are rounded inward
+    (:func:`_inward_rounding`).
     """
     lin = -np.expm1(grid)
+    mids = np.append(grid - d / 2.0, grid[-1] + d / 2.0)[: len(res_a)]
     rho = _lower_residuals(res_a, res_b, lin, d)
     v = _lower_residuals(plain_a, plain_b, np.zeros_like(grid), d)
     zero = int(np.searchsorted(grid, 0.0, side="right"))  # grid[:zero] <= 0, grid[zero - 1] == 0
+    res_tan = plain_tan = None
+    if errors is not None:
+        res_mid = _mid_errors(res_a, errors[0], res_b, mids, d)
+        plain_mid = _mid_errors(plain_a, errors[1], plain_b, mids, d)
+        res_tan = _tangent_errors(res_mid, len(rho))
+        plain_tan = _tangent_errors(plain_mid, len(v))
     if len(rho) <= zero or len(v) <= zero or grid[zero - 1] != 0.0:
-        return _lower_masses(rho, lo, d, one_minus_u=True)
+        if errors is not None:
+            rho = _settle_top(rho, lin, res_a, res_b, res_mid, d)
+        return _lower_masses(rho, lo, d, True, res_tan, floor)
     small = np.flatnonzero(v[zero:] <= _LOWER_TOP_VALUE)
     if len(small):  # the left tangent is >= 0 there: a zero keeps the last segment below it
         v = v[: zero + int(small[0]) + 1].copy()
         v[-1] = 0.0
+    if errors is not None:
+        settled = _settle_top(v, np.zeros(len(v)), plain_a, plain_b, plain_mid, d)
+        if len(settled) > zero:
+            v = settled
     r = np.concatenate([rho[:zero], v[zero:]])
     masses = _masses_from_values(r, d, -r[0])
     masses[zero - 1] += 1.0  # (1 - u)_+
+    signed = masses
     masses, slack = _carry_up(masses)
-    return masses, slack + max(float(r[0]), 0.0)
+    slack += max(float(r[0]), 0.0)
+    if res_tan is not None and plain_tan is not None:
+        lin_plus = np.concatenate([lin[:zero], np.zeros(len(r) - zero)])
+        tan = np.concatenate([res_tan[:zero], plain_tan[zero : len(r)]])
+        # (the curve is cut to 0 where v <= _LOWER_TOP_VALUE: only lowered there)
+        masses, extra = _inward_rounding(masses, signed, r, lin_plus, -r[0], tan, d, floor)
+        slack += extra
+    return masses, slack
 
 
 def _remove_residuals(eps: np.ndarray, q: float, mu: float) -> np.ndarray:

@@ -383,6 +383,13 @@ def _chernoff_window(pmf: _Pmf, k: int, tail: float) -> tuple[int, int]:
     ``tail/2``.  :math:`\lambda` is located on a log grid using binned masses (index rounded to
     the bin edge, which can only enlarge K), then the bound is evaluated with the exact K at the
     best grid value and its two neighbours; every evaluated bound is valid, the minimum is kept.
+
+    Rounding: K is a floating-point log-sum-exp, off by up to a few 1e-15 (measured against
+    40-digit mpmath: 7e-15 at lambda = 0.01 for DP-SGD at 1e-4), which k = 1e7 turns into 7e-8
+    relative on the tail bound.  The exponent ``k K + log(2/tail)`` is therefore raised by a bound
+    on its rounding error (:func:`_chernoff_exponent_margin`) before it is divided by lambda and
+    rounded outward, so that :math:`\exp(k K(\lambda) - \lambda b) \le` ``tail/2`` holds for the
+    exact K of the float masses.
     """
     probs = pmf.probs
     n = len(probs)
@@ -398,16 +405,63 @@ def _chernoff_window(pmf: _Pmf, k: int, tail: float) -> tuple[int, int]:
         j = int(np.argmin(bound))
         picks = range(max(0, j - 1), min(len(_LAMBDAS), j + 2))
         cands = _LAMBDAS[picks.start : picks.stop]
-        exact = (k * _exact_cgf(pmf, sign, picks) + log_t) / cands
+        cgf = _exact_cgf(pmf, sign, picks)
+        exponent = k * cgf + log_t
+        exponent += _chernoff_exponent_margin(pmf, k, cands, cgf, log_t)
+        exact = exponent / cands
         exact = exact[np.isfinite(exact)]
         if len(exact) == 0:
             continue
         best = float(np.min(exact))
+        best += 4.0 * _EPS * abs(best)  # the division and the sum above: u each, twice over
         if sign > 0:
             hi = min(hi, math.ceil(best))
         else:
             lo = max(lo, math.floor(-best))
     return max(0, lo), max(min(hi, full_hi), max(0, lo))
+
+
+def _log_mass_range(pmf: _Pmf) -> float:
+    """``max |log p_i|`` over the PMF's positive masses (remembered on the PMF)."""
+    hit = pmf._cache.get("log_mass_range")
+    if hit is None:
+        logp = _binned_cgf(pmf)[2]
+        finite = logp[np.isfinite(logp)]
+        hit = float(np.max(np.abs(finite))) if len(finite) else 0.0
+        pmf._cache["log_mass_range"] = hit
+    return hit
+
+
+def _cgf_rounding(n: int, lam: np.ndarray, cgf: np.ndarray, log_mass_range: float) -> np.ndarray:
+    r"""Bound on ``|K_computed - K|`` for :func:`_exact_cgf`'s log-sum-exp
+    :math:`K(\pm\lambda) = m + \log\sum_i e^{t_i}` of the row ``+-lam * i + log p_i``
+    (i < n, :math:`t_i = \text{row}_i - m \le 0`, m the largest entry).
+
+    Standard model (u = EPS/2; Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+    2002, §2-4), with L = ``log_mass_range`` and N = n - 1: ``log p`` is within EPS relative
+    (numpy's log, measured at 0.5 ulp against mpmath), the product ``lam * i``, the sum and
+    the subtraction of m add u times operands of size at most ``lam N + L`` and
+    ``2 (lam N + L)``, so every :math:`t_i` is within ``u (4 lam N + 5 L)`` of its exact value
+    (moving the sum by that much, relative); exp is within ``_EXP_ACCURACY``, numpy's pairwise
+    sum of n non-negative terms within ``(log2 n + 20) u``, the log of the sum (in [1, n])
+    within EPS times log n, and adding m within u |K|.  Raising terms below e^-700 (the clamp
+    of :func:`_logsumexp_rows`) only makes K larger.  First-order terms times 1.01."""
+    u = _EPS / 2.0
+    span = lam * max(n - 1, 0)
+    rel = u * (4.0 * span + 5.0 * log_mass_range + math.log2(max(n, 2)) + 20.0) + _EXP_ACCURACY
+    return 1.01 * rel + _EPS * math.log(max(n, 2)) + u * np.abs(cgf)
+
+
+def _chernoff_exponent_margin(
+    pmf: _Pmf, k: int, lam: np.ndarray, cgf: np.ndarray, log_t: float
+) -> np.ndarray:
+    """Bound on the rounding error of the Chernoff exponent ``k K(lam) + log(2/tail)`` of
+    :func:`_chernoff_window`: k times :func:`_cgf_rounding`, the product with k and the sum (u
+    each of their operands) and ``log(2/tail)`` (the quotient and the log: u + EPS |log_t|)."""
+    u = _EPS / 2.0
+    err_k = k * _cgf_rounding(len(pmf.probs), lam, cgf, _log_mass_range(pmf))
+    ops = u * (2.0 * np.abs(k * cgf) + 3.0 * abs(log_t) + 1.0)
+    return 1.01 * (err_k + ops)
 
 
 def _exact_cgf(pmf: _Pmf, sign: float, picks: range) -> np.ndarray:
@@ -472,6 +526,12 @@ def _fold(probs: np.ndarray, n_fft: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 _EPS = float(np.finfo(float).eps)
+_EXP_ACCURACY = 4.0 * _EPS
+"""Relative accuracy assumed of numpy's ``exp`` on the arguments the Chernoff and tilt-placement
+kernels give it (``[-700, 0]``): 4 ulp.  Measured against 40-digit mpmath on 80 000 random and
+extreme arguments there: at most 0.503 ulp (numpy 2.4 on x86-64 AVX2, glibc's exp); numpy's own
+AVX512F kernel (Tang's table-driven algorithm) is proved within 0.77 ulp; glibc's is < 1 ulp
+(tests/notions/test_pld_margins.py checks this constant against mpmath)."""
 _FFT_ERROR_CONSTANT = 8.0
 """Per-level constant of the componentwise FFT error model: one radix-2 level costs
 eta = mu + gamma_4 (sqrt 2 + mu), about 6u for an accurate twiddle table (Higham, *Accuracy and
@@ -578,15 +638,19 @@ def _chernoff_tails(
     # the optimum of skewed sums; (2) the Gaussian optima cover long compositions, where binning
     # is too coarse
     mean, var, log_total, bu, bd = _tail_summaries(logxs, powers)
+    ranges = _factor_ranges(logxs)
+    scale = _tail_scale(ranges, powers, log_total)
     gaps = np.concatenate([above - mean, mean - below])
     gaps = gaps[gaps > 0]
     if len(gaps) == 0:
-        ones = np.full(len(above), math.exp(log_total))
+        ones = np.full(len(above), scale)
         return ones, ones.copy()
+    # every exponent is raised by a bound on its rounding error (_tail_exponent_margin)
     ua = bu[:, None] - _THETAS[:, None] * above[None, :]
+    ua += _tail_exponent_margin(ranges, powers, _THETAS, bu, above, True)
     db = bd[:, None] + _THETAS[:, None] * below[None, :]
+    db += _tail_exponent_margin(ranges, powers, _THETAS, bd, below, True)
     if not refine:
-        scale = math.exp(log_total)
         return (
             np.exp(np.minimum(0.0, ua.min(axis=0))) * scale,
             np.exp(np.minimum(0.0, db.min(axis=0))) * scale,
@@ -607,14 +671,79 @@ def _chernoff_tails(
         u, d, _ = _exact_log_cgfs(logx, thetas)
         eu += k * u
         ed += k * d
-    best_up = np.minimum(
-        ua.min(axis=0), (eu[:, None] - thetas[:, None] * above[None, :]).min(axis=0)
-    )
-    best_dn = np.minimum(
-        db.min(axis=0), (ed[:, None] + thetas[:, None] * below[None, :]).min(axis=0)
-    )
-    scale = math.exp(log_total)
+    exact_up = eu[:, None] - thetas[:, None] * above[None, :]
+    exact_up += _tail_exponent_margin(ranges, powers, thetas, eu, above, False)
+    exact_dn = ed[:, None] + thetas[:, None] * below[None, :]
+    exact_dn += _tail_exponent_margin(ranges, powers, thetas, ed, below, False)
+    best_up = np.minimum(ua.min(axis=0), exact_up.min(axis=0))
+    best_dn = np.minimum(db.min(axis=0), exact_dn.min(axis=0))
     return np.exp(np.minimum(0.0, best_up)) * scale, np.exp(np.minimum(0.0, best_dn)) * scale
+
+
+def _factor_ranges(logxs: Sequence[np.ndarray]) -> list[tuple[int, float, float]]:
+    """``(n, max |log x|, bound on |log sum x|)`` of each factor: its length, the range of its
+    finite logs, and ``|max log x| + log n`` (the log of its total mass lies between the largest
+    log and that plus log n)."""
+    out = []
+    for logx in logxs:
+        finite = logx[np.isfinite(logx)]
+        if len(finite) == 0:
+            out.append((len(logx), 0.0, 0.0))
+            continue
+        top = float(np.max(finite))
+        spread = max(abs(top), abs(float(np.min(finite))))
+        out.append((len(logx), spread, abs(top) + math.log(max(len(logx), 2))))
+    return out
+
+
+def _tail_exponent_margin(
+    ranges: Sequence[tuple[int, float, float]],
+    powers: Sequence[int],
+    thetas: np.ndarray,
+    log_cgf: np.ndarray,
+    thresholds: np.ndarray,
+    binned: bool,
+) -> np.ndarray:
+    r"""Bound on the rounding error of the Chernoff exponents
+    :math:`\sum_i k_i \bar K_i(\pm\theta) \mp \theta c` of :func:`_chernoff_tails` (one row
+    per theta, one column per threshold c), where ``log_cgf`` is the computed sum and
+    :math:`\bar K_i = K_i - K_i(0)` the normalised log-CGF of factor i.
+
+    Each :math:`K_i(\pm\theta)` and :math:`K_i(0)` is a log-sum-exp of the factor's n entries
+    (:func:`_cgf_rounding`; the block-binned ones, :func:`_binned_log_cgfs`, are a log-sum-exp of
+    at most n block sums, each itself a log-sum-exp, whose logs are at most log n above the
+    entries': twice the bound, with the range widened by log n); the products with k and theta
+    and the sums add u times their operands (the normalised log-CGFs of all factors have the
+    sign of the tilt, so their k-weighted sizes add up to ``|log_cgf|``).  Measured before this
+    margin (40-digit mpmath, the alias bounds of lower-twin compositions): the computed tail was
+    up to 4.2e-9 relative BELOW the same Chernoff bound evaluated exactly, at k = 1e6."""
+    u = _EPS / 2.0
+    err = np.zeros(len(thetas))
+    for (n, spread, size), k in zip(ranges, powers):
+        if binned:
+            spread += math.log(max(n, 2))
+        one = _cgf_rounding(n, thetas, np.full(len(thetas), size), spread)
+        if binned:
+            one = 2.0 * one
+        err += k * (one + _cgf_rounding(n, np.zeros(1), np.full(1, size), spread))
+    ops = 2.0 * u * (np.abs(log_cgf)[:, None] + thetas[:, None] * np.abs(thresholds)[None, :])
+    return 1.01 * (err[:, None] + ops)
+
+
+def _tail_scale(
+    ranges: Sequence[tuple[int, float, float]], powers: Sequence[int], log_total: float
+) -> float:
+    r"""``exp(log_total)`` (the total mass :math:`\prod_i M_i^{k_i}` of :func:`_chernoff_tails`'s
+    factors) rounded up: each :math:`\log M_i` is a log-sum-exp (:func:`_cgf_rounding`), k times
+    it and the sum add u of their operands, and exp and the final products add ``_EXP_ACCURACY``
+    and 2 EPS (the caller's product with the tail factor)."""
+    u = _EPS / 2.0
+    err = sum(
+        k * float(_cgf_rounding(n, np.zeros(1), np.full(1, size), spread)[0])
+        for (n, spread, size), k in zip(ranges, powers)
+    )
+    err = 1.01 * (err + 2.0 * u * abs(log_total))
+    return math.exp(log_total + err) * (1.0 + _EXP_ACCURACY + 2.0 * _EPS)
 
 
 def _tail_summaries(
@@ -1278,7 +1407,10 @@ def _compose_spectral(
                 continue
             w = _alias_bound(ps.logxs, powers, offset + t1 - n_fft + 1, offset + n_fft + t0 - 1)
             top = ps.log_scale - ps.lam * (offset + (t0 if ps.lam > 0 else t1))
-            alias_total += w * math.exp(min(700.0, top))
+            if w > 0.0:  # (in logs: w e^top may be small while e^top alone overflows)
+                # untilted with the pass's own relative rounding bound, as its values
+                log_alias = math.log(w) + top + 2.0 * _EPS * (abs(math.log(w)) + abs(top))
+                alias_total += math.exp(min(700.0, log_alias)) * (1.0 + ps.relative)
     return value, error, alias_total
 
 
@@ -1418,16 +1550,18 @@ def _tilted_mean_error(
     Rounding model (u = 2^-53; Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
     2002, sections 2-4): the exponent ``c lam + log p - max`` is formed with three roundings of
     operands of size at most ``lam c_max + L`` (L = max |log p|) and ``2 (lam c_max + L)``, so its
-    absolute error is at most ``Delta = u (4 lam c_max + 3 L)``; ``exp`` adds at most 4 ulp (an
-    assumption: numpy's and glibc's exp are accurate to a few ulp), so each weight has relative
-    error at most ``e_w = e^Delta - 1 + 4u``; numpy's pairwise sum of n non-negative terms has
-    relative error at most ``gamma_(log2 n + 20)`` (blocks of 128 summed by 8 accumulators, then
-    pairwise); the division and the product with c add u each.  With non-negative weights and
-    indices, the ratio then has relative error at most ``2 e_w + 2 gamma + 3u`` (to first order; a
-    factor 1.01 covers the second), times m_b <= c_max; the outer sum ``mean += k m_b`` adds 3u of
-    ``k c_max`` per block.  Weights the code raises to e^-700 of the largest (the clamp) move a
-    block's mean by at most ``n e^-700 c_max``.  The result is multiplied by 8 as a margin.  It only
-    decides which bisection steps need no evaluation (:func:`_certifying_points`).
+    absolute error is at most ``Delta = u (4 lam c_max + 3 L)``; ``exp`` adds at most 4 ulp, i.e.
+    ``_EXP_ACCURACY`` = 4 EPS relative (checked against mpmath on [-700, 0], the arguments it gets
+    here: at most 0.503 ulp; before session 10 this bound used 4u, i.e. 2 ulp, while its text said 4
+    ulp -- still above the measured error), so each weight has relative error at most ``e_w =
+    e^Delta - 1 + 4 EPS``; numpy's pairwise sum of n non-negative terms has relative error at most
+    ``gamma_(log2 n + 20)`` (blocks of 128 summed by 8 accumulators, then pairwise); the division
+    and the product with c add u each. With non-negative weights and indices, the ratio then has
+    relative error at most ``2 e_w + 2 gamma + 3u`` (to first order; a factor 1.01 covers the
+    second), times m_b <= c_max; the outer sum ``mean += k m_b`` adds 3u of ``k c_max`` per block.
+    Weights the code raises to e^-700 of the largest (the clamp) move a block's mean by at most ``n
+    e^-700 c_max``. The result is multiplied by 8 as a margin. It only decides which bisection steps
+    need no evaluation (:func:`_certifying_points`).
     """
     u = _EPS / 2.0
     total = 0.0
@@ -1438,7 +1572,7 @@ def _tilted_mean_error(
         c_max = float(np.max(c))
         big_l = float(np.max(np.abs(logm)))
         delta_exp = u * (4.0 * hi * c_max + 3.0 * big_l)
-        e_w = math.expm1(delta_exp) + 4.0 * u
+        e_w = math.expm1(delta_exp) + _EXP_ACCURACY
         m_terms = math.log2(max(n, 2)) + 20.0
         gamma = m_terms * u / (1.0 - m_terms * u)
         rel = 1.01 * (2.0 * e_w + 2.0 * gamma + 3.0 * u)
