@@ -282,8 +282,10 @@ def _truncate(probs: np.ndarray, tail: float) -> tuple[int, np.ndarray, float]:
     right_count = int(np.searchsorted(rc, tail / 2.0, side="right"))
     right = len(probs) - right_count
     right = max(right, left + 1)
-    left_mass = float(c[left - 1]) if left > 0 else 0.0
-    right_mass = float(probs[right:].sum())
+    # both dropped masses rounded up: a float sum of m terms is within (m - 1) eps of its exact
+    # value (Higham 2002, eq. 4.4, for any order of summation), and moving mass up is pessimistic
+    left_mass = float(c[left - 1]) * (1.0 + left * _EPS) if left > 0 else 0.0
+    right_mass = float(probs[right:].sum()) * (1.0 + (len(probs) - right + 1) * _EPS)
     out = probs[left:right].copy()
     out[0] += left_mass
     return left, out, right_mass
@@ -1675,6 +1677,20 @@ def _bin_bounds(best_log_err: np.ndarray, first_log_err: float, lo: int, start: 
     return np.exp(np.concatenate([np.full(lo - start, first_log_err), best_log_err]))
 
 
+def _composed_infinity_mass(mass: float, k: int, up: bool) -> float:
+    """``1 - (1 - mass)^k``, the +inf mass of a k-fold composition, rounded UP (upper PMF) or
+    DOWN (optimistic PMF): computed as ``-expm1(k log1p(-mass))`` (log1p and expm1 within 1 ulp,
+    the product within 0.5 ulp, so a relative error below 4 eps, the condition of expm1 being at
+    most 1 at a negative argument), then moved by 8 eps so that it is on the right side of the
+    exact value."""
+    if mass <= 0.0:
+        return 0.0
+    if mass >= 1.0:
+        return 1.0
+    value = -math.expm1(k * math.log1p(-mass))
+    return min(1.0, value * (1.0 + 8 * _EPS)) if up else value * (1.0 - 8 * _EPS)
+
+
 def _self_compose(
     pmf: _Pmf,
     k: int,
@@ -1725,10 +1741,11 @@ def _self_compose(
         memos=[pmf._cache] if extra is None else [pmf._cache, extra._cache],
         loss_step=loss_step,
     )
-    inf = -math.expm1(k * math.log1p(-pmf.infinity_mass)) if pmf.infinity_mass < 1 else 1.0
+    inf = _composed_infinity_mass(pmf.infinity_mass, k, up=pessimistic)
     lower = k * pmf.lower + a
-    if extra is not None:
-        inf = inf + extra.infinity_mass - inf * extra.infinity_mass
+    if extra is not None:  # 1 - (1 - inf)(1 - extra's), rounded like inf
+        both = inf + extra.infinity_mass - inf * extra.infinity_mass
+        inf = min(1.0, both * (1.0 + 4 * _EPS)) if pessimistic else both * (1.0 - 4 * _EPS)
         lower += extra.lower
     # (in place: the same values as max(value +- error, 0) without two window-long temporaries)
     if pessimistic:
