@@ -791,6 +791,8 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
             raise ParameterError(
                 "y", f"<array of shape {y.shape}>", "must be one-dimensional (one target per row)"
             )
+        if y.dtype.kind not in "biuf":  # text targets: float() of each would be a parse, not data
+            raise ParameterError("y", f"<array of dtype {y.dtype}>", "targets must be real numbers")
         self.data_norm_ = float(self.data_norm)
         self._train(
             self._clipped_rows(X), np.clip(y.astype(np.float64), -B, B), "least-squares", 1, B

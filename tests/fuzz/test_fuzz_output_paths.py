@@ -62,7 +62,15 @@ def test_train_never_overwrites_a_foreign_file(tmp_path: Path, flag: str, name: 
 
 def test_own_files_are_still_replaced_and_extended(tmp_path: Path) -> None:
     paths = [tmp_path / "m.safetensors", tmp_path / "ck", tmp_path / "ledger.jsonl"]
-    argv = [*TRAIN, "--out", str(paths[0]), "--checkpoint", str(paths[1]), "--ledger", str(paths[2])]
+    argv = [
+        *TRAIN,
+        "--out",
+        str(paths[0]),
+        "--checkpoint",
+        str(paths[1]),
+        "--ledger",
+        str(paths[2]),
+    ]
     assert _cli(argv)[0] == 0
     lines = paths[2].read_bytes().count(b"\n")
     assert _cli(argv)[0] == 0  # a rerun replaces its model and checkpoint, extends its ledger

@@ -448,9 +448,7 @@ def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
     return meta
 
 
-def refuse_foreign_file(
-    path: str | os.PathLike[str], param: str, what: str, is_ours: Any
-) -> None:
+def refuse_foreign_file(path: str | os.PathLike[str], param: str, what: str, is_ours: Any) -> None:
     """Refuse to replace an existing file at ``path`` that is not a lastiterate ``what``.
 
     Checkpoints and model files are written over their previous version; any other file (a

@@ -1,0 +1,241 @@
+"""Fuzz of the Python API (``import lastiterate as li``): every input, hostile ones included, gets
+a result or a ParameterError / NotApplicable -- never another exception, a NaN or a non-standard
+JSON report -- plus the regressions this fuzz found.
+
+Findings fixed (each test below fails on the code before the fix):
+
+* ``Run(convex="False")`` declared convexity (``bool("False")`` is True) and ``smoothness=True``
+  declared M = 1: a string or a bool from a config dict silently enabled last-iterate theorems.
+* ``calibrate_*`` and the trainers' budget refused a run with "no applicable bound for this run"
+  and no reason.
+* ``progress=True`` in ``calibrate_*`` / ``account_grid`` raised TypeError after the first
+  evaluation.
+* ``DPRidge.fit`` with text targets raised a bare ValueError from ``astype``.
+* ``Run(algorithm="gd", batch_size=inf)`` raised OverflowError; ``account_grid`` echoed a NaN
+  grid value into its row (no standard JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lastiterate as li
+from lastiterate.errors import NotApplicable, ParameterError
+
+FUZZ = settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+BASE: dict[str, Any] = {
+    "algorithm": "gd", "n": 100, "steps": 20, "lr": 0.1, "noise_std": 1.0, "sensitivity": 1.0,
+}  # fmt: skip
+HOSTILE = [
+    math.nan, math.inf, -math.inf, -0.0, 0.0, 1e308, 1e-320, 5e-324, -1, 10**400, 2**64,
+    True, False, None, "1", "x", "", b"1", [1.0], (1.0, 2.0), {}, 1 + 2j, np.float32(0.5),
+    np.int64(3), np.array(2.0), np.array([1.0, 2.0]), np.nan, np.True_,
+]  # fmt: skip
+
+
+def _reject_constant(token: str) -> float:
+    raise AssertionError(f"non-standard JSON token {token}")
+
+
+def _standard_json(obj: Any) -> None:
+    json.loads(json.dumps(obj, allow_nan=False), parse_constant=_reject_constant)
+
+
+# ---------------------------------------------------------------------- regressions
+@pytest.mark.parametrize("value", ["False", "no", "", 1, 0, None, 1.0, [True]])
+def test_convex_must_be_a_bool(value: Any) -> None:
+    with pytest.raises(ParameterError, match="convex"):
+        li.Run(**BASE, convex=value, smoothness=2.0, diameter=1.0)
+
+
+@pytest.mark.parametrize("field", ["smoothness", "strong_convexity", "diameter", "noise_std"])
+@pytest.mark.parametrize("value", [True, False, np.True_])
+def test_a_bool_is_not_a_number(field: str, value: Any) -> None:
+    with pytest.raises(ParameterError, match=field):
+        li.Run(**{**BASE, "smoothness": 2.0, field: value})
+
+
+def test_numpy_bools_and_numbers_still_work() -> None:
+    run = li.Run(**{**BASE, "noise_std": np.float32(1.0)}, convex=np.True_, smoothness=2.0,
+                 diameter=np.float64(1.0))  # fmt: skip
+    assert run.is_convex
+
+
+def test_calibration_says_why_no_bound_applies() -> None:
+    run = li.Run(algorithm="cgd", n=100, batch_size=10, epochs=2, lr=0.1, noise_std=1.0, clip=1.0)
+    with pytest.raises(NotApplicable, match="langevin-lsi: no theorem of this family for cgd"):
+        li.calibrate_noise(run, epsilon=1.0, bounds=["langevin-lsi"])
+
+
+@pytest.mark.parametrize("name", ["calibrate_noise", "calibrate_epochs", "account_grid"])
+def test_a_progress_that_is_not_callable_is_refused_up_front(name: str) -> None:
+    run = li.Run(**BASE)
+    call = {
+        "calibrate_noise": lambda: li.calibrate_noise(run, epsilon=1.0, progress=True),
+        "calibrate_epochs": lambda: li.calibrate_epochs(run, epsilon=1.0, progress=True),
+        "account_grid": lambda: li.account_grid(run, vary={"epochs": [1, 2]}, progress=True),
+    }[name]
+    with pytest.raises(ParameterError, match="progress"):
+        call()
+
+
+@pytest.mark.parametrize("b", [math.inf, math.nan, "x", [100]])
+def test_full_batch_size_that_is_no_integer_is_refused(b: Any) -> None:
+    # was OverflowError / ValueError / TypeError from int(batch_size)
+    with pytest.raises(ParameterError, match="batch_size"):
+        li.Run(**BASE, batch_size=b)
+
+
+@pytest.mark.parametrize("vary", [{"epochs": [math.nan]}, {"noise_std": [1.0, math.inf]}])
+def test_account_grid_refuses_non_finite_values(vary: dict[str, Any]) -> None:
+    # a NaN was echoed into its invalid row: the table was no standard JSON
+    with pytest.raises(ParameterError, match="vary"):
+        li.account_grid(li.Run(**BASE), vary=vary, as_frame=False)
+
+
+def test_ridge_refuses_text_targets() -> None:
+    from lastiterate.sklearn import DPRidge
+
+    with pytest.raises(ParameterError, match="y="):
+        DPRidge(max_steps=5).fit(np.ones((3, 1)), np.array(["a", "1", "nan"]))
+
+
+# ---------------------------------------------------------------------- property fuzz
+def _number(low: float, high: float, integer: bool = False) -> st.SearchStrategy[Any]:
+    normal = st.floats(math.log10(low), math.log10(high)).map(lambda e: 10.0**e)
+    if integer:
+        normal = normal.map(lambda v: int(v) + 1)
+    return st.one_of(normal, normal, normal, st.sampled_from(HOSTILE))
+
+
+@st.composite
+def run_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    algorithm = draw(st.sampled_from(["gd", "cgd", "sgd", "sgd", "bogus"]))
+    kw: dict[str, Any] = {
+        "algorithm": algorithm,
+        "n": draw(_number(1, 1e4, integer=True)),
+        "lr": draw(_number(1e-3, 2)),
+    }
+    if algorithm != "gd":
+        kw["batch_size"] = draw(_number(1, 100, integer=True))
+    if algorithm == "sgd":
+        kw["sampling"] = draw(st.sampled_from(["poisson", "uniform", "shuffle", None, "x"]))
+    if draw(st.booleans()):
+        kw["steps"] = draw(_number(1, 200, integer=True))
+    else:
+        kw["epochs"] = draw(_number(0.1, 20))
+    if draw(st.booleans()):
+        kw["noise_std"] = draw(_number(1e-2, 10))
+        kw["sensitivity"] = draw(_number(1e-1, 10))
+    else:
+        kw["noise_multiplier"] = draw(_number(0.1, 10))
+        kw["clip"] = draw(_number(0.1, 10))
+    for name, low, high in (
+        ("strong_convexity", 1e-3, 1),
+        ("smoothness", 0.1, 10),
+        ("diameter", 0.1, 100),
+        ("contraction", 0.01, 1),
+    ):
+        if draw(st.integers(0, 3)) == 0:
+            kw[name] = draw(_number(low, high))
+    if draw(st.integers(0, 4)) == 0:
+        kw["convex"] = draw(st.sampled_from([True, False, "yes", 1, None]))
+    if draw(st.integers(0, 5)) == 0:
+        kw["adjacency"] = draw(st.sampled_from(["replace", "add-remove", "x", None]))
+    return kw
+
+
+def _answers(call: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return call()
+        except (ParameterError, NotApplicable) as exc:
+            assert str(exc).strip(), "an error needs a message"
+            return None
+
+
+QUERIES = st.one_of(
+    st.sampled_from([1e-5, 1e-10, 0.5]).map(lambda d: {"delta": d}),
+    st.sampled_from([0.0, 1.0, -1e-5, math.nan, 1.5, "1e-5", 5e-324]).map(lambda d: {"delta": d}),
+    st.sampled_from([0.1, 1.0, 0.0, math.inf, math.nan, 1e308]).map(lambda e: {"epsilon": e}),
+)
+
+
+#: the bounds evaluated in closed form (fast); the PLD engine has its own fuzz (test_cli_fuzz)
+CLOSED_FORM = [
+    "gdp-composition", "shifted-interpolation", "rdp-composition", "hidden-state-rdp",
+    "langevin-lsi", "pabi", "smooth-bounded-domain",
+]  # fmt: skip
+
+
+@FUZZ
+@given(kw=run_inputs(), query=QUERIES)
+def test_run_and_account_answer_every_input(kw: dict[str, Any], query: dict[str, Any]) -> None:
+    run = _answers(lambda: li.Run(**kw))
+    if run is None:
+        return
+    report = _answers(lambda: li.account(run, bounds=CLOSED_FORM, **query))
+    if report is None:
+        return
+    _standard_json(report.to_json())
+    for r in report.results:
+        assert r.epsilon >= 0 and r.delta >= 0 and not math.isnan(r.epsilon + r.delta), r
+
+
+CALIBRATIONS = st.sampled_from(["calibrate_noise", "calibrate_epochs", "calibrate_batch_size"])
+
+
+@FUZZ
+@given(kw=run_inputs(), which=CALIBRATIONS, epsilon=_number(0.05, 50))
+def test_calibrations_answer_every_input(kw: dict[str, Any], which: str, epsilon: Any) -> None:
+    run = _answers(lambda: li.Run(**kw))
+    if run is None:
+        return
+    cal = _answers(
+        lambda: getattr(li, which)(run, epsilon=epsilon, delta=1e-5, bounds=["gdp-composition"])
+    )
+    if cal is None:
+        return
+    assert cal.report.best is not None
+    assert cal.report.best.epsilon <= float(epsilon) * (1 + 1e-9)  # never overshoots
+
+
+VARY = st.dictionaries(
+    st.sampled_from(["epochs", "noise_std", "lr", "n", "batch_size", "clip", "bogus", "noise-std"]),
+    st.lists(st.sampled_from(HOSTILE[:12] + [0.5, 1, 2, 10]), max_size=3),
+    max_size=2,
+)
+
+
+@settings(FUZZ, max_examples=40)
+@given(vary=VARY)
+def test_account_grid_answers_every_vary(vary: dict[str, Any]) -> None:
+    table = _answers(
+        lambda: li.account_grid(
+            li.Run(**BASE),
+            vary=vary,
+            bounds=["gdp-composition"],
+            as_frame=False,
+            show_progress=False,
+        )
+    )
+    if table is None:
+        return
+    _standard_json(table)
+    for row in table:
+        assert row["status"] in ("ok", "no-bound", "invalid"), row
