@@ -239,3 +239,54 @@ def test_account_grid_answers_every_vary(vary: dict[str, Any]) -> None:
     _standard_json(table)
     for row in table:
         assert row["status"] in ("ok", "no-bound", "invalid"), row
+
+
+# ---------------------------------------------------------------------- the Opacus entry point
+def _opacus_inputs() -> tuple[Any, Any, Any]:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    X = torch.randn(32, 4)
+    y = (X[:, 0] > 0).long()
+    module = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    return module, optimizer, DataLoader(TensorDataset(X, y), batch_size=8)
+
+
+OPACUS_GOOD: dict[str, Any] = {
+    "target_epsilon": 2.0, "target_delta": 1e-5, "epochs": 1, "max_grad_norm": 1.0,
+    "loss": "cross-entropy", "data_norm": 1.0,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [("convex", "False"), ("convex", 1), ("target_delta", "1"), ("target_delta", "x")],
+)
+def test_opacus_entry_refuses_wrong_types(name: str, value: Any) -> None:
+    # convex="False" declared convexity (bool("False") is True); a string target_delta raised
+    # TypeError from the comparison after the positivity check
+    pytest.importorskip("opacus")
+    from lastiterate.opacus import make_private_last_iterate
+
+    with pytest.raises(ParameterError, match=name), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the composition-only warning of the old code
+        make_private_last_iterate(*_opacus_inputs(), **{**OPACUS_GOOD, name: value})
+
+
+@settings(FUZZ, max_examples=30)
+@given(
+    name=st.sampled_from(sorted(OPACUS_GOOD) + ["batch_size", "diameter", "smoothness", "seed"]),
+    value=st.sampled_from(HOSTILE),
+)
+def test_opacus_entry_answers_hostile_values(name: str, value: Any) -> None:
+    pytest.importorskip("opacus")
+    from lastiterate.opacus import make_private_last_iterate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # composition-only and seeded-run warnings are answers
+        try:
+            make_private_last_iterate(*_opacus_inputs(), **{**OPACUS_GOOD, name: value})
+        except (ParameterError, NotApplicable):
+            pass
