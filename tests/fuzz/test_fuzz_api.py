@@ -290,3 +290,59 @@ def test_opacus_entry_answers_hostile_values(name: str, value: Any) -> None:
             make_private_last_iterate(*_opacus_inputs(), **{**OPACUS_GOOD, name: value})
         except (ParameterError, NotApplicable):
             pass
+
+
+# ---------------------------------------------------------------------- glm_certificate
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"sampling": "poisson", "n": 100, "batch_size": 0}, "batch_size"),  # ZeroDivisionError
+        ({"sampling": "poisson", "n": 100, "batch_size": "x"}, "batch_size"),  # TypeError
+        ({"sampling": "poisson", "n": 10, "batch_size": 100}, "batch_size"),  # b > n
+        ({"sampling": "poisson", "n": math.nan, "batch_size": 1}, "n"),  # NaN smoothness
+        ({"feature_norm": 1e-320, "l2": 0.0, "lr": 0.1}, "feature_norm"),  # R^2 = 0: 2/M
+        ({"clip": 1e308}, "clip"),  # sensitivity 2C = inf in the certificate
+        ({"lr": math.inf}, "lr"),  # an infinite lr stored in the certificate
+        ({"lr": 0.1, "lr_min": math.nan}, "lr_min"),
+    ],
+)
+def test_glm_certificate_refuses_what_it_cannot_certify(kw: dict[str, Any], name: str) -> None:
+    args: dict[str, Any] = {"feature_norm": 1.0, "l2": 0.01, "clip": 1.0, **kw}
+    with pytest.raises(ParameterError, match=f"^{name}="):
+        li.glm_certificate("binary-logistic", **args)
+
+
+@FUZZ
+@given(
+    family=st.sampled_from(["binary-logistic", "multinomial-logistic", "least-squares", "x"]),
+    feature_norm=st.one_of(st.none(), _number(1e-3, 1e3)),
+    l2=_number(1e-4, 10),
+    clip=_number(1e-2, 1e2),
+    lr=st.one_of(st.none(), _number(1e-3, 10)),
+    intercept=st.booleans(),
+    poisson=st.one_of(st.none(), st.tuples(_number(1, 1e4, True), _number(1, 1e3, True))),
+)
+def test_glm_certificate_answers_every_input(
+    family: str,
+    feature_norm: Any,
+    l2: Any,
+    clip: Any,
+    lr: Any,
+    intercept: bool,
+    poisson: Any,
+) -> None:
+    extra = (
+        {}
+        if poisson is None
+        else {"sampling": "poisson", "n": poisson[0], "batch_size": poisson[1]}
+    )
+    cert = _answers(
+        lambda: li.glm_certificate(
+            family, feature_norm=feature_norm, l2=l2, clip=clip, lr=lr, intercept=intercept, **extra
+        )
+    )
+    if cert is None:
+        return
+    _standard_json(cert.to_json())
+    for value in (cert.strong_convexity, cert.smoothness, cert.contraction):
+        assert value is None or (math.isfinite(value) and value >= 0), cert
