@@ -722,7 +722,8 @@ def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
     :class:`ParameterError` with the reason."""
     name = str(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # our own handle: np.load(path) leaves the file open when the zip is corrupt
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             keys = set(z.files)
             if {"X", "y"} <= keys:
                 names = ("X", "y", "X_test", "y_test")

@@ -55,6 +55,7 @@ import json
 import os
 import secrets
 import signal
+import stat
 import struct
 import threading
 import time
@@ -151,7 +152,10 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
         try:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # /dev/null, a FIFO: no fsync, no durable record
+                raise ParameterError("ledger", str(self.path), "is not a regular file")
+            size = info.st_size
             if size:
                 _refuse_foreign_ledger(self.path, os.pread(fd, len(_LEDGER_PREFIX), 0))
                 # find the last newline; everything after it is a fragment
@@ -182,18 +186,26 @@ class Ledger:
 
         Returns:
             The record written: ``format`` and ``time`` first, then ``record``.
+
+        Raises:
+            ParameterError: the file cannot be written (no space, no permission, not a file).
         """
         rec = {"format": LEDGER_FORMAT, "time": _now(), **record}
         line = (jsonutil.dumps(rec, default=str) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
         try:
-            view = memoryview(line)
-            while view:
-                k = os.write(fd, view)
-                view = view[k:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
+            try:
+                view = memoryview(line)
+                while view:
+                    k = os.write(fd, view)
+                    view = view[k:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ParameterError(
+                "ledger", str(self.path), f"cannot be written ({exc.strerror or exc})"
+            ) from None
         return rec
 
     def records(self, run_id: str | None = None) -> list[dict[str, Any]]:

@@ -679,9 +679,12 @@ class ReleasedModel:
 
         Raises:
             ParameterError: y is not finite numeric values of the predictions' shape, or (class
-                names) holds a name that is not one of the model's classes.
+                names) holds a name that is not one of the model's classes, or there are no
+                predictions (the mean over none would be NaN).
         """
         pred = np.asarray(pred)
+        if len(pred) == 0:
+            raise ParameterError("y", "<0 labels>", "no rows to score against: the data are empty")
         names = self.class_names
         if names is not None and pred.dtype.kind in "UOS":
             ys = [str(v) for v in (y.tolist() if hasattr(y, "tolist") else list(y))]
@@ -796,9 +799,11 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
             "Parquet table (FILE.csv, FILE.parquet) for a model trained on one",
         )
     try:
-        if p.suffix == ".npy":
-            return np.load(p, allow_pickle=False), None
-        with np.load(p, allow_pickle=False) as z:
+        # our own handle: np.load(path) leaves the file open when the zip is corrupt
+        with p.open("rb") as fh:
+            if p.suffix == ".npy":
+                return np.load(fh, allow_pickle=False), None
+            z = np.load(fh, allow_pickle=False)
             keys = set(z.files) if hasattr(z, "files") else set()
             for xk, yk in (("X", "y"), ("X_test", "y_test"), ("x_test", "y_test")):
                 if xk in keys:
