@@ -190,6 +190,20 @@ def test_train_answers_every_flag(argv: list[str]) -> None:
     check_contract(argv, seconds=120)
 
 
+@pytest.mark.parametrize("algorithm", ["gd", "cgd"])
+def test_train_refuses_epochs_beyond_the_step_range(algorithm: str) -> None:
+    # --epochs 1e308 with cgd overflowed to infinitely many steps: OverflowError (exit 70)
+    argv = shlex.split(
+        f"train --dataset iris --model logreg --algorithm {algorithm} --batch-size 1 "
+        "--epochs 1e308 --lr 0.1 --noise-std 1 --clip 1"
+    )
+    if algorithm == "gd":
+        argv.remove("--batch-size")
+        argv.remove("1")
+    rc, _, err = check_contract(argv)
+    assert rc == 2 and ("epochs=" in err or "steps=" in err)
+
+
 @pytest.mark.parametrize("hidden", ["100000000", "4097", ",".join(["2"] * 65)])
 def test_train_refuses_a_network_too_large_to_allocate(hidden: str) -> None:
     # --hidden 100000000 asked torch for 28.8 GB: RuntimeError (exit 70) after ~30 s
