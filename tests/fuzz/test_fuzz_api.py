@@ -346,3 +346,77 @@ def test_glm_certificate_answers_every_input(
     _standard_json(cert.to_json())
     for value in (cert.strong_convexity, cert.smoothness, cert.contraction):
         assert value is None or (math.isfinite(value) and value >= 0), cert
+
+
+# ---------------------------------------------------------------------- data loaders, scaler
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"seed": -1}, "seed"),  # sklearn's InvalidParameterError from train_test_split
+        ({"seed": "x"}, "seed"),
+        ({"seed": 2**40}, "seed"),
+        ({"test_size": "x"}, "test_size"),  # TypeError from the comparison
+        ({"test_size": math.nan}, "test_size"),
+    ],
+)
+def test_load_dataset_checks_its_split_inputs(kw: dict[str, Any], name: str) -> None:
+    from lastiterate.train.data import load_dataset
+
+    with pytest.raises(ParameterError, match=f"^{name}="):
+        load_dataset("iris", **kw)
+
+
+@pytest.mark.parametrize("name", [3, ["iris"], None, True])
+def test_load_dataset_needs_a_name(name: Any) -> None:
+    # AttributeError: 'int' object has no attribute 'lower'
+    from lastiterate.train.data import load_dataset
+
+    with pytest.raises(ParameterError, match="^dataset="):
+        load_dataset(name)
+
+
+def test_load_dataset_takes_numpy_seeds_and_paths(tmp_path: Any) -> None:
+    from lastiterate.train.data import load_dataset
+
+    path = tmp_path / "d.npz"
+    np.savez(path, X=np.arange(40.0).reshape(20, 2), y=np.arange(20) % 2)
+    assert load_dataset(path, seed=np.int64(3)).n == 16
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"bounds": (-1e308, 1e308), "epsilon": 1.0},  # width overflows: NaN features out
+        {"bounds": (-3.0, 3.0), "mu": 1e300},  # OverflowError (mu^2)
+        {"bounds": (-3.0, 3.0), "mu": 1e-200},  # ZeroDivisionError (mu^2 = 0)
+    ],
+)
+def test_private_scaler_refuses_what_overflows(kw: dict[str, Any]) -> None:
+    from lastiterate.sklearn import DPStandardScaler
+
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(ParameterError):
+        DPStandardScaler(**kw).fit(X)
+
+
+@FUZZ
+@given(
+    bounds=st.sampled_from([(-3.0, 3.0), (0.0, 1.0), (-1e300, 1e300), (1.0, 1.0), "0,1", None]),
+    budget=st.one_of(
+        _number(1e-3, 1e3).map(lambda e: {"epsilon": e}),
+        _number(1e-3, 1e3).map(lambda m: {"mu": m}),
+    ),
+    delta=st.sampled_from([1e-5, 1e-300, 0.5, 0.0, math.nan]),
+    adjacency=st.sampled_from(["replace", "add-remove", "x"]),
+)
+def test_private_scaler_answers_every_input(
+    bounds: Any, budget: dict[str, Any], delta: Any, adjacency: str
+) -> None:
+    from lastiterate.sklearn import DPStandardScaler
+
+    X = np.random.default_rng(0).uniform(-2, 2, size=(30, 3))
+    scaler = DPStandardScaler(bounds=bounds, delta=delta, adjacency=adjacency, **budget)
+    Z = _answers(lambda: scaler.fit(X).transform(X))
+    if Z is not None:
+        assert np.isfinite(Z).all()
+        _standard_json(scaler.privacy_report_)
