@@ -268,3 +268,36 @@ def test_odd_config_bytes(tmp_path: Path, content: bytes) -> None:
     path.write_bytes(content)
     base = "account --algorithm gd --n 10 --steps 3 --lr 0.1 --noise-std 1 --sensitivity 1"
     check_contract([*base.split(), "--config", str(path)])
+
+
+SWEEP = shlex.split(
+    "sweep --algorithm gd --n 100 --steps 20 --lr 0.1 --noise-std 1 --sensitivity 1 "
+    "--strong-convexity 0.5 --smoothness 2 --vary epochs=1,2"
+)
+ACCOUNT = shlex.split(
+    "account --algorithm gd --n 100 --steps 20 --lr 0.1 --noise-std 1 --sensitivity 1"
+)
+
+
+@pytest.mark.parametrize("name", ["plot.txt", "data.csv", "dir", "", "-", "plot.svg"])
+@pytest.mark.parametrize("command", ["sweep", "account"])
+def test_plot_outputs_that_are_no_png_files_are_refused(
+    tmp_path: Path, name: str, command: str
+) -> None:
+    # matplotlib's ValueError (unsupported format) and a directory were exit 70 or wrote DIR.png
+    (tmp_path / "dir").mkdir()
+    target = str(tmp_path / name) if name not in ("", "-") else name
+    argv = [*(SWEEP if command == "sweep" else ACCOUNT), "--plot", target]
+    rc, _, err = check_contract(argv)
+    assert rc == 2 and "plot=" in err
+
+
+@pytest.mark.parametrize("where", ["dir", "", "/proc/version"])
+def test_csv_outputs_that_cannot_be_written_are_refused(tmp_path: Path, where: str) -> None:
+    # a directory was IsADirectoryError (exit 70), /proc/version an OSError
+    if where == "/proc/version" and not Path(where).exists():
+        pytest.skip("no /proc/version here")
+    (tmp_path / "dir").mkdir()
+    target = str(tmp_path / where) if where == "dir" else where
+    rc, _, err = check_contract([*SWEEP, "--csv", target])
+    assert rc == 2 and "csv=" in err
