@@ -301,3 +301,14 @@ def test_csv_outputs_that_cannot_be_written_are_refused(tmp_path: Path, where: s
     target = str(tmp_path / where) if where == "dir" else where
     rc, _, err = check_contract([*SWEEP, "--csv", target])
     assert rc == 2 and "csv=" in err
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**70)])
+def test_audit_seed_outside_numpy_range_is_refused(seed: str) -> None:
+    # a negative seed raised numpy's ValueError (exit 70) in the chain audits
+    argv = shlex.split(
+        "audit auto --algorithm gd --n 10 --steps 3 --lr 0.1 --noise-std 1 --sensitivity 1 "
+        "--strong-convexity 0.5 --smoothness 2 --samples 10 --seed"
+    )
+    rc, _, err = check_contract([*argv, seed])
+    assert rc == 2 and "seed=" in err
