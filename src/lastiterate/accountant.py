@@ -1012,8 +1012,10 @@ def _locate_epochs(
     ends with the integer interpolation search."""
     try:
         # first guess: epsilon ~ sqrt(epochs) (composition); last-iterate bounds grow slower
-        target_ratio = math.exp(-g1)  # target / epsilon after one epoch (> 1)
-        guess = int(min(max(2.0, math.floor(target_ratio**2)), max_epochs))
+        # (target / epsilon after one epoch)^2 = e^(-2 g1), capped before it overflows (a target
+        # of 1e300 gave OverflowError; the guess is capped at max_epochs anyway)
+        ratio_squared = math.exp(min(-2.0 * g1, 700.0))
+        guess = int(min(max(2.0, math.floor(ratio_squared)), max_epochs))
         g_guess = estimate(guess)
         if g_guess > 0:  # down to a good number of epochs (1 is good: its full excess)
             lo, g_lo, hi, g_hi = _log_bracket(estimate, 1, g1, guess, g_guess)

@@ -93,6 +93,14 @@ def test_a_progress_that_is_not_callable_is_refused_up_front(name: str) -> None:
         call()
 
 
+@pytest.mark.parametrize("epsilon", [1e200, 1e308])
+def test_calibrate_epochs_with_a_huge_target(epsilon: float) -> None:
+    # the first guess (target / epsilon_1)^2 overflowed: OverflowError
+    run = li.Run(**BASE)
+    with pytest.raises(ParameterError, match="epsilon=.*allows more than"):
+        li.calibrate_epochs(run, epsilon=epsilon, bounds=["gdp-composition"])
+
+
 @pytest.mark.parametrize("b", [math.inf, math.nan, "x", [100]])
 def test_full_batch_size_that_is_no_integer_is_refused(b: Any) -> None:
     # was OverflowError / ValueError / TypeError from int(batch_size)
