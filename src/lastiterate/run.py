@@ -54,7 +54,7 @@ SAMPLINGS: tuple[Sampling, ...] = get_args(Sampling)
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:  # an array made `in` ambiguous
         raise ParameterError(name, value, "must be one of " + ", ".join(allowed))
     return str(value)
 

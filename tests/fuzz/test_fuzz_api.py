@@ -93,6 +93,13 @@ def test_a_progress_that_is_not_callable_is_refused_up_front(name: str) -> None:
         call()
 
 
+@pytest.mark.parametrize("field", ["algorithm", "adjacency"])
+def test_a_choice_that_is_an_array_is_refused(field: str) -> None:
+    # `value not in allowed` raised "truth value of an array is ambiguous" (ValueError)
+    with pytest.raises(ParameterError, match=field):
+        li.Run(**{**BASE, field: np.array(["gd", "replace"])})
+
+
 @pytest.mark.parametrize("epsilon", [1e200, 1e308])
 def test_calibrate_epochs_with_a_huge_target(epsilon: float) -> None:
     # the first guess (target / epsilon_1)^2 overflowed: OverflowError
