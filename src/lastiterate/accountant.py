@@ -22,7 +22,13 @@ from typing import Any
 from lastiterate.bounds import BOUND_IDS, Query, Result, registered
 from lastiterate.bounds.base import locating_estimates
 from lastiterate.bracketing import Bracket, shrink_bracket
-from lastiterate.errors import SCALE_RANGE, NotApplicable, ParameterError, check_positive
+from lastiterate.errors import (
+    SCALE_RANGE,
+    NotApplicable,
+    ParameterError,
+    check_positive,
+    check_progress,
+)
 from lastiterate.formatting import COMPOSITION_BOUNDS, format_report
 from lastiterate.run import Run
 
@@ -376,7 +382,7 @@ def _best_epsilon(run: Run, delta: float, bounds: Sequence[str] | None) -> tuple
     rep = account(run, delta=delta, bounds=bounds)
     best = rep.best
     if best is None:
-        raise NotApplicable("no applicable bound for this run")
+        raise NotApplicable(f"no applicable bound for this run: {rep.no_bound_reason()}")
     return best.epsilon, rep
 
 
@@ -414,6 +420,7 @@ def calibrate_noise(
         NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
+    check_progress(progress)
     reports: dict[float, Report] = {}  # the final report is one the search already made
 
     def excess(log_sigma: float) -> float:
@@ -844,6 +851,7 @@ def calibrate_epochs(
         NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
+    check_progress(progress)
 
     seen: dict[int, tuple[float, Report]] = {}
 
@@ -1004,8 +1012,10 @@ def _locate_epochs(
     ends with the integer interpolation search."""
     try:
         # first guess: epsilon ~ sqrt(epochs) (composition); last-iterate bounds grow slower
-        target_ratio = math.exp(-g1)  # target / epsilon after one epoch (> 1)
-        guess = int(min(max(2.0, math.floor(target_ratio**2)), max_epochs))
+        # (target / epsilon after one epoch)^2 = e^(-2 g1), capped before it overflows (a target
+        # of 1e300 gave OverflowError; the guess is capped at max_epochs anyway)
+        ratio_squared = math.exp(min(-2.0 * g1, 700.0))
+        guess = int(min(max(2.0, math.floor(ratio_squared)), max_epochs))
         g_guess = estimate(guess)
         if g_guess > 0:  # down to a good number of epochs (1 is good: its full excess)
             lo, g_lo, hi, g_hi = _log_bracket(estimate, 1, g1, guess, g_guess)
@@ -1193,6 +1203,7 @@ def calibrate_batch_size(
         NotApplicable: no bound applies to the run.
     """
     target = check_positive("epsilon", epsilon)
+    check_progress(progress)
     direction = batch_size_direction(run)
     n = run.n
     epochs: float = round(run.E) if abs(run.E - round(run.E)) <= 1e-9 else run.E

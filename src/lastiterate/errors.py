@@ -26,7 +26,14 @@ class NotApplicable(Exception):
     """A theorem's assumptions are not met by the described run (the message says why)."""
 
 
+def _is_bool(value: Any) -> bool:
+    """True for ``True`` / ``False`` and NumPy booleans (``float()`` would read them as 1 / 0)."""
+    return isinstance(value, bool) or getattr(value, "dtype", None) == bool
+
+
 def _finite_number(name: str, value: Any) -> float:
+    if _is_bool(value):  # smoothness=True must not silently declare M = 1
+        raise ParameterError(name, value, "must be a real number, not a bool")
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
@@ -115,3 +122,12 @@ def check_int_in_range(name: str, value: Any, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ParameterError(name, value, f"must be an integer in [{low}, {high}]")
     return value
+
+
+def check_progress(progress: Any) -> None:
+    """Refuse a ``progress`` argument that is neither None nor callable (``progress=True`` would
+    only fail with a TypeError after the first, possibly long, evaluation)."""
+    if progress is not None and not callable(progress):
+        raise ParameterError(
+            "progress", progress, "must be None or a callable taking one message string"
+        )

@@ -819,10 +819,12 @@ def make_private_last_iterate(
         raise ParameterError("center", center, "must be 'origin' or 'init'")
     if not isinstance(secure, bool):
         raise ParameterError("secure", secure, "must be True or False")
+    if not isinstance(convex, bool):  # bool("False") would declare convexity
+        raise ParameterError("convex", convex, "must be True or False")
     if accounting not in ACCOUNTINGS:
         raise ParameterError("accounting", accounting, "must be one of " + ", ".join(ACCOUNTINGS))
     eps = check_positive("target_epsilon", target_epsilon)
-    check_positive("target_delta", target_delta)
+    target_delta = check_positive("target_delta", target_delta)
     if not target_delta < 1:
         raise ParameterError("target_delta", target_delta, "must be in (0, 1)")
     E = check_positive("epochs", epochs)

@@ -54,7 +54,7 @@ SAMPLINGS: tuple[Sampling, ...] = get_args(Sampling)
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> Any:
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:  # an array made `in` ambiguous
         raise ParameterError(name, value, "must be one of " + ", ".join(allowed))
     return str(value)
 
@@ -322,7 +322,10 @@ class Run:
         _choice("adjacency", self.adjacency, ADJACENCIES)
 
         if algorithm == "gd":
-            if self.batch_size is not None and int(self.batch_size) != n:
+            if (
+                self.batch_size is not None
+                and check_positive_int("batch_size", self.batch_size) != n
+            ):
                 raise ParameterError(
                     "batch_size",
                     self.batch_size,
@@ -415,6 +418,9 @@ class Run:
         if self.contraction is not None:
             c_explicit = check_in_range("contraction", self.contraction, 0.0, 1.0)
             _check_declared_contraction(c_explicit, etas, m, M)
+        if not (isinstance(self.convex, bool) or getattr(self.convex, "dtype", None) == bool):
+            # bool("False") is True: a string or number must not declare convexity
+            raise ParameterError("convex", self.convex, "must be True or False")
         convex = bool(self.convex) or (m is not None)
         contraction, contraction_note = _contraction(c_explicit, etas, m, M, convex)
 

@@ -45,7 +45,7 @@ from lastiterate.configuration import (
     check_target_bound,
     choose_configuration,
 )
-from lastiterate.errors import ParameterError, check_in_range, check_positive
+from lastiterate.errors import ParameterError, check_in_range, check_positive, check_scale
 from lastiterate.notions.gdp import gdp_epsilon, gdp_mu
 from lastiterate.train.preprocessing import parse_range, private_moments
 
@@ -128,7 +128,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 "epsilon", self.epsilon, "give exactly one of epsilon and mu (the budget to spend)"
             )
         if self.mu is not None:
-            return check_positive("mu", self.mu), delta
+            return check_scale("mu", self.mu), delta  # mu^2 in float range
         mu = gdp_mu(check_positive("epsilon", self.epsilon), delta)
         if not mu > 0:
             raise ParameterError(
@@ -165,6 +165,10 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         mu, delta = self._budget()
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite=True)
         lo, hi = parse_range(self.bounds, X.shape[1], "bounds")
+        with np.errstate(over="ignore"):
+            too_wide = not np.isfinite(((hi - lo) / 2.0) ** 2).all()
+        if too_wide:  # var_ = scale_^2 would be inf
+            raise ParameterError("bounds", self.bounds, "are too wide: (hi - lo)^2 / 4 overflows")
         mom = private_moments(
             X, lo, hi, mu, adjacency=self.adjacency, rng=_generator(self.random_state)
         )
@@ -791,6 +795,8 @@ class DPRidge(RegressorMixin, _DPGeneralisedLinearModel):
             raise ParameterError(
                 "y", f"<array of shape {y.shape}>", "must be one-dimensional (one target per row)"
             )
+        if y.dtype.kind not in "biuf":  # text targets: float() of each would be a parse, not data
+            raise ParameterError("y", f"<array of dtype {y.dtype}>", "targets must be real numbers")
         self.data_norm_ = float(self.data_norm)
         self._train(
             self._clipped_rows(X), np.clip(y.astype(np.float64), -B, B), "least-squares", 1, B

@@ -62,7 +62,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from lastiterate.errors import NotApplicable, ParameterError
+from lastiterate.errors import NotApplicable, ParameterError, check_progress
 from lastiterate.run import Run, Setting
 
 __all__ = [
@@ -131,6 +131,9 @@ def _check_vary(vary: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
         items = tuple(values)
         if not items:
             raise ParameterError(f"vary[{name!r}]", values, "must be a non-empty list of values")
+        for v in items:  # a NaN or inf would be echoed into its (invalid) row: no standard JSON
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ParameterError(f"vary[{name!r}]", v, "values must be finite numbers")
         out[name] = items
     for a, b in _EXCLUSIVE.items():
         if a in out and b in out:
@@ -463,6 +466,7 @@ def account_grid(
     from lastiterate import accountant
     from lastiterate.bounds import Query, registered
 
+    check_progress(progress)
     grid = _check_vary(vary)
     base = _base_inputs(run)
     if delta is None and epsilon is None:

@@ -15,9 +15,11 @@ from lastiterate.cli.common import (
     EXIT_OK,
     add_run_flags,
     apply_config,
+    check_output_file,
     orders,
     print_json,
     run_from_args,
+    writing,
 )
 
 
@@ -68,6 +70,7 @@ def cmd_account(args: argparse.Namespace) -> int:
         from lastiterate.accountant import account
 
     apply_config(args)
+    check_output_file("plot", args.plot)
     run = run_from_args(args)
     report = account(
         run, delta=args.delta, epsilon=args.epsilon, bounds=args.bound, orders=args.orders
@@ -76,7 +79,8 @@ def cmd_account(args: argparse.Namespace) -> int:
         # lazy: matplotlib (the plot extra) only when a plot is asked for
         from lastiterate.plotting import plot_report
 
-        plot_report(report, args.plot)
+        with writing("plot", args.plot):
+            plot_report(report, args.plot)
     if args.json:
         print_json(report.to_json())
     else:

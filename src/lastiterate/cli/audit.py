@@ -28,6 +28,7 @@ import argparse
 from typing import Any
 
 from lastiterate.cli.audit_canary import add_canary_flags, cmd_audit_canary, refuse_canary_flags
+from lastiterate.cli.audit_common import MAX_SEED
 from lastiterate.cli.audit_mia import add_mia_flags, cmd_audit_mia, refuse_mia_flags
 from lastiterate.cli.common import (
     UsageError,
@@ -36,7 +37,13 @@ from lastiterate.cli.common import (
     print_json,
     run_from_args,
 )
-from lastiterate.errors import ParameterError, check_in_range, check_positive_int, check_scale
+from lastiterate.errors import (
+    ParameterError,
+    check_in_range,
+    check_int_in_range,
+    check_positive_int,
+    check_scale,
+)
 
 SCENARIOS = ("auto", "quadratic", "linear", "canary", "mia")
 #: chains per world when --samples is not given
@@ -133,6 +140,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     alpha = check_in_range(
         "alpha", 1e-3 if args.alpha is None else args.alpha, 1e-12, 1.0, high_open=True
     )
+    # as the canary and mia scenarios (numpy raised ValueError on a negative seed: exit 70)
+    check_int_in_range("seed", args.seed, 0, MAX_SEED)
     delta = (
         1e-5
         if args.delta is None

@@ -9,12 +9,15 @@ that ``lastiterate --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lastiterate.errors import ParameterError
 from lastiterate.run import RUN_CHOICES, Run
 
 #: exit statuses of every subcommand
@@ -234,6 +237,32 @@ def run_from_args(args: argparse.Namespace, **override: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- output
+def check_output_file(flag: str, path: Path | None) -> None:
+    """Refuse the output file of ``--flag`` before any work: ``--plot`` must be a ``.png`` file
+    in an existing folder (as ``audit``), ``--csv`` must not be a directory (``-``: stdout)."""
+    if path is None or (flag == "csv" and str(path) == "-"):
+        return
+    if flag == "plot":
+        # lazy: plotting is only needed for a plot
+        from lastiterate.plotting import check_png_path
+
+        check_png_path(path)
+    elif path.is_dir():
+        raise ParameterError(flag, str(path), "is a directory: give a file name")
+
+
+@contextlib.contextmanager
+def writing(flag: str, path: Path | None) -> Iterator[None]:
+    """An operating-system error while the output of ``--flag`` is written (no permission, a
+    read-only or vanished folder) becomes one error line naming the flag."""
+    try:
+        yield
+    except OSError as exc:
+        raise ParameterError(
+            flag, str(path), f"cannot be written ({exc.strerror or exc})"
+        ) from None
+
+
 def print_json(obj: Any) -> None:
     """One standard JSON object on stdout (no NaN or Infinity tokens; see
     :mod:`lastiterate.jsonutil`)."""

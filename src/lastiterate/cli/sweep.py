@@ -16,7 +16,9 @@ from lastiterate.cli.common import (
     UsageError,
     add_run_flags,
     apply_config,
+    check_output_file,
     print_json,
+    writing,
 )
 from lastiterate.run import Run
 
@@ -203,6 +205,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(
             "plot is invalid without --vary epochs=... or --vary steps=... (the x axis)"
         )
+    check_output_file("plot", args.plot)
+    check_output_file("csv", args.csv)
     base = _base_inputs(args, vary)
     quiet = args.json or (args.csv is not None and str(args.csv) == "-")
     bar = ProgressBar(
@@ -223,14 +227,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         bar.close()
     rows, columns = to_records(table), grid_columns(table)
     if args.plot is not None:
-        plot_grid(rows, args.plot)
+        with writing("plot", args.plot):
+            plot_grid(rows, args.plot)
     if args.csv is not None:
         text = _csv_text(rows, columns)
         if str(args.csv) == "-":
             sys.stdout.write(text)
             return EXIT_OK
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        args.csv.write_text(text, encoding="utf-8")
+        with writing("csv", args.csv):
+            args.csv.parent.mkdir(parents=True, exist_ok=True)
+            args.csv.write_text(text, encoding="utf-8")
     delta = None if args.epsilon is not None else (args.delta if args.delta is not None else 1e-5)
     if args.json:
         print_json(

@@ -290,8 +290,11 @@ def _hidden(text: str) -> tuple[int, ...]:
         widths = tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
         widths = ()
-    if not widths or any(w < 1 for w in widths):
-        raise _usage(f"hidden={text!r} is invalid: must be comma-separated integers >= 1")
+    if not widths or len(widths) > 64 or any(not 1 <= w <= 4096 for w in widths):
+        # as audit mia: 1e8 units asked torch for 28.8 GB and crashed (exit 70) after 30 s
+        raise _usage(
+            f"hidden={text!r} is invalid: must be 1 to 64 comma-separated integers in [1, 4096]"
+        )
     return widths
 
 

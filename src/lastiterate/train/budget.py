@@ -39,7 +39,7 @@ def best_epsilon(run: Run, delta: float, bounds: Sequence[str] | None = None) ->
     rep = account(run, delta=delta, bounds=bounds)
     best = rep.best
     if best is None:
-        raise NotApplicable("no applicable bound for this run")
+        raise NotApplicable(f"no applicable bound for this run: {rep.no_bound_reason()}")
     return float(best.epsilon), rep
 
 

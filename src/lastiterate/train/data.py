@@ -33,7 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from lastiterate.errors import ParameterError, check_positive
+from lastiterate.errors import (
+    ParameterError,
+    check_in_range,
+    check_int_in_range,
+    check_positive,
+)
 from lastiterate.train import wheel_data as wd
 from lastiterate.train.tabular import (
     encode_frame,
@@ -343,8 +348,10 @@ def load_dataset(
             table (or ``target`` missing for one), or invalid data (non-finite values, bad
             labels, a single class, a value outside its declared categories).
     """
-    if not 0 < test_size < 1:
-        raise ParameterError("test_size", test_size, "must be in (0, 1)")
+    if not isinstance(name, (str, os.PathLike)):
+        raise ParameterError("dataset", name, "must be a dataset name or a path")
+    name = os.fspath(name)
+    test_size, seed = _check_split_inputs(test_size, seed)
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
     notes: list[str] = []
     transform: list[dict[str, Any]] = []
@@ -491,8 +498,7 @@ def load_frame(
         df = pd.DataFrame({"age": [30, 41, 52, 23], "job": ["a", "b", "a", "c"], "y": [0, 1, 1, 0]})
         data = load_frame(df, "y", feature_norm=1.0, standardize=False, test_size=0.25)
     """
-    if not 0 < test_size < 1:
-        raise ParameterError("test_size", test_size, "must be in (0, 1)")
+    test_size, seed = _check_split_inputs(test_size, seed)
     R = None if feature_norm is None else check_positive("feature_norm", feature_norm)
     enc = encode_frame(frame, target, name=name, categories=categories, classes=classes)
     X_test = y_test = None
@@ -722,7 +728,8 @@ def read_npz(path: Path) -> tuple[Any, Any, Any, Any, list[str] | None]:
     :class:`ParameterError` with the reason."""
     name = str(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # our own handle: np.load(path) leaves the file open when the zip is corrupt
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             keys = set(z.files)
             if {"X", "y"} <= keys:
                 names = ("X", "y", "X_test", "y_test")
@@ -853,6 +860,15 @@ def check_examples(
     if not np.isfinite(yf).all():
         raise ParameterError("dataset", name, f"{part}targets contain NaN or infinite values")
     return Xf, yf
+
+
+def _check_split_inputs(test_size: Any, seed: Any) -> tuple[float, int]:
+    """``test_size`` in (0, 1) and ``seed`` in scikit-learn's range [0, 2^32 - 1] (a string or a
+    negative seed otherwise fails inside ``train_test_split`` with its own exception)."""
+    size = check_in_range("test_size", test_size, 0.0, 1.0, low_open=True, high_open=True)
+    if isinstance(seed, np.integer):
+        seed = int(seed)
+    return size, check_int_in_range("seed", seed, 0, 2**32 - 1)
 
 
 def check_split(name: str, n: int, test_size: float) -> None:

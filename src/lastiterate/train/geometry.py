@@ -69,7 +69,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, TypedDict
 
-from lastiterate.errors import ParameterError, check_nonnegative, check_positive
+from lastiterate.errors import (
+    ParameterError,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_scale,
+)
 
 #: GLM families with a certificate
 FAMILIES = ("binary-logistic", "multinomial-logistic", "least-squares")
@@ -208,7 +214,11 @@ def glm_certificate(
     if family not in FAMILIES:
         raise ParameterError("model", family, "must be one of " + ", ".join(FAMILIES))
     lam = check_nonnegative("l2", l2)
-    C = check_positive("clip", clip)
+    C = check_scale("clip", clip)  # 2C and C^2 stay finite (the Run's range)
+    if lr is not None:
+        lr = check_scale("lr", lr)
+    if lr_min is not None:
+        lr_min = check_scale("lr_min", lr_min)
     name = family
     if feature_norm is None:
         return Certificate(
@@ -228,6 +238,10 @@ def glm_certificate(
         raise ParameterError(
             "feature_norm", feature_norm, "is too large: the smoothness curvature * R^2 overflows"
         )
+    if beta == 0.0:  # 2/M below would divide by zero
+        raise ParameterError(
+            "feature_norm", feature_norm, "is too small: the smoothness curvature * R^2 underflows"
+        )
     gb = _GRAD_BOUND[family]
     G = None if gb is None else gb * R_eff
     active = True if G is None else (G > C)
@@ -236,6 +250,9 @@ def glm_certificate(
             raise ParameterError(
                 "batch_size", batch_size, "n and batch_size are needed for the Poisson certificate"
             )
+        n = check_positive_int("n", n)
+        if not 1 <= check_positive_int("batch_size", batch_size) <= n:
+            raise ParameterError("batch_size", batch_size, f"must be an integer in [1, n={n}]")
         M = (n / batch_size) * beta + lam
         sampling_note = (
             "; Poisson batches normalised by b: the worst-case batch of all n examples gives "

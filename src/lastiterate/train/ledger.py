@@ -55,6 +55,7 @@ import json
 import os
 import secrets
 import signal
+import stat
 import struct
 import threading
 import time
@@ -104,6 +105,23 @@ def read_ledger(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return records
 
 
+#: how every ledger line starts (``jsonutil.dumps`` of a record whose first key is ``format``)
+_LEDGER_PREFIX = b'{"format": "lastiterate-ledger/'
+
+
+def _refuse_foreign_ledger(path: Path, head: bytes) -> None:
+    """Refuse an existing file that does not start like a ledger (a crash may have left only a
+    fragment of the first record): opening it would cut its last line and append records to it,
+    destroying e.g. a CSV file given by mistake."""
+    if not (_LEDGER_PREFIX.startswith(head) or head.startswith(_LEDGER_PREFIX)):
+        raise ParameterError(
+            "ledger",
+            str(path),
+            "exists and is not a lastiterate ledger: refusing to append to it; remove it or "
+            "choose another file name",
+        )
+
+
 class Ledger:
     """Append-only JSON-lines privacy ledger.
 
@@ -134,8 +152,12 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
         try:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # /dev/null, a FIFO: no fsync, no durable record
+                raise ParameterError("ledger", str(self.path), "is not a regular file")
+            size = info.st_size
             if size:
+                _refuse_foreign_ledger(self.path, os.pread(fd, len(_LEDGER_PREFIX), 0))
                 # find the last newline; everything after it is a fragment
                 chunk = 1 << 16
                 pos = size
@@ -164,18 +186,26 @@ class Ledger:
 
         Returns:
             The record written: ``format`` and ``time`` first, then ``record``.
+
+        Raises:
+            ParameterError: the file cannot be written (no space, no permission, not a file).
         """
         rec = {"format": LEDGER_FORMAT, "time": _now(), **record}
         line = (jsonutil.dumps(rec, default=str) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
         try:
-            view = memoryview(line)
-            while view:
-                k = os.write(fd, view)
-                view = view[k:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_MODE)
+            try:
+                view = memoryview(line)
+                while view:
+                    k = os.write(fd, view)
+                    view = view[k:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ParameterError(
+                "ledger", str(self.path), f"cannot be written ({exc.strerror or exc})"
+            ) from None
         return rec
 
     def records(self, run_id: str | None = None) -> list[dict[str, Any]]:
@@ -428,6 +458,57 @@ def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise bad("has no lastiterate metadata")
     return meta
+
+
+def refuse_foreign_file(path: str | os.PathLike[str], param: str, what: str, is_ours: Any) -> None:
+    """Refuse to replace an existing file at ``path`` that is not a lastiterate ``what``.
+
+    Checkpoints and model files are written over their previous version; any other file (a
+    dataset given by mistake) must never be overwritten.  Only the safetensors header is read.
+
+    Args:
+        path: the file about to be written.
+        param: the parameter named in the error.
+        what: the kind of file expected (for the message).
+        is_ours: called with the header's ``__metadata__``: True for a file of that kind.
+
+    Raises:
+        ParameterError: ``path`` exists and is not a regular file, cannot be read, or is not a
+            ``what``.
+    """
+    p = Path(path)
+    if not p.exists():
+        return
+
+    def bad(why: str) -> ParameterError:
+        return ParameterError(
+            param,
+            str(p),
+            f"exists and is not a {what} ({why}): refusing to overwrite it; remove it or choose "
+            "another file name",
+        )
+
+    if not p.is_file():
+        raise bad("not a regular file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+            (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
+            data = head + fh.read(min(n, _MAX_HEADER))
+    except OSError as exc:
+        raise ParameterError(param, str(p), f"cannot be read ({exc.strerror or exc})") from None
+    if not is_ours(safetensors_metadata(data, bad)):
+        raise bad(f"no {what} metadata")
+
+
+def refuse_foreign_checkpoint(path: str | os.PathLike[str]) -> None:
+    """Refuse a checkpoint path that holds a file other than a lastiterate checkpoint."""
+    refuse_foreign_file(
+        path,
+        "checkpoint",
+        "lastiterate checkpoint",
+        lambda meta: _META_KEY in meta and _DIGEST_KEY in meta,
+    )
 
 
 def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:

@@ -44,6 +44,7 @@ import numpy as np
 from lastiterate import __version__, jsonutil
 from lastiterate.errors import ParameterError
 from lastiterate.train.ledger import (
+    refuse_foreign_file,
     safetensors_metadata,
     tensors_digest,
     write_private_file,
@@ -445,6 +446,13 @@ def model_card(
 
 
 # ---------------------------------------------------------------------- save / load
+def _refuse_foreign_model_path(p: Path) -> None:
+    """A model file is written over an earlier model file, never over another file."""
+    refuse_foreign_file(
+        p, "out", "lastiterate model file", lambda meta: meta.get(_FORMAT_KEY) == MODEL_FORMAT
+    )
+
+
 def check_output_path(out: str | os.PathLike[str], *inputs: str | os.PathLike[str] | None) -> Path:
     """Refuse a model path (or its card path) that is a directory or names one of ``inputs``
     (the dataset, the checkpoint, the ledger): writing the model must never overwrite them."""
@@ -463,6 +471,7 @@ def check_output_path(out: str | os.PathLike[str], *inputs: str | os.PathLike[st
                 str(out),
                 f"would overwrite {other} (an input of this run): choose another file name",
             )
+    _refuse_foreign_model_path(p)
     return p
 
 
@@ -483,8 +492,8 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
         ``(model file, card file)``.
 
     Raises:
-        ParameterError: ``path`` is a directory, or the parameters are not finite (a diverged
-            run).
+        ParameterError: ``path`` is a directory or an existing file other than a model file,
+            or the parameters are not finite (a diverged run).
     """
     # lazy: torch (~1.5 s) only to build or run a model, not to read cards or check paths
     from safetensors.torch import save
@@ -495,6 +504,7 @@ def save_model(path: str | os.PathLike[str], model: Any, card: dict[str, Any]) -
         raise ParameterError(
             "out", str(p), "is a directory: give a file name such as model.safetensors"
         )
+    _refuse_foreign_model_path(p)
     tensors = _model_tensors(model)
     if not all(bool(t.isfinite().all()) for t in tensors.values()):
         raise ParameterError(
@@ -669,9 +679,12 @@ class ReleasedModel:
 
         Raises:
             ParameterError: y is not finite numeric values of the predictions' shape, or (class
-                names) holds a name that is not one of the model's classes.
+                names) holds a name that is not one of the model's classes, or there are no
+                predictions (the mean over none would be NaN).
         """
         pred = np.asarray(pred)
+        if len(pred) == 0:
+            raise ParameterError("y", "<0 labels>", "no rows to score against: the data are empty")
         names = self.class_names
         if names is not None and pred.dtype.kind in "UOS":
             ys = [str(v) for v in (y.tolist() if hasattr(y, "tolist") else list(y))]
@@ -786,9 +799,11 @@ def read_inputs(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | 
             "Parquet table (FILE.csv, FILE.parquet) for a model trained on one",
         )
     try:
-        if p.suffix == ".npy":
-            return np.load(p, allow_pickle=False), None
-        with np.load(p, allow_pickle=False) as z:
+        # our own handle: np.load(path) leaves the file open when the zip is corrupt
+        with p.open("rb") as fh:
+            if p.suffix == ".npy":
+                return np.load(fh, allow_pickle=False), None
+            z = np.load(fh, allow_pickle=False)
             keys = set(z.files) if hasattr(z, "files") else set()
             for xk, yk in (("X", "y"), ("X_test", "y_test"), ("x_test", "y_test")):
                 if xk in keys:

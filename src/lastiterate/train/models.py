@@ -53,8 +53,23 @@ GLM_FAMILIES = ("binary-logistic", "multinomial-logistic", "least-squares")
 
 
 def _clip_factors(norms: Tensor, clip: float) -> Tensor:
-    """min(1, C / ||g_i||), with 1 for a zero gradient."""
-    return torch.clamp(clip / torch.clamp(norms, min=1e-30), max=1.0)
+    """min(1, C / ||g_i||), with 1 for a zero gradient and 0 for a norm that is not finite.
+
+    A norm overflows (``inf``) or is NaN when a finite gradient's squared norm exceeds the float
+    range (features above ~1e154 without ``feature_norm``) or the gradient itself is not finite;
+    dropping that example's gradient (factor 0, see :func:`_scaled`) keeps ``||s_i g_i|| <= C``,
+    where a NaN factor would turn the whole sum, and the released model, into NaN because of one
+    example.
+    """
+    s = torch.clamp(clip / torch.clamp(norms, min=1e-30), max=1.0)
+    return torch.where(torch.isfinite(norms), s, torch.zeros_like(s))
+
+
+def _scaled(t: Tensor, s: Tensor) -> Tensor:
+    """``s_i t_i`` per example (``t [..., B, *]``, ``s [..., B]``), exactly 0 where ``s_i = 0``
+    (so a dropped example's inf or NaN gradient parts do not leak into the sum as NaN)."""
+    s = s.reshape(*s.shape, *([1] * (t.dim() - s.dim())))
+    return torch.where(s > 0, t * s, torch.zeros((), dtype=t.dtype, device=t.device))
 
 
 def _mean_loss(model: Any, X: Tensor, y: Tensor) -> float:
@@ -180,7 +195,7 @@ def glm_clipped_grad_sum(
     if mask is not None:
         s = s * mask
         clipped = clipped & (mask > 0)
-    rs = r * s.unsqueeze(-1)
+    rs = _scaled(r, s)  # X itself is finite (the trainers refuse inf and NaN features)
     out = [rs.transpose(-1, -2) @ X]
     if bias is not None:
         out.append(rs.sum(-2))
@@ -830,8 +845,8 @@ class ModuleModel:
             s = _clip_factors(norms, clip)
             out: dict[int, Tensor] = {}
             for a, g, lin in zip(acts, grads, lins):
-                gs = g * s[:, None]
-                out[id(lin.weight)] = gs.T @ a
+                gs = _scaled(g, s)
+                out[id(lin.weight)] = gs.T @ torch.where(s[:, None] > 0, a, 0.0)  # a may overflow
                 if lin.bias is not None:
                     out[id(lin.bias)] = gs.sum(0)
             return [out[id(p)] for p in self.params()], int((norms > clip).sum())
@@ -839,7 +854,7 @@ class ModuleModel:
         B = len(y)
         norms = torch.sqrt(sum((g.reshape(B, -1) ** 2).sum(1) for g in per))  # type: ignore[arg-type]
         s = _clip_factors(norms, clip)
-        return [torch.einsum("b,b...->...", s, g) for g in per], int((norms > clip).sum())
+        return [_scaled(g, s).sum(0) for g in per], int((norms > clip).sum())
 
 
 def n_parameters(model: Any) -> int:

@@ -49,7 +49,13 @@ from typing import Any
 import numpy as np
 
 from lastiterate.accountant import account, calibrate_noise
-from lastiterate.errors import ParameterError, check_in_range, check_nonnegative, check_positive
+from lastiterate.errors import (
+    ParameterError,
+    check_in_range,
+    check_nonnegative,
+    check_positive,
+    check_scale,
+)
 from lastiterate.notions.adjacency import ADJACENCIES
 from lastiterate.notions.gdp import gdp_delta, gdp_epsilon, gdp_mu, smallest_epsilon
 from lastiterate.notions.rdp import RdpCurve, rdp_to_epsilon
@@ -105,8 +111,12 @@ def parse_range(value: Any, d: int, name: str = "feature_range") -> tuple[np.nda
             f"must be one pair (lo, hi) for all features or {d} pairs (one per feature)",
         )
     lo, hi = arr[:, 0], arr[:, 1]
-    if not (np.isfinite(arr).all() and (lo < hi).all()):
-        raise ParameterError(name, value, "every bound must be finite with lo < hi")
+    with np.errstate(over="ignore"):
+        width = hi - lo  # (-1e308, 1e308) is finite, its width is not: NaN after scaling
+    if not (np.isfinite(arr).all() and (lo < hi).all() and np.isfinite(width).all()):
+        raise ParameterError(
+            name, value, "every bound must be finite with lo < hi and hi - lo finite"
+        )
     return lo.copy(), hi.copy()
 
 
@@ -182,7 +192,7 @@ class GaussianMomentsMechanism:
     def __post_init__(self) -> None:
         if isinstance(self.d, bool) or not isinstance(self.d, (int, np.integer)) or self.d < 1:
             raise ParameterError("d", self.d, "must be an integer >= 1 (number of columns)")
-        check_positive("statistics_mu", self.mu)
+        check_scale("statistics_mu", self.mu)  # mu^2 neither underflows nor overflows
         if self.adjacency not in ADJACENCIES:
             raise ParameterError(
                 "adjacency", self.adjacency, "must be one of " + ", ".join(ADJACENCIES)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lastiterate.errors import ParameterError, check_positive_int
+from lastiterate.run import MAX_COUNT
 from lastiterate.train.randomness import Randomness
 
 SCHEMES = ("full", "cyclic", "shuffle", "uniform", "poisson")
@@ -165,8 +166,17 @@ class Sampler:
 
         Returns:
             ceil(E * l), at least 1.
+
+        Raises:
+            ParameterError: E * l exceeds the Run's step range (``epochs=1e308`` overflowed to an
+                infinite step count).
         """
-        return max(1, math.ceil(epochs * self.l - 1e-9))
+        steps = epochs * self.l
+        if not steps <= MAX_COUNT:
+            raise ParameterError(
+                "epochs", epochs, f"gives {steps:.4g} steps: at most {MAX_COUNT:g} are accepted"
+            )
+        return max(1, math.ceil(steps - 1e-9))
 
     def epoch_ends(self, steps: int) -> list[int]:
         """Step counts at which an epoch ends (the last one is ``steps``).

@@ -65,7 +65,13 @@ from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.distributed import DataParallel, check_device, move_model, parameters_sha256
 from lastiterate.train.geometry import ADAM_REASON, Certificate, uncertified
-from lastiterate.train.ledger import Ledger, load_checkpoint, save_checkpoint, training_checkpoint
+from lastiterate.train.ledger import (
+    Ledger,
+    load_checkpoint,
+    refuse_foreign_checkpoint,
+    save_checkpoint,
+    training_checkpoint,
+)
 from lastiterate.train.models import GLM
 from lastiterate.train.randomness import Randomness, SeededRunWarning
 from lastiterate.train.sampling import Sampler, make_sampler
@@ -774,6 +780,8 @@ class NoisyMethod:
             raise ParameterError(
                 "resume", True, "needs a checkpoint file (checkpoint=... / --checkpoint FILE)"
             )
+        if checkpoint is not None and not resume:
+            refuse_foreign_checkpoint(checkpoint)  # replaced after the first epoch
         if (ledger is not None or target_epsilon is not None) and not account:
             raise ParameterError(
                 "account", account, "must be True with a ledger or a target epsilon"
