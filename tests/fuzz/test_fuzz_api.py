@@ -435,3 +435,12 @@ def test_private_scaler_answers_every_input(
     if Z is not None:
         assert np.isfinite(Z).all()
         _standard_json(scaler.privacy_report_)
+
+
+def test_one_bound_id_as_a_plain_string_is_that_bound():
+    """bounds='gdp-composition' was read letter by letter ("bound='g' is invalid")."""
+    run = li.Run(algorithm="gd", n=1000, noise_std=1.0, lr=0.1, steps=100, sensitivity=1.0)
+    one = li.account(run, delta=1e-5, bounds="gdp-composition")
+    listed = li.account(run, delta=1e-5, bounds=["gdp-composition"])
+    assert [r.bound for r in one.results] == ["gdp-composition"]
+    assert one.best.epsilon == listed.best.epsilon

@@ -213,7 +213,8 @@ def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
     whichever modules an earlier call imported first.
 
     Args:
-        ids: bound ids (each one of :data:`BOUND_IDS`), or None for every registered theorem.
+        ids: bound ids (each one of :data:`BOUND_IDS`; one id may be given as a plain string),
+            or None for every registered theorem.
 
     Returns:
         The :class:`BoundSpec` of every registered theorem whose id is in ``ids``.
@@ -223,6 +224,8 @@ def registered(ids: Sequence[str] | None = None) -> list[BoundSpec]:
     """
     from lastiterate import bounds  # lazy: the package imports this module (a cycle at import)
 
+    if isinstance(ids, str):  # one id, not its letters
+        ids = (ids,)
     if ids is not None:
         unknown = [i for i in ids if i not in BOUND_IDS]
         if unknown:
