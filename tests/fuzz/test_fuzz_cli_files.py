@@ -132,6 +132,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, bo
             True,
         ),
         "test_half.npz": ({"X": X, "y": y, "X_test": X[:5]}, True),
+        # a test label that is no training class widened the released model (fuzz finding)
+        "test_new_label.npz": ({"X": X, "y": y, "X_test": X[:5], "y_test": np.full(5, 7)}, True),
         "float16_X.npz": ({"X": X.astype(np.float16), "y": y}, False),
         "int8.npz": ({"X": (X * 10).astype(np.int8), "y": y.astype(np.uint8)}, False),
         "bool_y.npz": ({"X": X, "y": y.astype(bool)}, False),

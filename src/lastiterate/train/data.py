@@ -629,7 +629,16 @@ def _assemble(
                 f"has a single class ({int(classes[0])}) in its training labels: a "
                 "classifier needs at least 2",
             )
-        n_classes = int(max(classes.max(), y_test.max() if len(y_test) else 0)) + 1
+        # the model's shape comes from the training labels only: test labels must not change the
+        # released model (the guarantee does not cover the test set)
+        n_classes = int(classes.max()) + 1
+        if len(y_test) and int(y_test.max()) >= n_classes:
+            raise ParameterError(
+                "dataset",
+                name,
+                f"has test label {int(y_test.max())}, not a training class (0 to "
+                f"{n_classes - 1}): the model's classes come from the training labels",
+            )
     else:
         n_classes = None
     if standardize:
