@@ -312,3 +312,12 @@ def test_audit_seed_outside_numpy_range_is_refused(seed: str) -> None:
     )
     rc, _, err = check_contract([*argv, seed])
     assert rc == 2 and "seed=" in err
+
+
+def test_no_command_is_one_error_line_and_exit_2(capsys):
+    """A bare ``lastiterate`` printed the help and exited 2 with nothing on stderr."""
+    from lastiterate.cli import main
+
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "command is required" in err[0]

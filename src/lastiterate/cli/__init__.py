@@ -86,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args: Any = parser.parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # re-executed by train --nproc
-        if getattr(args, "func", None) is None:
+        if getattr(args, "func", None) is None:  # the help on stdout, the error in one line
             parser.print_help()
-            return EXIT_USAGE
+            return _fail("a command is required (see lastiterate --help)", EXIT_USAGE)
         status = int(args.func(args))
         sys.stdout.flush()
         return status
