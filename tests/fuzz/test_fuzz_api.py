@@ -444,3 +444,13 @@ def test_one_bound_id_as_a_plain_string_is_that_bound():
     listed = li.account(run, delta=1e-5, bounds=["gdp-composition"])
     assert [r.bound for r in one.results] == ["gdp-composition"]
     assert one.best.epsilon == listed.best.epsilon
+
+
+def test_a_single_range_refusal_asks_for_one_pair():
+    """A target range (one column) was refused with "or 1 pairs (one per feature)"."""
+    from lastiterate.train.preprocessing import parse_range
+
+    with pytest.raises(ParameterError, match=r"must be one pair \(lo, hi\)$"):
+        parse_range([[0, 1], [0, 1]], 1, name="target_range")
+    with pytest.raises(ParameterError, match="or 3 pairs"):
+        parse_range([[0, 1], [0, 1]], 3)

@@ -108,7 +108,9 @@ def parse_range(value: Any, d: int, name: str = "feature_range") -> tuple[np.nda
         raise ParameterError(
             name,
             value,
-            f"must be one pair (lo, hi) for all features or {d} pairs (one per feature)",
+            "must be one pair (lo, hi)"
+            if d == 1
+            else f"must be one pair (lo, hi) for all features or {d} pairs (one per feature)",
         )
     lo, hi = arr[:, 0], arr[:, 1]
     with np.errstate(over="ignore"):
