@@ -31,9 +31,9 @@ from lastiterate.bounds.base import (
     locating,
     rdp_result,
     register,
-    sorted_unique,
 )
 from lastiterate.errors import NotApplicable, ParameterError
+from lastiterate.notions.arrays import sorted_unique
 from lastiterate.notions.clt import clt_mu_poisson, clt_mu_symmetric
 from lastiterate.notions.gdp import _gdp_delta_unchecked, smallest_epsilon
 from lastiterate.notions.rdp import DEFAULT_ORDERS, RdpCurve

@@ -96,9 +96,9 @@ from lastiterate.bounds.base import (
     rdp_epsilon_limit,
     rdp_result,
     register,
-    sorted_unique,
 )
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.arrays import sorted_unique
 from lastiterate.notions.rdp import (
     mixture_first_integer_grid,
     rdp_to_epsilon,

@@ -68,9 +68,9 @@ from lastiterate.bounds.base import (
     gdp_result,
     locating,
     register,
-    sorted_unique,
 )
 from lastiterate.errors import NotApplicable
+from lastiterate.notions.arrays import sorted_unique
 from lastiterate.notions.clt import clt_h as _clt_h
 from lastiterate.notions.gdp import MU_MAX, _delta_scalar_upper, gdp_delta
 from lastiterate.run import Run

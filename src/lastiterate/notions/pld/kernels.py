@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lastiterate.notions import normal
+from lastiterate.notions.arrays import sorted_unique as _sorted_unique
 from lastiterate.notions.pld._common import (
     _TILT_FLOOR_FRACTION,
     _GridTooLarge,
@@ -799,23 +800,6 @@ _TAIL_SUMMARY_MEMO: dict[
     str,
     tuple[list[np.ndarray], tuple[int, ...], tuple[float, float, float, np.ndarray, np.ndarray]],
 ] = {}
-
-
-def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` of a 1-d numeric array: the same sort (numpy's default kind) and the
-    same removal of repeats, so the same array; without the first call's import of ``numpy.ma``
-    (which ``np.unique`` pulls in: 15-30 ms of a command's start-up, issue 11).  An array with a
-    NaN goes to ``np.unique`` itself (it merges NaNs)."""
-    a = np.asarray(values).ravel()
-    if a.dtype.kind == "f" and bool(np.isnan(a).any()):
-        return np.unique(a)
-    a = np.sort(a)
-    if a.size < 2:
-        return a
-    keep = np.empty(a.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
 
 
 def _alias_bound(logxs: Sequence[np.ndarray], powers: Sequence[int], lo: int, hi: int) -> float:
