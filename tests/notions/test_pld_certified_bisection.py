@@ -23,21 +23,7 @@ from lastiterate.bounds import shifted_interpolation as si
 from lastiterate.notions.pld import kernels
 from lastiterate.run import Run
 
-
-def _random_blocks(
-    rng: np.random.Generator,
-) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[int]]:
-    """One or two blocks shaped like the kernels' (log masses of a bumpy PMF, indices >= 0)."""
-    blocks, powers = [], []
-    for _ in range(int(rng.integers(1, 3))):
-        n = int(rng.integers(3, 5000))
-        x = np.arange(n, dtype=float)
-        centre, width = rng.uniform(0, n), rng.uniform(1.0, n / 2)
-        logp = -0.5 * ((x - centre) / width) ** 2 + rng.normal(0.0, 0.5, n)
-        logp -= float(np.max(logp))
-        blocks.append(kernels._blocks(logp))
-        powers.append(int(rng.choice([1, 7, 1000, 114_730, 10_000_000])))
-    return blocks, powers
+from ._pld_exact import random_blocks
 
 
 def _both(
@@ -55,7 +41,7 @@ def test_certified_bisection_is_the_plain_bisection(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = np.random.default_rng(seed)
-    blocks, powers = _random_blocks(rng)
+    blocks, powers = random_blocks(rng)
     top = sum(k * float(c[-1]) for (_, c), k in zip(blocks, powers))
     hi = 600.0 / max(len(c) for _, c in blocks) * float(rng.uniform(0.2, 3.0))
     mean0 = kernels._tilted_mean(blocks, powers, 0.0)
@@ -74,7 +60,7 @@ def test_certified_bisection_evaluates_less(monkeypatch: pytest.MonkeyPatch) -> 
     """The fast path is taken (fewer mean evaluations than steps), so the equalities above and
     below compare two different computations."""
     rng = np.random.default_rng(1)
-    blocks, powers = _random_blocks(rng)
+    blocks, powers = random_blocks(rng)
     hi = 600.0 / max(len(c) for _, c in blocks)
     target = kernels._tilted_mean(blocks, powers, 0.37 * hi)
     calls = {"mean": 0, "moments": 0}
@@ -98,7 +84,7 @@ def test_error_bound_covers_the_computed_mean() -> None:
     """E of ``_tilted_mean_error`` against the mean computed in 40-digit arithmetic (mpmath)."""
     mpmath = pytest.importorskip("mpmath")
     rng = np.random.default_rng(7)
-    blocks, powers = _random_blocks(rng)
+    blocks, powers = random_blocks(rng)
     blocks = [(lm[:300], c[:300]) for lm, c in blocks]  # mpmath: keep it short
     hi = 600.0 / 300
     err = kernels._tilted_mean_error(blocks, powers, hi)
@@ -210,7 +196,7 @@ def test_remembered_tail_summaries_are_the_fresh_ones() -> None:
     """The aliasing profile's factor summaries, remembered between the cheap and the refined
     profile of one pass (issue 11), are the numbers a fresh computation gives."""
     rng = np.random.default_rng(3)
-    blocks, powers = _random_blocks(rng)
+    blocks, powers = random_blocks(rng)
     # normalised factors, as a tilted pass hands them over
     logxs = [lm - float(np.log(np.sum(np.exp(lm)))) for lm, _ in blocks]
     above = np.array([10.0, 1e3, 1e5])

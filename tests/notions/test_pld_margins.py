@@ -16,6 +16,8 @@ import pytest
 from lastiterate.notions import pld as P
 from lastiterate.notions.pld import kernels as K
 
+from ._pld_exact import exact_profile_at
+
 mp.mp.dps = 50
 
 
@@ -203,27 +205,10 @@ def test_alias_bound_is_not_below_its_chernoff_formula(monkeypatch, q, z, k, cal
 # --- the optimistic (lower) twins: rounded inward --------------------------------------------
 
 
-def _profile_at(pmf, d: float, indices) -> dict:
-    """The PMF's profile at grid points, evaluated exactly from its float masses."""
-    probs = [mp.mpf(float(p)) for p in pmf.probs]
-    dd = mp.mpf(d)
-    n = len(probs)
-    tail_u = [mp.mpf(0)] * (n + 1)
-    tail_w = [mp.mpf(0)] * (n + 1)
-    for k in range(n - 1, -1, -1):
-        tail_u[k] = tail_u[k + 1] + probs[k]
-        tail_w[k] = tail_w[k + 1] + probs[k] * mp.e ** (-(pmf.lower + k) * dd)
-    out = {}
-    for i in indices:
-        k = min(max(i - pmf.lower + 1, 0), n)
-        out[i] = mp.mpf(pmf.infinity_mass) + tail_u[k] - mp.e ** (i * dd) * tail_w[k]
-    return out
-
-
 def _excess(pmf, slack: float, d: float, exact, indices) -> list:
     """Grid points where the lower PMF's profile, less its slack, lies above the exact one."""
     out = []
-    for i, value in _profile_at(pmf, d, indices).items():
+    for i, value in exact_profile_at(pmf, d, indices).items():
         want = exact(i * mp.mpf(d))
         if value - mp.mpf(slack) > want:
             out.append((i, float((value - slack - want) / max(want, mp.mpf(1e-300)))))

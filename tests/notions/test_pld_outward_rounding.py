@@ -22,6 +22,8 @@ from lastiterate.notions import pld as P
 from lastiterate.notions.pld import distribution as D
 from lastiterate.notions.pld import profiles as PR
 
+from ._pld_exact import exact_profile_at
+
 mp.mp.dps = 50
 
 
@@ -227,19 +229,9 @@ def test_margin_raises_the_dp_sgd_epsilon_by_at_most_1e_7_relative(monkeypatch) 
 
 def _excesses(pmf, d: float, exact: Callable[[mp.mpf], mp.mpf], indices) -> list:
     """Grid points (index, relative excess) where the PMF's exact profile lies above ``exact``."""
-    probs = [mp.mpf(float(p)) for p in pmf.probs]
-    dd = mp.mpf(d)
-    n = len(probs)
-    tail_u = [mp.mpf(0)] * (n + 1)
-    tail_w = [mp.mpf(0)] * (n + 1)
-    for k in range(n - 1, -1, -1):
-        tail_u[k] = tail_u[k + 1] + probs[k]
-        tail_w[k] = tail_w[k + 1] + probs[k] * mp.e ** (-(pmf.lower + k) * dd)
     out = []
-    for i in indices:
-        k = min(max(i - pmf.lower + 1, 0), n)
-        value = mp.mpf(pmf.infinity_mass) + tail_u[k] - mp.e ** (i * dd) * tail_w[k]
-        want = exact(i * dd)
+    for i, value in exact_profile_at(pmf, d, indices).items():
+        want = exact(i * mp.mpf(d))
         if value > want:
             out.append((i, float((value - want) / want)))
     return out

@@ -9,24 +9,13 @@ import pytest
 
 from lastiterate.notions.pld import kernels
 
-
-def _blocks(rng: np.random.Generator) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[int]]:
-    blocks, powers = [], []
-    for _ in range(int(rng.integers(1, 3))):
-        n = int(rng.integers(3, 5000))
-        x = np.arange(n, dtype=float)
-        centre, width = rng.uniform(0, n), rng.uniform(1.0, n / 2)
-        logp = -0.5 * ((x - centre) / width) ** 2 + rng.normal(0.0, 0.5, n)
-        logp -= float(np.max(logp))
-        blocks.append(kernels._blocks(logp))
-        powers.append(int(rng.choice([1, 7, 1000, 114_730, 10_000_000])))
-    return blocks, powers
+from ._pld_exact import random_blocks
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_any_start_gives_the_plain_bisection(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(1000 + seed)
-    blocks, powers = _blocks(rng)
+    blocks, powers = random_blocks(rng)
     top = sum(k * float(c[-1]) for (_, c), k in zip(blocks, powers))
     hi = 600.0 / max(len(c) for _, c in blocks) * float(rng.uniform(0.2, 3.0))
     low = kernels._tilted_mean(blocks, powers, 0.0)
@@ -44,7 +33,7 @@ def test_tilt_above_starts_at_the_first_tilt(monkeypatch: pytest.MonkeyPatch) ->
     """The second placement is given the first tilt and its moments (and uses them: one
     moments evaluation fewer than without)."""
     rng = np.random.default_rng(7)
-    blocks, powers = _blocks(rng)
+    blocks, powers = random_blocks(rng)
     top = sum(k * float(c[-1]) for (_, c), k in zip(blocks, powers))
     hi = 600.0 / max(len(c) for _, c in blocks)
     target = 0.5 * (kernels._tilted_mean(blocks, powers, 0.0) + min(top, 0.9 * top))
