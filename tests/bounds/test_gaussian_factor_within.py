@@ -73,19 +73,10 @@ def test_decides_the_common_case_and_refuses_the_close_one() -> None:
     assert not si._gaussian_factor_above(0.3612, 2.0 * low, query)  # below: refused
 
 
-#: runs of the extremes table of benchmarks/accountant.py (n = 60000, b = 256, sigma = 0.02)
-BASE: dict[str, Any] = {
-    "algorithm": "sgd",
-    "sampling": "uniform",
-    "n": 60000,
-    "batch_size": 256,
-    "lr": 0.05,
-    "noise_std": 0.02,
-    "sensitivity": 2.0,
-    "smoothness": 1.0,
-}
-_SC = {"strong_convexity": 0.002}
-_CONVEX_D = {"convex": True, "diameter": 10.0}
+from ._extremes import BASE
+from ._extremes import CONVEX_D as _CONVEX_D
+from ._extremes import SC as _SC
+
 _SC_D_RATE_1 = {"strong_convexity": 0.002, "diameter": 10.0, "batch_size": 59999}
 
 CASES = [

@@ -22,19 +22,10 @@ from lastiterate.bounds import shifted_interpolation as si
 from lastiterate.notions.pld import kernels
 from lastiterate.run import Run
 
-#: the extremes table of benchmarks/accountant.py (n = 60000, b = 256, sigma = 0.02, L = 2)
-BASE: dict[str, Any] = {
-    "algorithm": "sgd",
-    "sampling": "uniform",
-    "n": 60000,
-    "batch_size": 256,
-    "lr": 0.05,
-    "noise_std": 0.02,
-    "sensitivity": 2.0,
-    "smoothness": 1.0,
-}
-_SC = {"strong_convexity": 0.002}
-_CONVEX_D = {"convex": True, "diameter": 10.0}
+from ._extremes import BASE
+from ._extremes import CONVEX_D as _CONVEX_D
+from ._extremes import SC as _SC
+
 _RATE_1 = {"batch_size": 59999, "strong_convexity": 0.002}
 
 CASES = [
