@@ -28,6 +28,10 @@ from lastiterate.bounds import shifted_interpolation as si
 from lastiterate.notions import gdp
 from lastiterate.run import Run
 
+from ._extremes import BASE
+from ._extremes import CONVEX_D as _CONVEX_D
+from ._extremes import SC as _SC
+
 MUS = [1e-9, 1e-5, 1e-4, 3e-4, 0.0121, 0.2628, 0.3612, 1.268, 5.0, 30.96, 40.0, 41.0, 8277.0]
 DELTAS = [0.3, 1e-5, 1e-12, 1e-300]
 
@@ -73,9 +77,6 @@ def test_decides_the_common_case_and_refuses_the_close_one() -> None:
     assert not si._gaussian_factor_above(0.3612, 2.0 * low, query)  # below: refused
 
 
-from ._extremes import BASE
-from ._extremes import CONVEX_D as _CONVEX_D
-from ._extremes import SC as _SC
 
 _SC_D_RATE_1 = {"strong_convexity": 0.002, "diameter": 10.0, "batch_size": 59999}
 
