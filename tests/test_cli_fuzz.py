@@ -26,12 +26,12 @@ import json
 import math
 import os
 import re
-import signal
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fuzz.contract import _reject_constant
+from fuzz.contract import time_limit as _time_limit
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -58,28 +58,6 @@ KNOWN_ENGINE_REFUSAL = re.compile(r"needs [0-9.e+]+ grid points")
 
 # Parameters a ParameterError may name besides the command's own flags (derived or query inputs).
 DERIVED_NAMES = {"mu", "delta", "epsilon", "rdp-linear", "name", "config", "bound", "orders"}
-
-
-class Hang(Exception):
-    """A CLI call ran past CALL_SECONDS."""
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    def _raise(signum: int, frame: Any) -> None:
-        raise Hang(f"no answer within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def _reject_constant(token: str) -> float:
-    raise AssertionError(f"non-standard JSON token {token}")
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str, list[str]]:
