@@ -48,7 +48,8 @@ fit time).
 
 Run ``python benchmarks/utility.py --quick`` (digits and breast-cancer, epsilon 1 and 4, 2 seeds,
 the full Opacus grid: a few minutes on 2 cores) or ``python benchmarks/utility.py`` (the full
-protocol: 4 datasets, 6 epsilons, 5 seeds; hours).  Writes ``benchmarks/results/utility.md`` and
+protocol: 4 datasets, 6 epsilons, 5 seeds; hours); ``--skip opacus,diffprivlib`` runs only
+our two columns.  Writes ``benchmarks/results/utility.md`` and
 ``utility.png`` (``--out``).
 """
 
@@ -853,8 +854,17 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the 'ours via Opacus' column (slow on large n: Opacus per-example gradients "
         "of the full batch at every step); its cells then say so",
     )
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated peers not to run: opacus (the DP-SGD grid), diffprivlib; their "
+        "cells then read '-' (to add one column to an earlier run's results cheaply)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "utility.md"))
     args = ap.parse_args(argv)
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - {"opacus", "diffprivlib"}:
+        ap.error(f"--skip: unknown {sorted(skip - {'opacus', 'diffprivlib'})}")
     warnings.filterwarnings("ignore")
     import torch
 
@@ -889,7 +899,11 @@ def main(argv: list[str] | None = None) -> int:
             "ours_opacus": {a: {} for a in ADJACENCIES},
         }
         print(f"{name}: non-private {r['nonprivate'].mean:.3f}", flush=True)
-        r["diffprivlib"] = run_diffprivlib(args.dpl_python, Xtr, ytr, Xte, yte, epsilons, seeds)
+        r["diffprivlib"] = (
+            "not run (--skip diffprivlib)"
+            if "diffprivlib" in skip
+            else run_diffprivlib(args.dpl_python, Xtr, ytr, Xte, yte, epsilons, seeds)
+        )
         results[name] = r
         for eps in epsilons:
             for adj in ADJACENCIES:
@@ -899,13 +913,19 @@ def main(argv: list[str] | None = None) -> int:
                     if args.no_opacus_path
                     else run_ours_via_opacus(Xtr, ytr, Xte, yte, eps, adj, seeds)
                 )
-                opc = run_opacus(name, Xtr, ytr, Xte, yte, eps, adj, seeds, GRIDS[name])
-                r["ours"][adj][eps], r["opacus"][adj][eps] = ours, opc
+                opc = (
+                    None
+                    if "opacus" in skip
+                    else run_opacus(name, Xtr, ytr, Xte, yte, eps, adj, seeds, GRIDS[name])
+                )
+                r["ours"][adj][eps] = ours
+                if opc is not None:
+                    r["opacus"][adj][eps] = opc
                 r["ours_opacus"][adj][eps] = via
                 print(
                     f"  {name} eps={eps:g} {adj}: ours {_acc(ours)} ({ours.fit_s:.1f} s, "
                     f"{ours.info}); ours via Opacus {via.na or _acc(via)}; "
-                    f"Opacus {_acc(opc)} ({opc.info}) "
+                    f"Opacus {_acc(opc)} ({opc.info if opc else 'not run'}) "
                     f"[{time.perf_counter() - t0:.0f} s]",
                     flush=True,
                 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -194,3 +195,19 @@ def test_a_tiny_fit_through_the_path_learns_and_stays_within_budget(utility) -> 
     assert cell.accs[0] >= 0.8  # chance is about 0.5
     assert 0 < cell.eps_spent <= 1.0
     assert "weight_decay" in cell.info and "ε=" in cell.info
+
+
+def test_skip_peers_writes_our_columns_only(utility, tmp_path):
+    """``--skip opacus,diffprivlib`` runs ours and ours via Opacus and leaves the peers' cells
+    empty (a cheap way to add the Opacus-path column to an earlier run)."""
+    out = tmp_path / "u.md"
+    argv = ["--datasets", "breast-cancer", "--epsilons", "4", "--seeds", "1"]
+    assert utility.main([*argv, "--skip", "opacus,diffprivlib", "--out", str(out)]) == 0
+    text = out.read_text()
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["| Opacus DP-SGD, best cell"].endswith("| - |")
+    assert "not run (--skip diffprivlib)" in rows["| diffprivlib"]
+    assert re.search(r"\| 0\.\d{3} \|$", rows["| ours"])
+    assert re.search(r"\| 0\.\d{3} \|$", rows["| ours via Opacus"])
+    with pytest.raises(SystemExit):
+        utility.main([*argv, "--skip", "sklearn", "--out", str(out)])
