@@ -20,6 +20,7 @@ from lastiterate.cli.common import (
     print_json,
     writing,
 )
+from lastiterate.formatting import fmt_value
 from lastiterate.run import Run
 
 #: fields ``--vary`` accepts (the numeric Run inputs), with their value type
@@ -142,7 +143,7 @@ def _cell(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, list):
         return ";".join(map(str, value)) if value else "-"
-    return str(value)
+    return fmt_value(value) if isinstance(value, int) else str(value)
 
 
 def format_table(
