@@ -461,7 +461,7 @@ def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
 
 
 class _NotOurs(Exception):
-    """Why an existing file is not of the kind about to be written (:func:`refuse_foreign_output`)."""
+    """Why an existing file is not of the kind about to be written (see refuse_foreign_output)."""
 
 
 def refuse_foreign_output(
