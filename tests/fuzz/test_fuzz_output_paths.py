@@ -168,3 +168,27 @@ def test_own_tables_and_plots_are_replaced_atomically(tmp_path: Path) -> None:
     assert table.read_text().startswith("steps,status,best_bound")
     assert plot.read_bytes()[:8] == plot2.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "s.png", "t.csv"]
+
+
+REPRODUCE = ["reproduce", "paper000-table9", "--quick", "--out"]
+
+
+@pytest.mark.parametrize("suffix", [".md", ".csv", ".png"])
+def test_reproduce_never_overwrites_a_foreign_file(tmp_path: Path, suffix: str) -> None:
+    victim = tmp_path / f"paper000-table9{suffix}"
+    if suffix == ".png":
+        _foreign_png(victim)
+    else:
+        victim.write_bytes(VICTIMS["table.csv"])
+    before = victim.read_bytes()
+    rc, _, err = _cli([*REPRODUCE, str(tmp_path)])
+    assert rc == 2 and len(err.splitlines()) == 1 and "out=" in err and "refusing" in err, err
+    assert victim.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [victim.name]  # nothing else written
+
+
+def test_reproduce_replaces_its_own_outputs_atomically(tmp_path: Path) -> None:
+    for _ in range(2):
+        assert _cli([*REPRODUCE, str(tmp_path)])[0] == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"paper000-table9.{s}" for s in ("csv", "md", "png")]
