@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from lastiterate.formatting import fmt_value
+
 
 class ParameterError(ValueError):
     """An input parameter is outside its allowed range."""
@@ -19,7 +21,7 @@ class ParameterError(ValueError):
         self.name = name
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{name}={value!r} is invalid: {allowed}")
+        super().__init__(f"{name}={fmt_value(value)} is invalid: {allowed}")
 
 
 class NotApplicable(Exception):

@@ -7,6 +7,8 @@ imports the CLI.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +32,32 @@ def fmt_number(x: Any, digits: int = 4) -> str:
     if math.isnan(x):
         return "nan"
     return f"{x:.{digits}g}"
+
+
+#: integers of more digits than this are printed in scientific notation by :func:`fmt_value`
+MAX_PLAIN_DIGITS = 15
+
+
+def fmt_int(n: int) -> str:
+    """``n`` in plain digits, or in compact scientific notation (4 significant digits, trailing
+    zeros dropped: ``10**300`` -> ``1e+300``) when it has more than :data:`MAX_PLAIN_DIGITS`
+    digits.  ``Decimal`` rounds it exactly and, unlike ``str``, has no limit on the number of
+    digits (Python refuses ``str`` of an integer of more than 4300 digits)."""
+    if abs(n) < 10**MAX_PLAIN_DIGITS:
+        return str(n)
+    mantissa, exponent = f"{Decimal(n):.4g}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{exponent}"
+
+
+def fmt_value(value: Any) -> str:
+    """A value as error messages name it: ``repr(value)``, except that an integer (Python or
+    NumPy, not a bool) is printed by :func:`fmt_int`, so a huge step count reads ``1e+300``
+    instead of 300 digits."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return fmt_int(int(value))
+    return repr(value)
 
 
 def describe_run(run: Run) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -54,9 +56,7 @@ def plot_report(report: Any, path: Path | str) -> Path:
     )
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    out = save_png(fig, path, dpi=120)
     plt.close(fig)
     return out
 
@@ -75,10 +75,46 @@ def _pyplot() -> Any:
     return plt
 
 
+#: the ``Software`` text chunk of every PNG lastiterate writes: an earlier figure is recognised
+#: by it and replaced, any other existing file is refused (:func:`check_png_path`)
+PNG_SOFTWARE = "lastiterate"
+
+
+def save_png(fig: Any, path: Path | str, *, dpi: int, param: str = "plot") -> Path:
+    """Write the matplotlib figure ``fig`` to ``path`` as a PNG tagged ``Software: lastiterate
+    VERSION``, atomically (temporary file + replace, no temporary left behind:
+    :func:`lastiterate.train.ledger.write_private_file`; mode 0644 less the umask).  An
+    operating-system error raises :class:`~lastiterate.errors.ParameterError` naming ``param``."""
+    from lastiterate import __version__
+    from lastiterate.train.ledger import write_private_file
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": f"{PNG_SOFTWARE} {__version__}"})
+    write_private_file(path, buf.getvalue(), mode=0o644, param=param)
+    return Path(path)
+
+
+def png_why_not(fh: BinaryIO) -> str | None:
+    """None when the open file is a PNG that lastiterate wrote (:data:`PNG_SOFTWARE`), else why
+    not.  Pillow reads the header chunks only (no pixel is decoded)."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Pillow's decompression-bomb warning: not decoded
+            with Image.open(fh, formats=["PNG"]) as im:
+                software = str(im.info.get("Software", ""))
+    except Exception:  # noqa: BLE001 - Pillow raises many types on a file that is no PNG
+        return "not a PNG file"
+    return None if software.startswith(PNG_SOFTWARE) else "a PNG that lastiterate did not write"
+
+
 def check_png_path(path: Path | str) -> Path:
-    """``path`` as the PNG an audit will write: refused (ParameterError ``plot``) before any work
-    when it does not end in .png, is a directory, or its folder does not exist."""
+    """``path`` as the PNG a command will write: refused (ParameterError ``plot``) before any work
+    when it does not end in .png, is a directory, its folder does not exist, or it is an existing
+    file that is not a lastiterate plot (:func:`png_why_not`; an earlier plot is replaced)."""
     from lastiterate.errors import ParameterError
+    from lastiterate.train.ledger import refuse_foreign_output
 
     out = Path(path)
     if out.suffix.lower() != ".png":
@@ -87,6 +123,7 @@ def check_png_path(path: Path | str) -> Path:
         raise ParameterError("plot", str(path), "is a directory, must be a .png file")
     if not out.parent.is_dir():
         raise ParameterError("plot", str(path), "must be in an existing directory")
+    refuse_foreign_output(out, "plot", "lastiterate plot", png_why_not)
     return out
 
 
@@ -190,8 +227,7 @@ def plot_audit_tradeoff(
     )
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
+    out = save_png(fig, path, dpi=110)
     plt.close(fig)
     return out
 

@@ -609,14 +609,9 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
     )
     y_name = "delta" if fixed_epsilon else "epsilon"
     # lazy: matplotlib (the plot extra) only when a plot is asked for
-    try:
-        import matplotlib
-    except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError(
-            "plotting needs matplotlib: pip install 'lastiterate[plot]'"
-        ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from lastiterate.plotting import _pyplot, save_png
+
+    plt = _pyplot()
 
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
@@ -691,8 +686,6 @@ def plot_grid(table: Any, path: Path | str, *, title: str | None = None) -> Path
     )
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    out = save_png(fig, path, dpi=120)
     plt.close(fig)
     return out

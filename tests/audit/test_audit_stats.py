@@ -181,3 +181,13 @@ def test_eps_lb_on_atoms() -> None:
     res = audit_scores(x, y, alpha=1e-3, delta=1e-5, seed=0)
     assert res.eps_lb <= math.log(3)
     assert res.eps_lb >= math.log(3) - 0.05
+
+
+def test_a_test_that_certifies_nothing_reports_mu_lb_zero() -> None:
+    # equal constant scores: every threshold has FPR_u = 1 or FNR_u = 1 (mu_lb_gdp = -inf, which
+    # nan_to_num had turned into -1.8e308); the report says 0, the bound every mechanism meets
+    assert mu_lb_gdp(0.3, 1.0) == -math.inf and mu_lb_gdp(1.0, 0.0) == -math.inf
+    res = audit_scores(np.zeros(20), np.zeros(20), delta=1e-5, alpha=0.05)
+    assert res.mu_lb == 0.0 and res.best_mu_test is not None
+    assert res.best_mu_test.to_json()["mu_lb"] == 0.0
+    assert res.best_mu_test.to_json()["eps_lb"] is None  # not computed for the mu test

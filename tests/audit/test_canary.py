@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -439,3 +441,56 @@ def test_cli_other_scenarios_refuse_canary_flags(capsys: pytest.CaptureFixture[s
     )
     cap = capsys.readouterr()
     assert rc == 2 and "--dataset" in cap.err and len(cap.err.strip().splitlines()) == 1
+
+
+def test_cli_canary_degenerate_tests_print_finite_standard_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a chosen test at FNR = 1 printed mu_lb = -1.8e308 (-inf through nan_to_num), the point
+    # estimate NaN ('nan' in the test's JSON, a RuntimeWarning) and mu_fraction "-inf"
+    def reject(token: str) -> None:
+        raise AssertionError(f"non-standard JSON token {token}")
+
+    degenerate = 0
+    for seed in ("2", "3", "4"):
+        argv = _argv(tmp_path, "--runs", "10", "--alpha", "0.9", "--noise-scale", "100")
+        argv += ["--seed", seed]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert main([*argv, "--json"]) == 0
+            out = json.loads(capsys.readouterr().out, parse_constant=reject)
+            assert main(argv) == 0
+        text = capsys.readouterr().out
+        assert not re.search(r"\b(nan|inf|infinity)\b", text, re.IGNORECASE), text
+        values = [out["mu_lb"], out["mu_point"], out["mu_fraction"], *out["mu_interval"]]
+        values += list(out["test"].values())
+        assert not {"-inf", "nan"} & {v for v in values if isinstance(v, str)}, out
+        assert all(abs(v) < 1e300 for v in values if isinstance(v, float)), out
+        if out["test"]["fnr"] == 1.0:
+            degenerate += 1
+            assert out["mu_lb"] == 0.0 and out["test"]["mu_lb"] == 0.0 and out["mu_point"] is None
+    assert degenerate == 2  # seeds 2 and 3 choose a test at FNR = 1 (else the test tests nothing)
+
+
+def test_cli_canary_reads_a_csv_dataset_with_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CSV / Parquet datasets could not be audited: audit had no --target (train's flag)
+    X, y = _base()
+    table = tmp_path / "tiny.csv"
+    rows = [",".join(repr(float(v)) for v in (*x, t)) for x, t in zip(X, y)]
+    table.write_text("a,b,c,label\n" + "\n".join(rows) + "\n")
+    argv = _argv(tmp_path, "--runs", "30", "--json")
+    argv[argv.index("--dataset") + 1] = str(table)
+    assert main([*argv, "--target", "label"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["runs"] == 30 and out["model"]["family"] == "least-squares"
+    # n = 9 rows: the default test fraction 0.2 keeps 7 for training, plus the canary row
+    assert out["run"]["n"] == 8
+    for extra in ([], ["--target", "bogus"]):  # no label column, or one the table lacks
+        rc = main([*argv, *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and len(err.splitlines()) == 1 and "target=" in err, err
+    # the table flags are train's: refused for a built-in dataset, as train refuses them
+    rc = main([*_argv(tmp_path, "--runs", "30"), "--target", "label"])
+    assert rc == 2 and "target" in capsys.readouterr().err

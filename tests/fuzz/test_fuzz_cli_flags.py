@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from lastiterate.errors import ParameterError
+from lastiterate.formatting import fmt_value
 
 from .contract import check_contract
 
@@ -321,3 +326,43 @@ def test_no_command_is_one_error_line_and_exit_2(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "command is required" in err[0]
+
+
+HUGE_RUN = shlex.split("--algorithm gd --n 100 --lr 0.1 --noise-std 1 --sensitivity 1")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["account", *HUGE_RUN, "--steps", str(10**300)],
+        ["sweep", *HUGE_RUN, "--vary", "steps=1e300,10"],
+    ],
+    ids=["account-steps", "sweep-vary-steps"],
+)
+def test_huge_step_counts_are_named_compactly(argv: list[str]) -> None:
+    # the messages and the sweep table printed the 301-digit integer
+    _, out, err = check_contract(argv)
+    text = out + err
+    assert "steps=1e+300" in text, text
+    assert not re.search(r"\d{16}", text), text
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (0, "0"),
+        (10**15 - 1, "999999999999999"),
+        (-(10**15), "-1e+15"),
+        (10**300, "1e+300"),
+        # str() refuses more than 4300 digits: the message itself raised ValueError
+        pytest.param(10**5000, "1e+5000", id="10**5000"),
+        (int(1e300), "1e+300"),
+        (12345678901234567890, "1.235e+19"),
+        (np.int64(2**62), "4.612e+18"),
+    ],
+)
+def test_fmt_value_prints_huge_integers_compactly(n: int, text: str) -> None:
+    assert fmt_value(n) == text
+    message = ParameterError("steps", n, "out of range").args[0]
+    assert message == f"steps={text} is invalid: out of range"
+    assert fmt_value(True) == "True" and fmt_value("7") == "'7'" and fmt_value(0.5) == "0.5"

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from lastiterate.cli import main
@@ -274,3 +275,41 @@ def test_subprocess_exit_status():
         check=False,
     )
     assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "epochs"), [("gd", "1e9"), ("gd", "1000001"), ("cgd", "2e5")]
+)
+def test_runs_beyond_max_train_steps_are_refused_up_front(algorithm, epochs, capsys, tmp_path):
+    # --algorithm gd --epochs 1e9 listed 1e9 epoch ends before the first step: a MemoryError
+    # (exit 70) or hours of training; now one line naming epochs and its range, at once
+    ledger = tmp_path / "ledger.jsonl"
+    args = [*BASE, "--ledger", str(ledger)]
+    args[args.index("--algorithm") + 1] = algorithm
+    args[args.index("--epochs") + 1] = epochs
+    if algorithm == "gd":
+        i = args.index("--batch-size")
+        del args[i : i + 2]
+    capsys.readouterr()
+    assert main(args) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1, cap.err
+    assert "epochs=" in cap.err and "MAX_TRAIN_STEPS" in cap.err and "must be in (0, " in cap.err
+    assert not ledger.exists()  # refused before anything was written
+
+
+def test_the_trainer_refuses_more_than_max_train_steps(tmp_path):
+    from lastiterate.errors import ParameterError
+    from lastiterate.train import GLM, NoisyGD
+    from lastiterate.train.trainer import MAX_TRAIN_STEPS
+
+    method = NoisyGD(GLM(3, 1, family="binary-logistic"), lr=0.1, clip=1.0, noise_std=1.0)
+    run, _, _ = method.plan(10, steps=MAX_TRAIN_STEPS)  # the maximum itself is accepted
+    assert run.T == MAX_TRAIN_STEPS
+    with pytest.raises(ParameterError, match=r"steps=1000001 is invalid: .*\[1, 1e\+06\]"):
+        method.plan(10, steps=MAX_TRAIN_STEPS + 1)
+    X, y = np.zeros((10, 3)), np.arange(10) % 2
+    ledger = tmp_path / "ledger.jsonl"
+    with pytest.raises(ParameterError, match=r"epochs=1000000000.0 is invalid: .*\(0, 1e\+06\]"):
+        method.fit(X, y, epochs=1e9, ledger=ledger)
+    assert not ledger.exists()  # refused before anything was written

@@ -71,7 +71,13 @@ from tqdm import tqdm
 
 from lastiterate.accountant import account
 from lastiterate.audit.report import ClaimCheck, verdict_for
-from lastiterate.audit.stats import Split, _gdp_epsilon, audit_scores, clopper_pearson_lower
+from lastiterate.audit.stats import (
+    Split,
+    _gdp_epsilon,
+    audit_scores,
+    clopper_pearson_lower,
+    reported_mu_lb,
+)
 from lastiterate.errors import (
     NotApplicable,
     ParameterError,
@@ -640,7 +646,7 @@ class CanaryAuditResult:
     mu_lb: float
     eps_lb: float
     mu_interval: tuple[float, float]
-    mu_point: float
+    mu_point: float | None
     eps_from_mu_lb: float
     verdict: str
     reason: str
@@ -702,8 +708,8 @@ class CanaryAuditResult:
         )
         frac = f"  ({f(self.mu_fraction, 3)} of the claim)" if self.mu_fraction is not None else ""
         lines.append(
-            f"    mu  >= {f(lo)}   interval of the chosen test [{f(lo)}, {f(hi)}], "
-            f"point {f(self.mu_point)}{frac}"
+            f"    mu  >= {f(lo)}   interval of the chosen test [{f(lo)}, {_upper(hi)}], "
+            f"point {_upper(self.mu_point)}{frac}"
         )
         lines.append(
             f"    eps >= {f(self.eps_lb)} at delta {self.delta:g} (Clopper-Pearson); eps(mu_lb) = "
@@ -722,18 +728,34 @@ class CanaryAuditResult:
         return "\n".join(lines)
 
 
-def _test_interval(test: Any) -> tuple[float, float, float]:
+def _upper(x: float | None) -> str:
+    """An upper end or point estimate of mu in a table: +inf reads ``unbounded``, None ``-``."""
+    return "unbounded" if x == math.inf else fmt_number(x)
+
+
+def _test_interval(test: Any) -> tuple[float, float, float | None]:
     """(mu lower bound, mu upper bound, point estimate) of the chosen test's GDP parameter: the
-    Clopper-Pearson upper (lower) bounds on FPR and FNR give the lower (upper) end."""
+    Clopper-Pearson upper (lower) bounds on FPR and FNR give the lower (upper) end.
+
+    The lower end is :func:`~lastiterate.audit.stats.reported_mu_lb` (0, not -inf, for a test
+    that certifies nothing); the upper end is +inf (unbounded) when a lower Clopper-Pearson
+    bound is 0; the point estimate is None when the observed point (FPR, FNR) is an end point
+    of every tradeoff curve ((0, 1) or (1, 0): no mu is singled out) or lies at (1, 1)."""
     a = test.alpha_per_test / 2
     fpr_l = clopper_pearson_lower(round(test.fpr * test.n_d), test.n_d, a)
     fnr_l = clopper_pearson_lower(round(test.fnr * test.n_dprime), test.n_dprime, a)
 
     def mu(p: float, q: float) -> float:
         p, q = min(max(p, 0.0), 1.0), min(max(q, 0.0), 1.0)
-        return float(special.ndtri(1.0 - p) - special.ndtri(q))
+        with np.errstate(invalid="ignore"):  # inf - inf at the end points: nan
+            return float(special.ndtri(1.0 - p) - special.ndtri(q))
 
-    return test.mu_lb, mu(fpr_l, fnr_l), mu(test.fpr, test.fnr)
+    point = mu(test.fpr, test.fnr)
+    return (
+        reported_mu_lb(test.mu_lb),
+        mu(fpr_l, fnr_l),
+        point if point > -math.inf else None,  # nan and -inf: no estimate
+    )
 
 
 def audit_canary(

@@ -164,12 +164,29 @@ def eps_lb_two_sided(fpr_u: Any, fnr_u: Any, delta: float) -> Any:
 
 
 def mu_lb_gdp(fpr_u: Any, fnr_u: Any) -> Any:
-    """mu lower bound Phi^-1(1 - FPR_u) - Phi^-1(FNR_u) (may be negative; never abs()-folded)."""
+    """mu lower bound Phi^-1(1 - FPR_u) - Phi^-1(FNR_u) (may be negative; never abs()-folded).
+
+    ``-inf`` for a test with FPR_u = 1 or FNR_u = 1 (it certifies nothing): the threshold
+    strategies rank tests by it, so such a test is never preferred to one with a finite bound.
+    What is reported is :func:`reported_mu_lb` of it."""
     fpr_u = np.clip(np.asarray(fpr_u, dtype=float), 0.0, 1.0)
     fnr_u = np.clip(np.asarray(fnr_u, dtype=float), 0.0, 1.0)
-    out = special.ndtri(1.0 - fpr_u) - special.ndtri(fnr_u)
-    out = np.nan_to_num(out, nan=-np.inf)
+    with np.errstate(invalid="ignore"):  # FPR_u = 1 and FNR_u = 0: -inf - (-inf)
+        out = special.ndtri(1.0 - fpr_u) - special.ndtri(fnr_u)
+    out = np.where(np.isnan(out), -np.inf, out)
     return out if out.ndim else float(out)
+
+
+def reported_mu_lb(mu_lb: float) -> float:
+    """The mu lower bound of a test as reports print it: ``mu_lb``, or 0 for ``-inf``.
+
+    A test whose FPR_u or FNR_u is 1 puts its upper corner on the edge of the unit square, the end
+    point of every tradeoff curve (G_mu(0) = 1 for all mu): it certifies nothing, and
+    :func:`mu_lb_gdp` gives -inf.  0 is the lower bound every mechanism meets (any tradeoff
+    function is at most 1 - alpha = G_0(alpha)), so reporting it claims nothing more and keeps
+    -inf out of JSON and tables.  A finite negative bound is reported as it is (the point
+    estimate of a weak test)."""
+    return 0.0 if mu_lb == -math.inf else float(mu_lb)
 
 
 def fdp_violation(f: Callable[[Any], Any], fpr_u: Any, fnr_u: Any) -> bool:
@@ -237,10 +254,11 @@ class TestOutcome:
     alpha_per_test: float
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
-            for k, v in self.__dict__.items()
-        }
+        """The test as JSON values: ``mu_lb`` as reported (:func:`reported_mu_lb`), ``eps_lb``
+        None when it was not computed (no delta)."""
+        out = dict(self.__dict__)
+        out["mu_lb"] = reported_mu_lb(self.mu_lb)
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in out.items()}
 
 
 def _evaluate(
@@ -500,7 +518,7 @@ def audit_scores(
         best_eps = max(eps_tests, key=lambda o: o.eps_lb)
         eps_lb = best_eps.eps_lb
     return ScoreAudit(
-        mu_lb=best_mu.mu_lb,
+        mu_lb=reported_mu_lb(best_mu.mu_lb),
         eps_lb=eps_lb,
         delta=delta,
         alpha=alpha,

@@ -38,6 +38,7 @@ from lastiterate.cli.audit_common import (
     trainer_spec,
 )
 from lastiterate.cli.common import UsageError, finite_float
+from lastiterate.cli.train import add_table_flags
 from lastiterate.errors import NotApplicable, ParameterError, check_in_range, check_int_in_range
 
 #: models per world when --runs is not given
@@ -50,6 +51,9 @@ MAX_TOTAL_STEPS = 5e7
 #: flags of the canary scenario (dest names); refused by the other scenarios
 CANARY_FLAGS = (
     "dataset",
+    "target",
+    "categories",
+    "classes",
     "model",
     "canary",
     "runs",
@@ -76,8 +80,10 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--dataset",
-        help="canary: digits, breast-cancer, iris, wine, diabetes, FILE.npz or an MNIST directory",
+        help="canary: digits, breast-cancer, iris, wine, diabetes, FILE.npz, FILE.csv or "
+        "FILE.parquet with --target, or an MNIST directory",
     )
+    add_table_flags(c, prefix="canary, mia: ")
     c.add_argument(
         "--model",
         choices=("logreg", "linreg", "mlp"),

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lastiterate.cli.common import EXIT_OK, EXIT_VIOLATION, UsageError, print_json
+from lastiterate.cli.train import table_arguments
 from lastiterate.errors import ParameterError, check_in_range, check_int_in_range, check_scale
 
 if TYPE_CHECKING:
@@ -250,7 +251,8 @@ def load_preprocessed(args: argparse.Namespace, options: AuditOptions) -> Any:
 
     Args:
         args: the parsed ``audit`` flags (``--scaling``, ``--feature-range``, ``--target-range``,
-            ``--feature-norm``).
+            ``--feature-norm``; ``--target``, ``--categories``, ``--classes`` of a CSV / Parquet
+            dataset, as ``train``).
         options: the validated options (split seed and test fraction).
 
     Returns:
@@ -264,7 +266,11 @@ def load_preprocessed(args: argparse.Namespace, options: AuditOptions) -> Any:
     from lastiterate.train.data import load_dataset
 
     raw = load_dataset(
-        args.dataset, seed=options.split_seed, test_size=options.test_size, standardize=False
+        args.dataset,
+        seed=options.split_seed,
+        test_size=options.test_size,
+        standardize=False,
+        **table_arguments(args),
     )
     data, _prep = pp.preprocess(
         raw,

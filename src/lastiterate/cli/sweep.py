@@ -8,7 +8,7 @@ import io
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lastiterate.cli.common import (
     EXIT_OK,
@@ -20,6 +20,7 @@ from lastiterate.cli.common import (
     print_json,
     writing,
 )
+from lastiterate.formatting import fmt_value
 from lastiterate.run import Run
 
 #: fields ``--vary`` accepts (the numeric Run inputs), with their value type
@@ -142,7 +143,7 @@ def _cell(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, list):
         return ";".join(map(str, value)) if value else "-"
-    return str(value)
+    return fmt_value(value) if isinstance(value, int) else str(value)
 
 
 def format_table(
@@ -193,6 +194,19 @@ def _csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return buf.getvalue()
 
 
+#: columns every sweep table has (after the varied fields): how an earlier table is recognised
+SWEEP_COLUMNS = frozenset({"status", "best_bound", "theorem", "composition_bound", "reason"})
+
+
+def _csv_why_not(fh: BinaryIO) -> str | None:
+    """None when the open file's first line is the header of a sweep table (an earlier
+    ``--csv`` output, replaced), else why not (any other file is never overwritten)."""
+    first = fh.readline(1 << 16).decode("utf-8", errors="replace").rstrip("\r\n")
+    if SWEEP_COLUMNS <= set(next(csv.reader([first]), [])):
+        return None
+    return "its first line is not the header of a sweep table"
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     # lazy: the grid loads the accountant, numpy/scipy (CLI start-up, --help)
     from lastiterate.sweep import account_grid, grid_columns, plot_grid, to_records
@@ -207,6 +221,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     check_output_file("plot", args.plot)
     check_output_file("csv", args.csv)
+    if args.csv is not None and str(args.csv) != "-":
+        # lazy: the ledger module (file rules) imports numpy, not on the CLI's start-up path
+        from lastiterate.train.ledger import refuse_foreign_output
+
+        refuse_foreign_output(args.csv, "csv", "lastiterate sweep table", _csv_why_not)
     base = _base_inputs(args, vary)
     quiet = args.json or (args.csv is not None and str(args.csv) == "-")
     bar = ProgressBar(
@@ -234,9 +253,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if str(args.csv) == "-":
             sys.stdout.write(text)
             return EXIT_OK
-        with writing("csv", args.csv):
-            args.csv.parent.mkdir(parents=True, exist_ok=True)
-            args.csv.write_text(text, encoding="utf-8")
+        # lazy: as above
+        from lastiterate.train.ledger import write_private_file
+
+        write_private_file(args.csv, text.encode("utf-8"), mode=0o644, param="csv")
     delta = None if args.epsilon is not None else (args.delta if args.delta is not None else 1e-5)
     if args.json:
         print_json(

@@ -46,24 +46,7 @@ def add_parser(sub: Any) -> None:
         "FILE.npz (X, y[, X_test, y_test]); FILE.csv or FILE.parquet with --target (categorical "
         "columns one-hot, missing values refused); or a directory of MNIST IDX files",
     )
-    d.add_argument(
-        "--target",
-        metavar="COLUMN",
-        help="label column of a CSV / Parquet --dataset (required there)",
-    )
-    d.add_argument(
-        "--categories",
-        action="append",
-        metavar="COLUMN=V1,V2,...",
-        help="declare a categorical column's values (repeatable): the one-hot encoding then does "
-        "not depend on the data; columns not declared take the values found (treated as public, "
-        "NOT covered by the guarantee)",
-    )
-    d.add_argument(
-        "--classes",
-        metavar="V1,V2,...",
-        help="declare the class names of a non-numeric --target, in label order",
-    )
+    add_table_flags(d)
     d.add_argument(
         "--model",
         required=True,
@@ -253,6 +236,39 @@ NON_PRIVATE_NOTE = (
 )
 
 
+def add_table_flags(group: Any, prefix: str = "") -> None:
+    """``--target``, ``--categories`` and ``--classes``: how a CSV / Parquet ``--dataset`` is
+    read (``train`` and the trainer audits); ``prefix`` starts each help text."""
+    group.add_argument(
+        "--target",
+        metavar="COLUMN",
+        help=prefix + "label column of a CSV / Parquet --dataset (required there)",
+    )
+    group.add_argument(
+        "--categories",
+        action="append",
+        metavar="COLUMN=V1,V2,...",
+        help=prefix + "declare a categorical column's values (repeatable): the one-hot encoding "
+        "then does not depend on the data; columns not declared take the values found (treated "
+        "as public, NOT covered by the guarantee)",
+    )
+    group.add_argument(
+        "--classes",
+        metavar="V1,V2,...",
+        help=prefix + "declare the class names of a non-numeric --target, in label order",
+    )
+
+
+def table_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`~lastiterate.train.data.load_dataset` arguments of :func:`add_table_flags`
+    (``target``, ``categories``, ``classes``), checked."""
+    return {
+        "target": args.target,
+        "categories": parse_categories(args.categories),
+        "classes": parse_value_list("classes", args.classes),
+    }
+
+
 def parse_value_list(name: str, text: str | None) -> list[str] | None:
     """``V1,V2,...`` as a list of distinct, non-empty values (None when not given)."""
     if text is None:
@@ -430,9 +446,7 @@ def _train(args: argparse.Namespace, dp: Any, t_total: float, hidden: tuple[int,
         seed=args.split_seed,
         test_size=args.test_size,
         standardize=False,
-        target=args.target,
-        categories=parse_categories(args.categories),
-        classes=parse_value_list("classes", args.classes),
+        **table_arguments(args),
     )
     data, prep = pp.preprocess(
         raw,

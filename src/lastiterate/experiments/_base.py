@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import csv
 import importlib
+import io
 import math
 import pkgutil
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 @dataclass
@@ -92,12 +93,47 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return head + "".join("| " + " | ".join(_table_cell(v) for v in row) + " |\n" for row in rows)
 
 
+#: the first line of every Markdown file ``reproduce`` writes (an HTML comment, invisible when
+#: rendered): how an earlier output is recognised, and replaced
+MD_MARKER = "<!-- written by lastiterate reproduce -->"
+
+
+def _refuse_foreign_outputs(exp: Experiment, md: Path, csv_path: Path, png: Path | None) -> None:
+    """Refuse (ParameterError ``out``) before anything of ``exp`` is written when one of its files
+    exists and is not an earlier output of it (the rule of every file lastiterate writes:
+    :func:`lastiterate.train.ledger.refuse_foreign_output`)."""
+    from lastiterate.plotting import png_why_not
+    from lastiterate.train.ledger import refuse_foreign_output
+
+    def md_why_not(fh: BinaryIO) -> str | None:
+        first = fh.readline(len(MD_MARKER) + 2).decode("utf-8", errors="replace").rstrip("\r\n")
+        return None if first == MD_MARKER else f"its first line is not {MD_MARKER}"
+
+    def csv_why_not(fh: BinaryIO) -> str | None:
+        first = fh.readline(1 << 16).decode("utf-8", errors="replace").rstrip("\r\n")
+        if next(csv.reader([first]), []) == [str(c) for c in exp.columns]:
+            return None
+        return f"its header is not that of the {exp.name} table"
+
+    refuse_foreign_output(md, "out", "lastiterate reproduce report", md_why_not)
+    refuse_foreign_output(csv_path, "out", "lastiterate reproduce table", csv_why_not)
+    if png is not None:
+        refuse_foreign_output(png, "out", "lastiterate plot", png_why_not)
+
+
 def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
     """Write NAME.md, NAME.csv and (when the experiment has a plot and matplotlib is present)
-    NAME.png."""
+    NAME.png, each atomically (temporary file + replace); an existing file of that name that is
+    not an earlier output of this experiment is refused (ParameterError ``out``) before any of
+    them is written."""
+    from lastiterate.train.ledger import write_private_file
+
     outdir.mkdir(parents=True, exist_ok=True)
     md = outdir / f"{exp.name}.md"
-    text = f"# {exp.title}\n\n" + markdown_table(exp.columns, exp.rows)
+    csv_path = outdir / f"{exp.name}.csv"
+    png = outdir / f"{exp.name}.png"
+    _refuse_foreign_outputs(exp, md, csv_path, png if exp.plot is not None else None)
+    text = f"{MD_MARKER}\n# {exp.title}\n\n" + markdown_table(exp.columns, exp.rows)
     if exp.comparisons:
         bad = [c for c in exp.comparisons if not c.agrees]
         n_compared = len(exp.comparisons)
@@ -109,27 +145,24 @@ def write_experiment(exp: Experiment, outdir: Path) -> list[Path]:
         text += f"\n{line}\n"
     for note in exp.notes:
         text += f"\n{note}\n"
-    md.write_text(text)
-    csv_path = outdir / f"{exp.name}.csv"
-    with csv_path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(exp.columns)
-        w.writerows(exp.rows)
+    write_private_file(md, text.encode("utf-8"), mode=0o644, param="out")
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(exp.columns)
+    w.writerows(exp.rows)
+    write_private_file(csv_path, buf.getvalue().encode("utf-8"), mode=0o644, param="out")
     paths = [md, csv_path]
     if exp.plot is not None:
         # lazy: matplotlib (the plot extra) only when a figure is written
-        import matplotlib
+        from lastiterate.plotting import _pyplot, save_png
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
         exp.plot(ax)
 
         ax.set_title("\n".join(textwrap.wrap(exp.title, 70)), fontsize=9)
         fig.tight_layout()
-        png = outdir / f"{exp.name}.png"
-        fig.savefig(png, dpi=120)
+        save_png(fig, png, dpi=120, param="out")
         plt.close(fig)
         paths.append(png)
     return paths

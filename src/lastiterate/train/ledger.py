@@ -59,9 +59,9 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lastiterate import jsonutil
 from lastiterate.errors import ParameterError
@@ -460,17 +460,25 @@ def safetensors_metadata(data: bytes, bad: Any) -> dict[str, str]:
     return meta
 
 
-def refuse_foreign_file(path: str | os.PathLike[str], param: str, what: str, is_ours: Any) -> None:
+class _NotOurs(Exception):
+    """Why an existing file is not of the kind about to be written (see refuse_foreign_output)."""
+
+
+def refuse_foreign_output(
+    path: str | os.PathLike[str], param: str, what: str, why_not: Callable[[BinaryIO], str | None]
+) -> None:
     """Refuse to replace an existing file at ``path`` that is not a lastiterate ``what``.
 
-    Checkpoints and model files are written over their previous version; any other file (a
-    dataset given by mistake) must never be overwritten.  Only the safetensors header is read.
+    The rule of every file lastiterate writes (models, checkpoints, ledgers, tables, plots): an
+    earlier output of the same kind is replaced, any other file (a dataset given by mistake) is
+    never overwritten.  Only the beginning of the file is read, by ``why_not``.
 
     Args:
         path: the file about to be written.
         param: the parameter named in the error.
         what: the kind of file expected (for the message).
-        is_ours: called with the header's ``__metadata__``: True for a file of that kind.
+        why_not: reads the open file (binary) and returns None for a file of that kind, else the
+            reason it is not one.
 
     Raises:
         ParameterError: ``path`` exists and is not a regular file, cannot be read, or is not a
@@ -492,13 +500,29 @@ def refuse_foreign_file(path: str | os.PathLike[str], param: str, what: str, is_
         raise bad("not a regular file")
     try:
         with open(p, "rb") as fh:
-            head = fh.read(8)
-            (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
-            data = head + fh.read(min(n, _MAX_HEADER))
+            why = why_not(fh)
     except OSError as exc:
         raise ParameterError(param, str(p), f"cannot be read ({exc.strerror or exc})") from None
-    if not is_ours(safetensors_metadata(data, bad)):
-        raise bad(f"no {what} metadata")
+    if why is not None:
+        raise bad(why)
+
+
+def refuse_foreign_file(path: str | os.PathLike[str], param: str, what: str, is_ours: Any) -> None:
+    """:func:`refuse_foreign_output` for a safetensors file (a checkpoint, a model file): only
+    its header is read, and ``is_ours`` is called with the header's ``__metadata__`` (True for
+    a file of that kind)."""
+
+    def why_not(fh: BinaryIO) -> str | None:
+        head = fh.read(8)
+        (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
+        data = head + fh.read(min(n, _MAX_HEADER))
+        try:
+            meta = safetensors_metadata(data, _NotOurs)
+        except _NotOurs as exc:
+            return str(exc)
+        return None if is_ours(meta) else f"no {what} metadata"
+
+    refuse_foreign_output(path, param, what, why_not)
 
 
 def refuse_foreign_checkpoint(path: str | os.PathLike[str]) -> None:

@@ -37,7 +37,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from lastiterate import __version__, jsonutil
 from lastiterate.errors import ParameterError
 from lastiterate.train.ledger import (
     refuse_foreign_file,
+    refuse_foreign_output,
     safetensors_metadata,
     tensors_digest,
     write_private_file,
@@ -58,6 +59,8 @@ _CARD_KEY = "lastiterate_model_card"
 _DIGEST_KEY = "lastiterate_tensors_sha256"
 #: the model file is the published object: world-readable (reduced by the umask), unlike checkpoints
 PUBLIC_MODE = 0o644
+#: a model card longer than this is not one of ours (a card is a few KiB)
+_MAX_CARD_BYTES = 16 << 20
 #: limits on a card's architecture, checked before anything is allocated
 MAX_PARAMETERS = 2_000_000_000
 _ACTIVATIONS = ("tanh", "relu", "sigmoid")
@@ -446,11 +449,24 @@ def model_card(
 
 
 # ---------------------------------------------------------------------- save / load
+def _card_why_not(fh: BinaryIO) -> str | None:
+    """None when the open file is a model card (JSON with ``format`` = CARD_FORMAT), else why."""
+    try:
+        card = jsonutil.loads(fh.read(_MAX_CARD_BYTES + 1).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "not a JSON file of at most 16 MiB"
+    if isinstance(card, dict) and card.get("format") == CARD_FORMAT:
+        return None
+    return f"no {CARD_FORMAT} format"
+
+
 def _refuse_foreign_model_path(p: Path) -> None:
-    """A model file is written over an earlier model file, never over another file."""
+    """A model file (and its card beside it) is written over an earlier model file (card), never
+    over another file."""
     refuse_foreign_file(
         p, "out", "lastiterate model file", lambda meta: meta.get(_FORMAT_KEY) == MODEL_FORMAT
     )
+    refuse_foreign_output(card_path(p), "out", "lastiterate model card", _card_why_not)
 
 
 def check_output_path(out: str | os.PathLike[str], *inputs: str | os.PathLike[str] | None) -> Path:

@@ -61,6 +61,7 @@ from tqdm import tqdm
 
 from lastiterate.accountant import account as _account
 from lastiterate.errors import ParameterError, check_nonnegative, check_positive, check_positive_int
+from lastiterate.formatting import fmt_int
 from lastiterate.run import Run, check_adjacency
 from lastiterate.train.budget import Budget, allowed_steps, truncate
 from lastiterate.train.distributed import DataParallel, check_device, move_model, parameters_sha256
@@ -296,6 +297,29 @@ class TrainResult:
         return guarantee_summary(self.report) if self.report is not None else {}
 
 
+#: the most noisy steps one training run executes (every practical run of a GLM or small network on
+#: a CPU is far below; beyond it a run takes hours or days, and its per-epoch bookkeeping alone
+#: would exhaust memory): more is refused before any work, naming epochs / steps and their range
+MAX_TRAIN_STEPS = 1_000_000
+
+
+def _check_train_steps(T: int, l: float, *, epochs: float | None, steps: int | None) -> None:
+    """Refuse a run of more than :data:`MAX_TRAIN_STEPS` steps (``l`` steps per epoch), naming
+    the argument the user gave and its range."""
+    if T <= MAX_TRAIN_STEPS:
+        return
+    if steps is not None:
+        raise ParameterError(
+            "steps", steps, f"must be an integer in [1, {MAX_TRAIN_STEPS:.0e}] (MAX_TRAIN_STEPS)"
+        )
+    raise ParameterError(
+        "epochs",
+        epochs,
+        f"gives {fmt_int(T)} steps; training runs at most {MAX_TRAIN_STEPS:.0e} steps "
+        f"(MAX_TRAIN_STEPS), so epochs must be in (0, {MAX_TRAIN_STEPS / l:.4g}] here",
+    )
+
+
 class NoisyMethod:
     """Shared machinery; use :class:`NoisyGD`, :class:`NoisyCGD`, :class:`NoisySGD`,
     :class:`NoisyAdam`.
@@ -485,6 +509,7 @@ class NoisyMethod:
             if steps is not None
             else s.steps_for_epochs(check_positive("epochs", epochs))
         )
+        _check_train_steps(T, s.l, epochs=epochs, steps=steps)
         lr = self._schedule(T)
         lr_max = lr if isinstance(lr, float) else max(lr)
         lr_min = lr if isinstance(lr, float) else min(lr)
