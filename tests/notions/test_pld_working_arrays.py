@@ -18,6 +18,8 @@ import pytest
 
 from lastiterate.notions.pld import kernels
 
+from ._pld_exact import random_blocks
+
 
 def _whole_matrix(scales: np.ndarray, idx: np.ndarray, logm: np.ndarray) -> np.ndarray:
     return kernels._logsumexp_rows(scales[:, None] * idx[None, :] + logm[None, :], True)
@@ -62,8 +64,6 @@ def test_outer_logsumexp_of_an_all_empty_row_is_minus_infinity() -> None:
 def test_in_place_tilted_moments_are_the_plain_expression_bit_for_bit() -> None:
     rng = np.random.default_rng(13)
     for _ in range(200):
-        sizes = rng.integers(1, 20_000, size=int(rng.integers(1, 3)))
-        blocks = [kernels._blocks(np.log(rng.random(n) * rng.random(n) ** 4)) for n in sizes]
-        powers = [int(k) for k in rng.integers(1, 10**7, size=len(blocks))]
+        blocks, powers = random_blocks(rng)
         lam = float(rng.random() * 10 ** rng.uniform(-7, 0))
         assert kernels._tilted_moments(blocks, powers, lam) == _plain_moments(blocks, powers, lam)
