@@ -11,7 +11,9 @@ Tables printed (Markdown):
    accountants) and dp_accounting (PLD) report for the same run when they treat it as DP-SGD
    (they charge every iterate).
 3. start-up: ``lastiterate account`` for plain DP-SGD composition as a whole process against a
-   plain Python script computing the same epsilon with dp_accounting's PLD.
+   plain Python script computing the same epsilon with dp_accounting's PLD, and the whole
+   ``lastiterate account`` process of the heaviest extreme runs (``HEAVY_CLI_SETTINGS`` at
+   T = 1e7, delta = 1e-12; target: 0.5 s of CPU above the interpreter's start).
 4. extremes (in the full run, not with ``--quick``): one cold ``account`` of every algorithm,
    sampling and geometry the accountant supports at T = 1e3, 1e5 and 1e7 steps, delta = 1e-5 and
    1e-12, and at a sampling rate near 1, so that "any single run within 0.2 s" is measured, not
@@ -689,6 +691,32 @@ def _installed_env(pycache: str) -> dict[str, str]:
     return env
 
 
+#: the extreme settings whose whole ``lastiterate account`` process the start-up table also times
+#: (at T = 1e7, delta = 1e-12: the slowest cells of the extremes table, issue 11)
+HEAVY_CLI_SETTINGS = (
+    "sgd uniform strongly convex",
+    "sgd uniform convex + D, clip",
+    "sgd uniform strongly convex + D, clip",
+    "sgd uniform sc + D, clip, rate ~1",
+    "sgd poisson add-remove, clip",
+    "sgd poisson add-remove, clip, rate ~1",
+)
+
+
+def _cli_flags(run: Run) -> list[str]:
+    """The ``lastiterate account`` flags that describe ``run``: each constructor input that is
+    set, as ``--name=value`` (``--convex`` alone for a convex run)."""
+    flags = []
+    for name in Run.field_names():
+        value = getattr(run, name)
+        if value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        text = value if isinstance(value, str) else repr(value)  # floats to the last digit
+        flags.append(flag if value is True else f"{flag}={text}")
+    return flags
+
+
 def startup_table(repeats: int) -> str:
     """Whole-process seconds of each command: one untimed warm-up run (it writes the bytecode
     cache), then the median of ``repeats`` runs."""
@@ -731,6 +759,18 @@ def startup_table(repeats: int) -> str:
         "lastiterate account --bound pld-composition": ours_cmd,
         "lastiterate account (all bounds)": full_cmd,
     }
+    settings = dict(EXTREME_SETTINGS)
+    for name in HEAVY_CLI_SETTINGS:
+        cmds[f"lastiterate account, extreme: {name}, T = 1e7, delta = 1e-12"] = [
+            sys.executable,
+            "-m",
+            "lastiterate.cli",
+            "account",
+            *_cli_flags(extreme_run(settings[name], 10**7)),
+            "--delta",
+            "1e-12",
+            "--json",
+        ]
     rows = [
         (
             "| command | median seconds, whole process (wall / CPU) | above the interpreter "

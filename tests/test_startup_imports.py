@@ -147,6 +147,15 @@ def test_account_of_every_bound_needs_no_training_or_peer_library() -> None:
     assert not unwanted, f"account imports {unwanted}"
 
 
+def test_account_of_every_bound_does_not_import_numpy_ma() -> None:
+    """``numpy.ma`` (about 40 ms of a command's start-up) is what ``np.unique`` / ``np.union1d``
+    import on first use; the RDP composition's order grid took that path on every Poisson
+    add/remove account.  The accounting path uses ``notions.arrays.sorted_unique`` instead."""
+    modules = _imported_by([*POISSON_SGD, "--json"])
+    assert "lastiterate.bounds.composition" in modules  # the probe: the bounds ran
+    assert not _loaded(modules, "numpy.ma"), "account imports numpy.ma"
+
+
 def test_importing_the_accountant_defers_scipy_optimize_and_integrate() -> None:
     """The modules of the accounting path import scipy.optimize / scipy.integrate only inside the
     functions that solve or integrate (each is ~0.2 s of start-up), and scipy.special not at all

@@ -560,10 +560,11 @@ def test_sgd_bounded_value_is_the_stated_composition() -> None:
     assert d["subsampled_mu"] == pytest.approx(a, rel=1e-12) and d["gaussian_mu"] == pytest.approx(
         g, rel=1e-12
     )
+    grid = d["discretization"]  # (a long window's reported value is on a multiple of 1e-4)
     direct = (
-        pld.symmetric_subsampled_gaussian_pld(0.1, a)
+        pld.symmetric_subsampled_gaussian_pld(0.1, a, discretization=grid)
         .self_compose(nu)
-        .compose(pld.gaussian_pld(g))
+        .compose(pld.gaussian_pld(g, discretization=grid))
         .epsilon(1e-5)
     )
     # same grid; the composer's FFT window truncation (<= 1e-15 tail mass) differs (~1e-10

@@ -840,9 +840,11 @@ def rdp_composition(run: Run, query: Query) -> Result:
         )
     z = _clip_noise_multiplier(run)
     T = run.T
-    orders = np.union1d(DEFAULT_ORDERS, np.asarray(query.report_orders, dtype=float))
+    # (np.union1d is np.unique of the concatenation, which imports numpy.ma: 40 ms of a command)
+    report = np.asarray(query.report_orders, dtype=float)
+    orders = sorted_unique(np.concatenate([DEFAULT_ORDERS, report]))
     if locating():  # a calibration's locating pass: integer orders (closed form) and the report's
-        orders = np.union1d(orders[orders == np.round(orders)], query.report_orders)
+        orders = sorted_unique(np.concatenate([orders[orders == np.round(orders)], report]))
     curve = RdpCurve.from_sampled_gaussian(run.p, z, T, orders=orders)
     return rdp_result(
         "rdp-composition",

@@ -348,6 +348,29 @@ def _logsumexp_rows(z: np.ndarray, consume: bool = False) -> np.ndarray:
     return np.where(finite, out, -np.inf)
 
 
+#: elements of the working block of :func:`_outer_logsumexp` (512 KB: it stays in the core's cache)
+_OUTER_BLOCK_ELEMENTS = 2**16
+
+
+def _outer_logsumexp(scales: np.ndarray, idx: np.ndarray, logm: np.ndarray) -> np.ndarray:
+    r"""``_logsumexp_rows(scales[:, None] * idx[None, :] + logm[None, :])``: row i is
+    :math:`\log\sum_j e^{s_i x_j + \log m_j}`, a CGF of the masses ``exp(logm)`` at the indices
+    ``idx`` (at the tilt ``s_i``).
+
+    The matrix is formed and reduced a few rows at a time (about ``_OUTER_BLOCK_ELEMENTS``
+    entries): every row sees the same operations on the same numbers as in the whole matrix (a
+    product, a sum, then :func:`_logsumexp_rows`, which reduces each row alone), so the values are
+    the same bit for bit, while the working block stays in the cache (measured 1.3-1.9x faster
+    on the 14 x 1e5 and 41 x 7e4 matrices of a long composition's aliasing bounds)."""
+    rows = max(1, _OUTER_BLOCK_ELEMENTS // max(1, len(idx)))
+    out = np.empty(len(scales))
+    for start in range(0, len(scales), rows):
+        block = scales[start : start + rows, None] * idx[None, :]
+        block += logm[None, :]
+        out[start : start + rows] = _logsumexp_rows(block, True)
+    return out
+
+
 _LAMBDAS = np.logspace(-9.0, 1.0, 81)
 
 
@@ -368,8 +391,8 @@ def _binned_cgf(pmf: _Pmf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         logm = np.log(binned[keep])
     start = np.arange(nb)[keep] * width
     stop = np.minimum(start + width - 1, n - 1)
-    k_up = _logsumexp_rows(_LAMBDAS[:, None] * stop[None, :] + logm[None, :], True)
-    k_dn = _logsumexp_rows(-_LAMBDAS[:, None] * start[None, :] + logm[None, :], True)
+    k_up = _outer_logsumexp(_LAMBDAS, stop, logm)
+    k_dn = _outer_logsumexp(-_LAMBDAS, start, logm)
     with np.errstate(divide="ignore"):
         logp = np.log(probs)
     out = (k_up, k_dn, logp)
@@ -600,8 +623,8 @@ def _binned_log_cgfs(logx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     start = (np.arange(nb) * width)[keep].astype(float)
     stop = np.minimum(start + width - 1, n - 1)
     base = float(normal.logsumexp(logm))
-    up = _logsumexp_rows(_THETAS[:, None] * stop[None, :] + logm[None, :], True) - base
-    dn = _logsumexp_rows(-_THETAS[:, None] * start[None, :] + logm[None, :], True) - base
+    up = _outer_logsumexp(_THETAS, stop, logm) - base
+    dn = _outer_logsumexp(-_THETAS, start, logm) - base
     return up, dn, base
 
 
@@ -614,8 +637,8 @@ def _exact_log_cgfs(logx: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, n
     keep = np.isfinite(logx)
     j, lx = j[keep], logx[keep]
     base = float(normal.logsumexp(lx))
-    up = _logsumexp_rows(thetas[:, None] * j[None, :] + lx[None, :], True) - base
-    dn = _logsumexp_rows(-thetas[:, None] * j[None, :] + lx[None, :], True) - base
+    up = _outer_logsumexp(thetas, j, lx) - base
+    dn = _outer_logsumexp(-thetas, j, lx) - base
     return up, dn, base
 
 
@@ -1149,12 +1172,21 @@ def _tilted_moments(
     valid)."""
     mean = var = 0.0
     for (logm, c), k in zip(blocks, powers):
-        lw = logm + lam * c
-        w = np.exp(np.maximum(lw - np.max(lw), -700.0))  # no subnormals (placement only)
+        # (in place, in two working arrays: the same operations on the same numbers as
+        # ``w = exp(max(logm + lam c - max, -700)) / sum``, ``sum(w c)``, ``sum(w (c - m)^2)``)
+        w = np.multiply(c, lam)
+        w += logm
+        w -= np.max(w)
+        np.maximum(w, -700.0, out=w)  # no subnormals (placement only)
+        np.exp(w, out=w)
         w /= w.sum()
-        m = float(np.sum(w * c))
+        t = np.multiply(w, c)
+        m = float(np.sum(t))
         mean += k * m
-        var += k * float(np.sum(w * (c - m) ** 2))
+        np.subtract(c, m, out=t)
+        np.square(t, out=t)
+        t *= w
+        var += k * float(np.sum(t))
     return mean, var
 
 
