@@ -221,3 +221,28 @@ def test_numerical_composition_states_its_error() -> None:
     assert res is not None
     assert res.details["discretization"] == pytest.approx(1e-4)
     assert 0 <= res.details["truncation_mass"] < 1e-10
+
+
+def test_noise_beyond_the_pld_engine_range_is_a_refusal_not_an_internal_error() -> None:
+    """Per-step mu = L / (b sigma) = 2000: the PLD bounds cannot represent the step (its profile
+    is still above the truncation level at epsilon 1e5).  They refuse with that reason; nothing
+    is listed as an internal failure, and the one bound that can account it is reported."""
+    run = Run(
+        algorithm="sgd",
+        sampling="uniform",
+        n=1000,
+        batch_size=10,
+        steps=1000,
+        lr=0.1,
+        noise_std=1e-4,
+        clip=1.0,
+        strong_convexity=0.1,
+        smoothness=1.0,
+    )
+    report = account(run, delta=1e-5)
+    assert report.failures == ()
+    reasons = {r.bound: r.reason for r in report.not_applicable}
+    for bid in ("gdp-composition", "pld-composition", "shifted-interpolation"):
+        assert "beyond the PLD engine's range" in reasons[bid]
+    assert report.best.bound == "smooth-bounded-domain"
+    assert report.best.epsilon > 1e8

@@ -28,6 +28,18 @@ class NotApplicable(Exception):
     """A theorem's assumptions are not met by the described run (the message says why)."""
 
 
+class BeyondEngineRange(ParameterError, NotApplicable):
+    """A bound's numerical method cannot represent this run: e.g. a per-step privacy loss whose
+    profile is still above the truncation level at epsilon 1e5 (far too little noise for any
+    meaningful guarantee).  The accountant records it as a refusal with this reason, and the
+    other bounds are reported; code that searches over noises treats it as a refused noise, as
+    it treats any :class:`ParameterError`."""
+
+    def __init__(self, reason: str) -> None:
+        self.name, self.value, self.allowed = "run", None, reason
+        ValueError.__init__(self, reason)
+
+
 def _is_bool(value: Any) -> bool:
     """True for ``True`` / ``False`` and NumPy booleans (``float()`` would read them as 1 / 0)."""
     return isinstance(value, bool) or getattr(value, "dtype", None) == bool

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from lastiterate.errors import (
+    BeyondEngineRange,
     NotApplicable,
     ParameterError,
     check_in_range,
@@ -464,8 +465,9 @@ def _top_index(
     while delta_at(hi) > target:
         hi *= 2.0
         if hi > 1e5:
-            raise ParameterError(
-                "mu", "(profile)", "the privacy profile does not decay (mu too large)"
+            raise BeyondEngineRange(
+                f"the per-step privacy profile is still above {target:.3g} at epsilon 1e5 "
+                "(per-step privacy loss beyond the PLD engine's range: far too little noise)"
             )
     log_target = math.log(target)  # not log_bound: the sign of f must agree with the scan's test
     root = brent_root(
