@@ -91,6 +91,13 @@ way unless the user declares its geometry.  The accountant it
 returns (:class:`LastIteratePathAccountant`) builds the same :class:`~lastiterate.run.Run` from
 the steps Opacus reports, so ``get_epsilon`` after the planned epochs is the calibrated value.
 
+**Ghost clipping** (``grad_sample_mode="ghost"``, ``criterion=``): Opacus' fast gradient
+clipping computes every example's gradient norm without materialising the per-example gradients
+(:class:`GhostClippingModule`), then backpropagates the clipped sum (:class:`GhostClippingLoss`);
+:class:`LastIterateGhostDPOptimizer` applies the same normaliser, noise, projection and checks, so
+the step and the accountant's Run are those of the default mode.  The call then also returns the
+criterion to train with, as Opacus' ``make_private(..., grad_sample_mode="ghost")`` does.
+
 Limits: only the FINAL model is covered (checkpoints and intermediate models cost composition);
 every step must use one batch of the returned loader, in order, with one backward pass; a learning
 rate scheduler, momentum, another optimizer, or more epochs than planned change the run, and the
@@ -104,11 +111,15 @@ import math
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import torch
 from opacus import GradSampleModule
+from opacus.grad_sample import GradSampleModuleFastGradientClipping
+from opacus.grad_sample.gsm_base import AbstractGradSampleModule
 from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _mark_as_processed
+from opacus.optimizers.optimizer_fast_gradient_clipping import DPOptimizerFastGradientClipping
+from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -148,6 +159,23 @@ OPACUS_CLIP_EPS = 1e-6
 
 #: Noise stream of the Randomness root (the batches use the sampler's streams 11-14).
 NOISE_STREAM = 21
+
+#: The range of ``accumulated_iterations`` in the refusal of a step after several backward passes.
+ACCUMULATION_RANGE = (
+    "must be 1: call optimizer.step() after every backward pass (accumulating "
+    "several batches runs another algorithm than the one accounted)"
+)
+
+#: ``grad_sample_mode`` of :func:`make_private_last_iterate`: Opacus' per-example gradients
+#: (``"hooks"``, default) or ghost clipping (``"ghost"``, per-example norms only).
+GRAD_SAMPLE_MODES = ("hooks", "ghost")
+
+#: The torch module of every name of :data:`LOSSES`.
+_LOSS_MODULES: dict[str, type[nn.Module]] = {
+    "cross-entropy": nn.CrossEntropyLoss,
+    "bce-with-logits": nn.BCEWithLogitsLoss,
+    "mse": nn.MSELoss,
+}
 
 _SCHEME = {"uniform": "uniform", "cyclic": "cyclic", "shuffle": "shuffle", "poisson": "poisson"}
 
@@ -313,16 +341,19 @@ class LastIterateDPOptimizer(DPOptimizer):
         """sigma: std of the noise on the AVERAGED gradient (the Run's ``noise_std``)."""
         return float(self.noise_multiplier) * float(self.max_grad_norm) / self.expected_batch_size
 
-    def _normaliser(self) -> int:
-        """b_t of this step, after checking the batch is one the accountant charged."""
+    def _realised_size(self) -> int:
+        """Size of the batch of this step, after checking it came in ONE backward pass."""
         if self.accumulated_iterations != 1:
             raise ParameterError(
                 "accumulated_iterations",
                 self.accumulated_iterations,
-                "must be 1: call optimizer.step() after every backward pass (accumulating "
-                "several batches runs another algorithm than the one accounted)",
+                ACCUMULATION_RANGE,
             )
-        size = len(self.grad_samples[0])
+        return len(self.grad_samples[0])
+
+    def _normaliser(self) -> int:
+        """b_t of this step, after checking the batch is one the accountant charged."""
+        size = self._realised_size()
         if self.normaliser == "poisson":  # the FIXED b whatever the realised size (C/b per row)
             return int(self.expected_batch_size)
         if self.normaliser == "fixed":
@@ -393,6 +424,142 @@ class LastIterateDPOptimizer(DPOptimizer):
         return out
 
 
+# ---------------------------------------------------------------------------------- ghost clipping
+class GhostClippingModule(GradSampleModuleFastGradientClipping):
+    """Opacus' ghost-clipping module that also records the size of every batch it clips.
+
+    Opacus (``GradSampleModuleFastGradientClipping``, Li et al. 2022 "Large language models can
+    be strong differentially private learners", Bu et al. 2023) computes every example's
+    gradient NORM from the layer's activations and backpropagated errors, without materialising
+    the per-example gradients (``nn.Linear``, ``nn.Embedding``; other layers fall back to
+    per-layer per-example gradients).  The clip factor is Opacus' ``min(1, C / (||g_i|| +
+    1e-6))``, the same as :meth:`DPOptimizer.clip_and_accumulate`'s, so the second backward pass
+    of :class:`GhostClippingLoss` leaves ``sum_i clip_C(g_i)`` in ``p.grad``.
+    :class:`LastIterateGhostDPOptimizer` reads the recorded sizes to apply the same normaliser
+    and batch-size checks as :class:`LastIterateDPOptimizer`.
+    """
+
+    def __init__(self, module: nn.Module, *, max_grad_norm: float) -> None:
+        super().__init__(
+            module,
+            batch_first=True,
+            loss_reduction="mean",
+            max_grad_norm=max_grad_norm,
+            use_ghost_clipping=True,
+        )
+        #: sizes of the batches clipped since the optimizer's last step
+        self.clipped_batch_sizes: list[int] = []
+
+    def get_clipping_coef(self) -> torch.Tensor:
+        """Opacus' per-example clip factors from the norms of THIS backward pass (they are
+        consumed, so stale norms of an earlier batch are never reused: a forward pass in eval
+        mode or without gradients computes none); records the batch size."""
+        params = self.trainable_parameters
+        if any(getattr(p, "_norm_sample", None) is None for p in params):
+            raise ParameterError(
+                "module",
+                type(self._module).__name__,
+                "computed no per-example gradient norms for this batch: run its forward pass "
+                "in training mode with gradients enabled",
+            )
+        coef = super().get_clipping_coef()
+        for p in params:
+            p._norm_sample = None
+        self.clipped_batch_sizes.append(len(coef))
+        return coef
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped module's forward; Opacus' refusal of a layer used twice (parameter tying,
+        which ghost clipping does not support) becomes one line."""
+        try:
+            return super().forward(*args, **kwargs)
+        except NotImplementedError as exc:
+            raise ParameterError(
+                "module", type(self._module).__name__, f"cannot be ghost-clipped: {exc}"
+            ) from None
+
+
+class GhostClippingLoss:
+    """The criterion of the ghost mode: ``criterion(output, target)`` per example.
+
+    Returns Opacus' ``DPTensorFastGradientClipping``, whose ``backward()`` runs two passes: the
+    first computes per-example gradient norms (:class:`GhostClippingModule`), the second
+    backpropagates ``sum_i c_i loss_i`` with the clip factors c_i, i.e. leaves the SUM of the
+    clipped per-example gradients in ``p.grad``.  The per-example loss is the criterion with
+    ``reduction="none"`` averaged over every dimension but the batch's, which is what the
+    criterion's ``"mean"`` assigns to one example (so both modes clip the same g_i).
+    """
+
+    def __init__(
+        self,
+        module: GhostClippingModule,
+        optimizer: LastIterateGhostDPOptimizer,
+        criterion: nn.Module,
+    ) -> None:
+        self.module = module
+        self.optimizer = optimizer
+        self.criterion: Any = criterion  # a torch loss module with a ``reduction``
+
+    def per_example(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The criterion of each example (shape ``[batch]``)."""
+        reduction = self.criterion.reduction
+        self.criterion.reduction = "none"  # as Opacus' DPLossFastGradientClipping
+        try:
+            loss = self.criterion(output, target)
+        finally:
+            self.criterion.reduction = reduction
+        if loss.dim() == 0 or len(loss) != len(output):
+            raise ParameterError(
+                "criterion",
+                type(self.criterion).__name__,
+                "must return one loss per example with reduction='none'",
+            )
+        return loss.flatten(1).mean(1) if loss.dim() > 1 else loss
+
+    def __call__(self, output: torch.Tensor, target: torch.Tensor) -> Any:
+        if not self.module.training:  # Opacus' hooks captured no activations to clip with
+            raise ParameterError(
+                "module", "eval mode", "must be in training mode (module.train()) to be trained"
+            )
+        return DPTensorFastGradientClipping(
+            self.module, self.optimizer, self.per_example(output, target), "mean"
+        )
+
+
+class LastIterateGhostDPOptimizer(LastIterateDPOptimizer, DPOptimizerFastGradientClipping):
+    """:class:`LastIterateDPOptimizer` on ghost clipping: the same step, noise, projection and
+    checks, with the clipped sum computed by :class:`GhostClippingLoss` instead of from
+    per-example gradients (Opacus' ``DPOptimizerFastGradientClipping`` takes ``p.grad`` as the
+    clipped sum).  The realised batch size and the number of backward passes since the last step
+    come from ``module`` (:class:`GhostClippingModule`): a step needs exactly one backward pass of
+    the criterion returned by :func:`make_private_last_iterate`.
+    """
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, *, module: GhostClippingModule, **kwargs: Any
+    ) -> None:
+        super().__init__(optimizer, **kwargs)
+        self.module = module
+        self._size = 0
+
+    def pre_step(self, closure: Callable[[], float] | None = None) -> bool | None:
+        """Check there was one clipped backward pass, then Opacus' pre-step (noise, scaling)."""
+        sizes = self.module.clipped_batch_sizes
+        self.module.clipped_batch_sizes = []
+        if len(sizes) != 1:
+            raise ParameterError(
+                "accumulated_iterations",
+                len(sizes),
+                ACCUMULATION_RANGE + "; backpropagate the loss of the criterion returned by "
+                "make_private_last_iterate (grad_sample_mode='ghost')",
+            )
+        self._size = sizes[0]
+        return super().pre_step(closure)
+
+    def _realised_size(self) -> int:
+        return self._size
+
+
 def ball_projection(
     diameter: float, center: torch.Tensor | None = None
 ) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -425,7 +592,7 @@ class Geometry:
 def glm_linear(module: nn.Module) -> nn.Linear | None:
     """The single ``nn.Linear`` of a GLM (alone, or in an ``nn.Sequential`` whose other members
     are ``nn.Flatten`` / ``nn.Identity``); None for any other model."""
-    if isinstance(module, GradSampleModule):
+    if isinstance(module, AbstractGradSampleModule):
         module = module._module
     if type(module) is nn.Linear:
         return module
@@ -439,11 +606,7 @@ def glm_linear(module: nn.Module) -> nn.Linear | None:
 def loss_family(loss: Any, out_features: int) -> tuple[str, str]:
     """(loss name, GLM family) for ``loss`` (a name of :data:`LOSSES` or the torch module)."""
     if isinstance(loss, nn.Module):
-        name = {
-            nn.CrossEntropyLoss: "cross-entropy",
-            nn.BCEWithLogitsLoss: "bce-with-logits",
-            nn.MSELoss: "mse",
-        }.get(type(loss))
+        name = {cls: key for key, cls in _LOSS_MODULES.items()}.get(type(loss))
         if name is None:
             raise ParameterError(
                 "loss",
@@ -739,6 +902,7 @@ def _batch_size(data_loader: Any, batch_size: int | None) -> int:
     return check_positive_int("batch_size", b)
 
 
+@overload
 def make_private_last_iterate(
     module: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -762,7 +926,72 @@ def make_private_last_iterate(
     secure: bool = False,
     bounds: list[str] | None = None,
     accounting: str = "auto",
-) -> tuple[GradSampleModule, LastIterateDPOptimizer, DataLoader, LastIteratePathAccountant]:
+    grad_sample_mode: Literal["hooks"] = "hooks",
+    criterion: None = None,
+) -> tuple[GradSampleModule, LastIterateDPOptimizer, DataLoader, LastIteratePathAccountant]: ...
+
+
+@overload
+def make_private_last_iterate(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data_loader: DataLoader,
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    epochs: float,
+    max_grad_norm: float,
+    sampling: str = "uniform",
+    adjacency: str = "replace",
+    diameter: float | None = None,
+    strong_convexity: float | None = None,
+    smoothness: float | None = None,
+    convex: bool = False,
+    loss: Any = None,
+    data_norm: float | None = None,
+    batch_size: int | None = None,
+    center: str = "origin",
+    seed: int | None = None,
+    secure: bool = False,
+    bounds: list[str] | None = None,
+    accounting: str = "auto",
+    grad_sample_mode: Literal["ghost"],
+    criterion: nn.Module,
+) -> tuple[
+    GhostClippingModule,
+    LastIterateGhostDPOptimizer,
+    GhostClippingLoss,
+    DataLoader,
+    LastIteratePathAccountant,
+]: ...
+
+
+def make_private_last_iterate(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data_loader: DataLoader,
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    epochs: float,
+    max_grad_norm: float,
+    sampling: str = "uniform",
+    adjacency: str = "replace",
+    diameter: float | None = None,
+    strong_convexity: float | None = None,
+    smoothness: float | None = None,
+    convex: bool = False,
+    loss: Any = None,
+    data_norm: float | None = None,
+    batch_size: int | None = None,
+    center: str = "origin",
+    seed: int | None = None,
+    secure: bool = False,
+    bounds: list[str] | None = None,
+    accounting: str = "auto",
+    grad_sample_mode: str = "hooks",
+    criterion: nn.Module | None = None,
+) -> Any:
     """Wire an Opacus run whose FINAL model meets (``target_epsilon``, ``target_delta``).
 
     Returns ``(module, optimizer, data_loader, accountant)``: a ``GradSampleModule``, a
@@ -771,6 +1000,13 @@ def make_private_last_iterate(
     :class:`LastIteratePathAccountant` attached to the optimizer, whose Run is the realised
     algorithm.  Train ``epochs`` passes over the returned loader with one ``optimizer.step()`` per
     batch; then ``accountant.get_epsilon(target_delta) <= target_epsilon``.
+
+    With ``grad_sample_mode="ghost"`` (Opacus' ghost clipping: per-example gradient norms
+    without the per-example gradients) it returns ``(module, optimizer, criterion, data_loader,
+    accountant)``, as Opacus' ``make_private(..., grad_sample_mode="ghost")`` does: a
+    :class:`GhostClippingModule`, a :class:`LastIterateGhostDPOptimizer` (the same step, noise,
+    projection and checks) and a :class:`GhostClippingLoss`; every step is
+    ``optimizer.zero_grad(); criterion(module(x), y).backward(); optimizer.step()``.
 
     Args:
         module, optimizer, data_loader: the model, a plain ``torch.optim.SGD`` over its
@@ -800,6 +1036,10 @@ def make_private_last_iterate(
             clip C < sqrt(2) R_eff, or lr >= 2/M) is wired without geometry and accounted by
             composition only, with a :class:`CompositionOnlyWarning` and the reason in
             ``accountant.explain()``; ``"last-iterate"``: such a GLM is refused.
+        grad_sample_mode: ``"hooks"`` (default: Opacus' per-example gradients) or ``"ghost"``
+            (ghost clipping; needs ``criterion``).
+        criterion: the torch loss module (``reduction="mean"``) of the ghost mode; for a GLM it
+            is the loss the geometry is certified for (``loss``, if given, must name it).
 
     Raises:
         ParameterError: invalid input (one line naming the parameter).
@@ -823,6 +1063,9 @@ def make_private_last_iterate(
         raise ParameterError("convex", convex, "must be True or False")
     if accounting not in ACCOUNTINGS:
         raise ParameterError("accounting", accounting, "must be one of " + ", ".join(ACCOUNTINGS))
+    ghost = _ghost_mode(grad_sample_mode, criterion, module)
+    if ghost:
+        loss = _ghost_loss(loss, criterion)
     eps = check_positive("target_epsilon", target_epsilon)
     target_delta = check_positive("target_delta", target_delta)
     if not target_delta < 1:
@@ -925,13 +1168,15 @@ def make_private_last_iterate(
         persistent_workers=data_loader.persistent_workers,
     )
 
-    # the module (per-example gradients) and the projection set
+    # the module (per-example gradients, or their norms) and the projection set
+    gsm: AbstractGradSampleModule
     try:
-        gsm = (
-            module
-            if isinstance(module, GradSampleModule)
-            else GradSampleModule(module, batch_first=True, loss_reduction="mean")
-        )
+        if ghost:
+            gsm = GhostClippingModule(module, max_grad_norm=C)
+        elif isinstance(module, GradSampleModule):
+            gsm = module
+        else:
+            gsm = GradSampleModule(module, batch_first=True, loss_reduction="mean")
     except NotImplementedError as exc:
         raise ParameterError(
             "module", type(module).__name__, f"has no Opacus per-example gradients: {exc}"
@@ -945,8 +1190,10 @@ def make_private_last_iterate(
     # the optimizer: its weight decay becomes the DP step's l2 term
     for g in optimizer.param_groups:
         g["weight_decay"] = 0.0
-    dp_optimizer = LastIterateDPOptimizer(
+    dp_class = LastIterateGhostDPOptimizer if ghost else LastIterateDPOptimizer
+    dp_optimizer = dp_class(
         optimizer,
+        **({"module": gsm} if ghost else {}),
         noise_multiplier=z,
         max_grad_norm=C,
         expected_batch_size=b,
@@ -972,6 +1219,7 @@ def make_private_last_iterate(
             else "; no projection"
         )
         + f"; planned {T} steps ({E:g} epochs), calibrated with {best.bound}"
+        + ("; Opacus ghost clipping (per-example gradient norms)" if ghost else "")
     )
     accountant = LastIteratePathAccountant(
         geometry=geometry,
@@ -992,7 +1240,61 @@ def make_private_last_iterate(
     accountant.planned_run = planned
     accountant.calibration = cal
     dp_optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=b / n))
+    if ghost:
+        assert isinstance(gsm, GhostClippingModule) and criterion is not None
+        assert isinstance(dp_optimizer, LastIterateGhostDPOptimizer)
+        wrapped = GhostClippingLoss(gsm, dp_optimizer, criterion)
+        return gsm, dp_optimizer, wrapped, loader, accountant
     return gsm, dp_optimizer, loader, accountant
+
+
+def _ghost_mode(grad_sample_mode: str, criterion: Any, module: nn.Module) -> bool:
+    """Whether the ghost mode is asked for, after checking its inputs."""
+    if grad_sample_mode not in GRAD_SAMPLE_MODES:
+        raise ParameterError(
+            "grad_sample_mode", grad_sample_mode, "must be one of " + ", ".join(GRAD_SAMPLE_MODES)
+        )
+    if grad_sample_mode == "hooks":
+        if criterion is not None:
+            raise ParameterError(
+                "criterion", type(criterion).__name__, "is only used with grad_sample_mode='ghost'"
+            )
+        return False
+    if not isinstance(criterion, nn.Module):
+        raise ParameterError(
+            "criterion",
+            None if criterion is None else type(criterion).__name__,
+            "must be a torch loss module (e.g. nn.CrossEntropyLoss()) in the ghost mode",
+        )
+    if getattr(criterion, "reduction", None) != "mean":
+        raise ParameterError(
+            "criterion",
+            f"reduction={getattr(criterion, 'reduction', None)!r}",
+            "must be reduction='mean' (the mean loss whose per-example gradients are clipped)",
+        )
+    if isinstance(module, AbstractGradSampleModule):
+        raise ParameterError(
+            "module",
+            type(module).__name__,
+            "must be the plain model with grad_sample_mode='ghost' (it is wrapped here)",
+        )
+    return True
+
+
+def _ghost_loss(loss: Any, criterion: Any) -> Any:
+    """The loss a GLM is certified for in the ghost mode: the criterion itself (``loss``, if
+    given, must name the same loss)."""
+    if loss is None:
+        return criterion
+    named = _LOSS_MODULES.get(loss) if isinstance(loss, str) else type(loss)
+    if named is not type(criterion):
+        raise ParameterError(
+            "loss",
+            loss if isinstance(loss, str) else type(loss).__name__,
+            f"must name the criterion's loss ({type(criterion).__name__}) with "
+            "grad_sample_mode='ghost'",
+        )
+    return criterion
 
 
 def _describe(sampling: str, n: int, b: int) -> str:
@@ -1021,14 +1323,18 @@ def _describe(sampling: str, n: int, b: int) -> str:
 __all__ = [
     "ACCOUNTINGS",
     "COMPOSITION_BOUNDS",
+    "GRAD_SAMPLE_MODES",
     "LOSSES",
     "NOISE_STREAM",
     "SAMPLINGS",
     "CompositionOnlyWarning",
     "Geometry",
+    "GhostClippingLoss",
+    "GhostClippingModule",
     "LastIterateAccountant",
     "LastIterateBatchSampler",
     "LastIterateDPOptimizer",
+    "LastIterateGhostDPOptimizer",
     "LastIteratePathAccountant",
     "ball_projection",
     "composition_geometry",

@@ -18,8 +18,11 @@ from lastiterate.opacus import (
     COMPOSITION_BOUNDS,
     NOISE_STREAM,
     CompositionOnlyWarning,
+    GhostClippingLoss,
+    GhostClippingModule,
     LastIterateBatchSampler,
     LastIterateDPOptimizer,
+    LastIterateGhostDPOptimizer,
     glm_geometry,
     make_private_last_iterate,
 )
@@ -147,8 +150,9 @@ def _per_example_clipped_sum(model, X, y, C):
     return total
 
 
-@pytest.mark.parametrize("normaliser", ["fixed", "realised"])
-def test_one_step_is_the_hand_computed_update(normaliser: str) -> None:
+@pytest.mark.parametrize("mode", ["hooks", "ghost"])
+@pytest.mark.parametrize("normaliser", ["fixed", "poisson", "realised"])
+def test_one_step_is_the_hand_computed_update(normaliser: str, mode: str) -> None:
     torch.manual_seed(0)
     X, y = _data(12).tensors
     Xb, yb = X[:4], y[:4]
@@ -156,23 +160,31 @@ def test_one_step_is_the_hand_computed_update(normaliser: str) -> None:
     model = torch.nn.Linear(5, 3)
     model.load_state_dict(ref.state_dict())
     x0 = [p.detach().clone() for p in ref.parameters()]
-    C, z, b, lr, l2 = 0.3, 1.7, 4 if normaliser == "fixed" else 6, 0.5, 0.05
-    gsm = GradSampleModule(model)
-    opt = LastIterateDPOptimizer(
-        torch.optim.SGD(gsm.parameters(), lr=lr),
-        noise_multiplier=z,
-        max_grad_norm=C,
-        expected_batch_size=b,
-        normaliser=normaliser,
-        l2=l2,
-        randomness=Randomness.from_seed(5),
-        min_batch_size=4,
-    )
+    C, z, lr, l2 = 0.3, 1.7, 0.5, 0.05
+    b = 4 if normaliser == "fixed" else 6  # Poisson: the fixed b, not the realised 4
+    kw = {
+        "noise_multiplier": z,
+        "max_grad_norm": C,
+        "expected_batch_size": b,
+        "normaliser": normaliser,
+        "l2": l2,
+        "randomness": Randomness.from_seed(5),
+        "min_batch_size": 4,
+    }
+    if mode == "ghost":  # per-example norms only: lastiterate.opacus' grad_sample_mode="ghost"
+        gsm = GhostClippingModule(model, max_grad_norm=C)
+        sgd = torch.optim.SGD(gsm.parameters(), lr=lr)
+        opt = LastIterateGhostDPOptimizer(sgd, module=gsm, **kw)
+        loss = GhostClippingLoss(gsm, opt, torch.nn.CrossEntropyLoss())
+    else:
+        gsm = GradSampleModule(model)
+        opt = LastIterateDPOptimizer(torch.optim.SGD(gsm.parameters(), lr=lr), **kw)
+        loss = torch.nn.functional.cross_entropy
     opt.zero_grad()
-    torch.nn.functional.cross_entropy(gsm(Xb), yb).backward()
+    loss(gsm(Xb), yb).backward()
     opt.step()
     # by hand: x - lr ((1/b_t) sum clip_C(g_i) + Z + l2 x), Z ~ N(0, sigma^2), sigma = z C / b
-    b_t = b if normaliser == "fixed" else len(Xb)  # realised size for the partitions
+    b_t = len(Xb) if normaliser == "realised" else b  # realised size for the partitions
     sigma = z * C / b
     numel = sum(p.numel() for p in x0)
     Z = Randomness.from_seed(5).gaussian(NOISE_STREAM, 0, numel, sigma * b_t, torch.float32) / b_t
@@ -460,6 +472,38 @@ def test_mse_and_bce_glms_are_wired() -> None:
         ({"center": "middle"}, ParameterError, "center"),
         ({"momentum": 0.9}, ParameterError, "momentum"),
         ({"adam": True}, ParameterError, "torch.optim.SGD"),
+        # the ghost mode (tests/train/test_opacus_ghost.py)
+        ({"grad_sample_mode": "functorch"}, ParameterError, "grad_sample_mode"),
+        (
+            {"grad_sample_mode": "ghost"},
+            ParameterError,
+            "criterion=None is invalid: must be a torch loss module",
+        ),
+        (
+            {"criterion": torch.nn.CrossEntropyLoss()},
+            ParameterError,
+            "only used with grad_sample_mode='ghost'",
+        ),
+        (
+            {"grad_sample_mode": "ghost", "criterion": torch.nn.CrossEntropyLoss(reduction="sum")},
+            ParameterError,
+            "reduction='mean'",
+        ),
+        (
+            {"grad_sample_mode": "ghost", "criterion": torch.nn.MSELoss()},
+            ParameterError,
+            "loss='cross-entropy' is invalid: must name the criterion's loss",
+        ),
+        (
+            {"grad_sample_mode": "ghost", "criterion": torch.nn.L1Loss(), "loss": None},
+            ParameterError,
+            "loss='L1Loss' is invalid: must be nn.CrossEntropyLoss",
+        ),
+        (
+            {"grad_sample_mode": "ghost", "criterion": torch.nn.CrossEntropyLoss(), "gsm": True},
+            ParameterError,
+            "must be the plain model",
+        ),
     ],
 )
 def test_bad_input_is_one_line(change: dict, error: type, match: str) -> None:
@@ -467,7 +511,9 @@ def test_bad_input_is_one_line(change: dict, error: type, match: str) -> None:
     lr = kw.pop("lr", 0.5)
     momentum = kw.pop("momentum", 0.0)
     adam = kw.pop("adam", False)
-    model = torch.nn.Linear(5, 3)
+    model: torch.nn.Module = torch.nn.Linear(5, 3)
+    if kw.pop("gsm", False):  # already wrapped for per-example gradients
+        model = GradSampleModule(model)
     opt = (
         torch.optim.Adam(model.parameters(), lr=lr)
         if adam
