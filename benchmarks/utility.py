@@ -6,7 +6,7 @@ For every dataset, epsilon and adjacency, at delta = 1e-5, on the SAME arrays fo
   ``adjacency="replace"`` or ``"add-remove"``).  No tuning at all: ``fit`` chooses its
   configuration from (n, d, classes, epsilon, delta); the test set is used only to score it.
 * **ours via Opacus** -- the estimator's configuration, trained with stock Opacus machinery
-  (``GradSampleModule``, ``DPOptimizer``'s clipping) through
+  (Opacus' ghost clipping by default, ``--opacus-path-mode hooks``: ``GradSampleModule``) through
   :func:`lastiterate.opacus.make_private_last_iterate`: ``choose_configuration`` for the same
   (n, d, K, epsilon, delta, adjacency) gives lr, steps (epochs of full-batch ``"cyclic"``
   batches, b = n), L2 as ``weight_decay``, clip as ``max_grad_norm`` and ``data_norm``; the
@@ -326,10 +326,14 @@ def _path_rows(X: np.ndarray, s: OpacusPathSettings, R: float) -> np.ndarray:
     return np.hstack([X, np.full((len(X), 1), a)]) if a > 0 else X
 
 
-def run_ours_via_opacus(Xtr, ytr, Xte, yte, eps: float, adjacency: str, seeds) -> Cell:
+def run_ours_via_opacus(
+    Xtr, ytr, Xte, yte, eps: float, adjacency: str, seeds, mode: str = "ghost"
+) -> Cell:
     """Ours via Opacus: the estimator's configuration trained with stock Opacus machinery
-    (``GradSampleModule``, ``DPOptimizer`` clipping) through
-    :func:`lastiterate.opacus.make_private_last_iterate`, which calibrates the noise itself.
+    through :func:`lastiterate.opacus.make_private_last_iterate`, which calibrates the noise
+    itself; ``mode`` is its ``grad_sample_mode``: ``"ghost"`` (Opacus' ghost clipping, per-example
+    norms without per-example gradients) or ``"hooks"`` (``GradSampleModule``, the per-example
+    gradients materialised); both train the same parameters for the same seed.
     A cell the path refuses is ``n/a`` with its reason; the accounted epsilon of every run must
     be <= eps and come from lastiterate's bounds (no fallback)."""
     import torch
@@ -348,6 +352,7 @@ def run_ours_via_opacus(Xtr, ytr, Xte, yte, eps: float, adjacency: str, seeds) -
     y = torch.tensor(ytr, dtype=torch.float64)[:, None] if binary else torch.tensor(ytr)
     data = TensorDataset(torch.tensor(A, dtype=torch.float64), y)
     loss_fn = nn.BCEWithLogitsLoss() if binary else nn.CrossEntropyLoss()
+    ghost = mode == "ghost"
     cell = Cell()
     for i, seed in enumerate(seeds):
         t = time.perf_counter()
@@ -362,7 +367,7 @@ def run_ours_via_opacus(Xtr, ytr, Xte, yte, eps: float, adjacency: str, seeds) -
                 # a failed GLM certificate (the early-stopping multinomial clip): composition
                 # only, the rule's own bound; recorded in the cell's info below
                 warnings.simplefilter("ignore", CompositionOnlyWarning)
-                model, opt, loader, accountant = make_private_last_iterate(
+                wired = make_private_last_iterate(
                     model,
                     opt,
                     DataLoader(data, batch_size=s.batch_size),
@@ -375,18 +380,23 @@ def run_ours_via_opacus(Xtr, ytr, Xte, yte, eps: float, adjacency: str, seeds) -
                     loss=s.loss,
                     data_norm=s.data_norm,
                     seed=seed,
+                    **({"grad_sample_mode": "ghost", "criterion": loss_fn} if ghost else {}),
                 )
         except (ParameterError, NotApplicable) as exc:
             cell.na = f"n/a: {exc}"
             cell.info = cell.na + ("; " + "; ".join(s.differs) if s.differs else "")
             return cell
+        if ghost:
+            model, opt, criterion, loader, accountant = wired
+        else:
+            (model, opt, loader, accountant), criterion = wired, loss_fn
         planned = accountant.planned_run
         if planned.steps != cfg.steps:
             raise RuntimeError(f"ours via Opacus: {planned.steps} steps planned, rule {cfg.steps}")
         while opt.steps_taken < planned.steps:
             for xb, yb in loader:
                 opt.zero_grad()
-                loss_fn(model(xb), yb).backward()
+                criterion(model(xb), yb).backward()
                 opt.step()
                 if opt.steps_taken == planned.steps:
                     break
@@ -402,7 +412,7 @@ def run_ours_via_opacus(Xtr, ytr, Xte, yte, eps: float, adjacency: str, seeds) -
         pred = (logits[:, 0] > 0).astype(int) if binary else logits.argmax(axis=1)
         cell.accs.append(float(np.mean(pred == yte)))
         cell.info = (
-            f"{s.sampling} b={s.batch_size}, T={planned.steps}, lr={s.lr:.3g}, "
+            f"{mode}: {s.sampling} b={s.batch_size}, T={planned.steps}, lr={s.lr:.3g}, "
             f"weight_decay={s.weight_decay:.3g}, C={s.max_grad_norm:.3g}, "
             f"σ={planned.sigma:.3g} (rule {cfg.noise_std:.3g}), ε={spent:.3f}, "
             f"{report.best.bound}"
@@ -851,8 +861,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-opacus-path",
         action="store_true",
-        help="skip the 'ours via Opacus' column (slow on large n: Opacus per-example gradients "
-        "of the full batch at every step); its cells then say so",
+        help="skip the 'ours via Opacus' column (its full-batch steps are the slowest part on "
+        "large n); its cells then say so",
+    )
+    ap.add_argument(
+        "--opacus-path-mode",
+        choices=("ghost", "hooks"),
+        default="ghost",
+        help="grad_sample_mode of the 'ours via Opacus' column: ghost clipping (default) or "
+        "Opacus' per-example gradient hooks (the same parameters, slower on large batches)",
     )
     ap.add_argument(
         "--skip",
@@ -911,7 +928,9 @@ def main(argv: list[str] | None = None) -> int:
                 via = (
                     Cell(na="not run (--no-opacus-path)")
                     if args.no_opacus_path
-                    else run_ours_via_opacus(Xtr, ytr, Xte, yte, eps, adj, seeds)
+                    else run_ours_via_opacus(
+                        Xtr, ytr, Xte, yte, eps, adj, seeds, args.opacus_path_mode
+                    )
                 )
                 opc = (
                     None
