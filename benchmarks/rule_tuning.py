@@ -425,7 +425,9 @@ def _fit_cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacen
         "mean": float(np.mean(accs)),
         "sd": float(np.std(accs)),
         "strategy": cfg.strategy,
-        "steps": cfg.steps,
+        "steps": cfg.steps
+        if cfg.algorithm == "gd" or cfg.batch_size == cfg.n
+        else f"{cfg.steps}, b={cfg.batch_size}",
         "ratio": {c["strategy"]: c["noise_to_horizon"] for c in cfg.candidates},
         "bound": clf.privacy_report_.bound,  # type: ignore[union-attr]
     }
@@ -456,6 +458,7 @@ def constant_table(
         "INTERCEPT_FEATURE": "a",
         "HORIZON_GROWTH_CAP": "G_max",
         "HORIZON_SAMPLE_SCALE": "N0",
+        "SAMPLED_RATIO_TOLERANCE": "tol",
     }.get(attribute, attribute)
     heading = {"early-stopping": "Early stopping", "last-iterate": "Last iterate"}.get(
         strategy, f"The rule ({strategy})"
@@ -482,7 +485,9 @@ def constant_table(
                         setattr(configuration, attribute, v)
                         configuration.cached_configuration.cache_clear()
                         cfg = planned_configuration(Xtr, ytr, eps, strategy, adjacency)
-                        configs.add((cfg.steps, cfg.lr, cfg.noise_std, cfg.clip, cfg.l2))
+                        configs.add(
+                            (cfg.steps, cfg.batch_size, cfg.lr, cfg.noise_std, cfg.clip, cfg.l2)
+                        )
                     if len(configs) == 1:
                         row = (
                             f"| {name} | {p} | {eps:g} | the same configuration for every value "
@@ -596,6 +601,30 @@ def sample_scale_table(
     )
 
 
+def sampled_table(
+    names: list[str], eps_list, seeds: int, tolerances, adjacency: str = "replace"
+) -> list[str]:  # rows whose configuration no tolerance changes are listed, not fitted
+    """Early stopping's accuracy for each ratio tolerance of sampled early stopping
+    (``SAMPLED_RATIO_TOLERANCE``; negative: the capped full batch, the rule before)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "SAMPLED_RATIO_TOLERANCE",
+        tolerances,
+        "sampled early stopping where the full batch is capped",
+        "Accuracy of the early-stopping strategy when the planned horizon needs more than "
+        "max_steps = 3000 full-batch steps: tol < 0 trains the capped full batch (the rule "
+        "before); tol >= 0 trains the planned T on Poisson batches of the smallest b = 256·2^j "
+        "whose calibrated noise-to-horizon ratio is within (1 + tol) of the full batch's at the "
+        "same T and whose work T·b fits 3000·n (else the capped full batch). T (and b) in "
+        "parentheses where they differ from the first column.",
+        adjacency,
+        show_steps=True,
+        skip_unchanged=True,
+    )
+
+
 def intercept_table(
     names: list[str], eps_list, seeds: int, values, adjacency: str = "replace"
 ) -> list[str]:
@@ -652,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
         "--sample-power",
         type=float,
         help="the exponent k of the sample-size growth (n m / N0)^k for this run",
+    )
+    ap.add_argument(
+        "--sampled-tolerances",
+        default="",
+        help="ratio tolerances of sampled early stopping to tabulate (e.g. -1,0.01,0.05; "
+        "negative: the capped full batch; '' skips)",
     )
     ap.add_argument(
         "--intercept-features",
@@ -796,6 +831,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sample_scales:
         values = [float(v) for v in args.sample_scales.split(",")]
         lines += sample_scale_table(names, eps_list, seeds, values, adjacency)
+    if args.sampled_tolerances:
+        values = [float(v) for v in args.sampled_tolerances.split(",")]
+        lines += sampled_table(names, eps_list, seeds, values, adjacency)
     if args.intercept_features:
         values = [float(v) for v in args.intercept_features.split(",")]
         lines += intercept_table(names, eps_list, seeds, values, adjacency)

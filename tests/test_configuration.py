@@ -22,6 +22,8 @@ from lastiterate.configuration import (
 )
 from lastiterate.errors import ParameterError
 from lastiterate.notions.gdp import gdp_mu
+from lastiterate.sklearn import DPLogisticRegression
+from lastiterate.train import SeededRunWarning
 
 
 @pytest.mark.parametrize("lr, l2, T", [(1.5, 0.0, 7), (2.0, 0.05, 40), (0.5, 0.3, 200)])
@@ -519,3 +521,99 @@ def test_dpridge_explains_most_of_the_variance_on_generated_data(eps, floor):
         for seed in range(3)
     ]
     assert np.mean(scores) > floor
+
+
+# --------------------------------------------------------------------------------------------
+# Sampled early stopping (large n m: the planned horizon needs more than max_steps full batches)
+# --------------------------------------------------------------------------------------------
+
+
+def _dp_accounting_poisson_epsilon(z: float, q: float, steps: int, adjacency: str) -> float:
+    """dp_accounting's PLD epsilon of ``steps`` Poisson-sampled Gaussian steps (noise z C on the
+    clipped sum; REPLACE_ONE moves the sum by 2C at most, as our replace-one adjacency)."""
+    relation = (
+        dp_accounting.NeighboringRelation.REPLACE_ONE
+        if adjacency == "replace"
+        else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    )
+    acc = dp_accounting.pld.PLDAccountant(relation, value_discretization_interval=1e-4)
+    event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z))
+    acc.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+    return float(acc.get_epsilon(1e-5))
+
+
+@pytest.mark.parametrize("adjacency, eps", [("replace", 4.0), ("add-remove", 1.0)])
+def test_sampled_early_stopping_runs_the_planned_horizon(adjacency, eps):
+    # a big2-sized binary fit: the planned horizon needs ~10^4 full-batch steps, 3x max_steps
+    n, d = 30000, 40
+    cfg = choose_configuration(
+        "binary-logistic",
+        n=n,
+        n_features=d,
+        n_outputs=1,
+        epsilon=eps,
+        delta=1e-5,
+        data_norm=1.0,
+        adjacency=adjacency,
+    )
+    mu = gdp_mu(eps, 1e-5)
+    lr = 4.0 / cfg.effective_feature_norm**2  # binary curvature 1/4
+    H = configuration.planned_horizon(n, d + 1, mu, adjacency)
+    b = cfg.batch_size
+    assert (cfg.strategy, cfg.algorithm, cfg.sampling) == ("early-stopping", "sgd", "poisson")
+    assert cfg.steps == math.ceil(H / lr) > 3000 and cfg.lr == pytest.approx(lr)
+    assert b in [256 * 2**j for j in range(8)] and b < n and cfg.steps * b <= 3000 * n
+    # private at the target under dp_accounting (Poisson-sampled Gaussian, the sum's noise z C)
+    z = cfg.noise_std * b / cfg.clip
+    assert _dp_accounting_poisson_epsilon(z, b / n, cfg.steps, adjacency) <= eps * (1 + 2e-3)
+    # its noise on the mean gradient is within 1% (+ calibration precision) of the full batch's
+    # at the same T: Gaussian composition, mu = s C sqrt(T) / (n sigma), s = 2 (replace) or 1
+    s = 2.0 if adjacency == "replace" else 1.0
+    sigma_full = s * cfg.clip * math.sqrt(cfg.steps) / (n * mu)
+    assert cfg.noise_std <= sigma_full * 1.01 * (1 + 3e-3)
+    # and b is the smallest rung that is: half of it fails the tolerance (or is below 256)
+    if b > 256:
+        run = li.Run(
+            algorithm="sgd",
+            sampling="poisson",
+            n=n,
+            batch_size=b // 2,
+            steps=cfg.steps,
+            lr=cfg.lr,
+            noise_std=1.0,
+            clip=cfg.clip,
+            adjacency=adjacency,
+        )
+        half = li.calibrate_noise(run, epsilon=eps, delta=1e-5, rtol=1e-3).noise_std
+        assert half > sigma_full * 1.01 * (1 - 3e-3)
+
+
+def test_sampled_early_stopping_respects_the_work_budget_and_can_be_switched_off(monkeypatch):
+    n, d, eps = 30000, 40, 4.0
+    kw: dict = {"n": n, "n_features": d, "n_outputs": 1, "epsilon": eps, "delta": 1e-5}
+    kw["data_norm"] = 1.0
+    # max_steps = 100: even the smallest batch's work T * 256 exceeds 100 n, so full batch
+    short = choose_configuration("binary-logistic", max_steps=100, **kw)
+    assert (short.algorithm, short.steps) == ("gd", 100)
+    # a planned horizon within max_steps stays full batch
+    assert choose_configuration("binary-logistic", max_steps=10**6, **kw).algorithm == "gd"
+    monkeypatch.setattr(configuration, "SAMPLED_RATIO_TOLERANCE", -1.0)
+    off = choose_configuration("binary-logistic", **kw)
+    assert (off.algorithm, off.steps) == ("gd", 3000)
+
+
+def test_sampled_early_stopping_fits_and_meets_its_target():
+    rng = np.random.default_rng(3)
+    n, d = 24000, 10
+    w = rng.normal(size=d)
+    X = rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X @ w + 0.1 * rng.normal(size=n) > 0).astype(int)
+    with pytest.warns(SeededRunWarning):
+        clf = DPLogisticRegression(epsilon=4.0, delta=1e-5, random_state=0).fit(X, y)
+    report = clf.privacy_report_
+    run = report.run
+    assert (run.algorithm, run.sampling) == ("sgd", "poisson") and run.steps > 3000
+    assert report.best.epsilon <= 4.0 * (1 + 1e-9)
+    assert li.account(run, delta=1e-5).best.epsilon <= 4.0 * (1 + 1e-9)
+    assert clf.score(X, y) > 0.9

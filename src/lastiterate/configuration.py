@@ -16,7 +16,11 @@ data that are not the utility benchmark's):
   bound for it, which for such short runs is Gaussian composition (Dong, Roth & Su 2022, Cor. 3.3;
   docs/theorems.md 4.1).  Under add/remove adjacency the full batch is Poisson sampling at rate 1
   (every row kept, the clipped sum divided by the fixed b = n), the only full-batch mechanism whose
-  add/remove sensitivity is C/b.
+  add/remove sensitivity is C/b.  When the planned horizon needs more than ``max_steps``
+  full-batch steps (large n m), the planned T steps run on Poisson-sampled batches of a size b
+  whose noise-to-horizon ratio matches the full batch's (``SAMPLED_MIN_BATCH``,
+  :func:`_sampled_early_stopping`): DP-SGD as Opacus trains it, with the work ``T b`` of at most
+  ``max_steps`` full batches.
 * ``"last-iterate"``: L2-regularised noisy GD (cyclic or sampled batches when the full batch does
   not fit the work budget) run until the contraction has converged, where the last-iterate bounds
   (shifted interpolation, hidden-state RDP; docs/theorems.md 0 and 1) have plateaued.  Replace-one
@@ -67,7 +71,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from lastiterate.accountant import calibrate_noise
@@ -202,6 +206,30 @@ WORK_BUDGET = 1e10
 
 #: never fewer than this many examples in a cyclic / sampled batch
 MIN_BATCH = 32
+
+#: sampled early stopping (issue 9, large n m): when the planned horizon needs more than
+#: ``max_steps`` full-batch steps, early stopping runs the planned ``T = ceil(H / lr)`` steps on
+#: Poisson-sampled batches -- DP-SGD exactly as Opacus trains it -- with the smallest batch of the
+#: ladder ``SAMPLED_MIN_BATCH * 2^j < n`` whose calibrated noise-to-horizon ratio is within
+#: ``SAMPLED_RATIO_TOLERANCE`` of the full batch's at the same T, and whose work ``T b`` fits
+#: ``max_steps n`` (the work of the capped full-batch run).  Why the ratio can match: a
+#: Poisson-subsampled Gaussian step at rate ``q = b/n`` with noise ``z C`` on the clipped sum
+#: composes like a Gaussian step of GDP ``q sqrt(e^{1/z^2} - 1) ~ q / z`` (the CLT of Dong, Roth
+#: & Su 2022, Thm 3.4; docs/theorems.md 4), so for large z the noise ``z C / b`` on the mean
+#: gradient is the full batch's and the batch is free; as z falls towards 1 the amplification
+#: weakens and the ratio grows, which the calibrated ratio measures without that approximation.
+#: 256 is Opacus' customary batch (the utility benchmark's grid); smaller batches add gradient
+#: sampling noise that the ratio does not see.  A negative tolerance restores the capped full
+#: batch (benchmarks/rule_tuning.py ``--sampled-tolerances``)
+SAMPLED_MIN_BATCH = 256
+SAMPLED_RATIO_TOLERANCE = 0.01
+
+#: sampled early stopping never plans more noisy steps than the trainer runs
+#: (lastiterate.train.MAX_TRAIN_STEPS)
+MAX_SAMPLED_STEPS = 10**6
+
+#: the calibration precision of the batch ladder's comparisons (well inside the tolerance)
+_LADDER_RTOL = 2e-3
 
 
 @dataclass(frozen=True)
@@ -537,6 +565,8 @@ def _early_stopping_candidate(
     adjacency: str,
     target_bound: float | None,
     max_steps: int,
+    epsilon: float,
+    delta: float,
 ) -> _Candidate:
     C = _clip(family, "early-stopping", R_eff, target_bound)
     beta = float(glm_certificate(family, feature_norm=R_eff, l2=0.0, clip=C).data_smoothness)  # type: ignore[arg-type]
@@ -550,7 +580,78 @@ def _early_stopping_candidate(
     cert = glm_certificate(
         family, feature_norm=R_eff, l2=0.0, clip=C, lr=lr, sampling=sampling, n=n, batch_size=b
     )
-    return _Candidate("early-stopping", alg, sampling, b, lr, T, 0.0, C, cert)
+    full = _Candidate("early-stopping", alg, sampling, b, lr, T, 0.0, C, cert)
+    planned = min(MAX_SAMPLED_STEPS, math.ceil(H / lr))
+    if SAMPLED_RATIO_TOLERANCE < 0 or planned <= max_steps:
+        return full
+    sampled = _sampled_early_stopping(
+        replace(full, steps=planned),
+        family=family,
+        n=n,
+        R_eff=R_eff,
+        adjacency=adjacency,
+        max_steps=max_steps,
+        epsilon=epsilon,
+        delta=delta,
+    )
+    return full if sampled is None else sampled
+
+
+def _sampled_early_stopping(
+    full: _Candidate,
+    *,
+    family: str,
+    n: int,
+    R_eff: float,
+    adjacency: str,
+    max_steps: int,
+    epsilon: float,
+    delta: float,
+) -> _Candidate | None:
+    """Early stopping at the planned T on Poisson-sampled batches, or None.
+
+    ``full`` is the full-batch candidate stretched to the planned T (more than ``max_steps``
+    steps).  The batch is the smallest ``b = SAMPLED_MIN_BATCH 2^j < n`` with ``T b <= max_steps
+    n`` whose calibrated noise-to-horizon ratio is at most ``1 + SAMPLED_RATIO_TOLERANCE`` times
+    the full batch's at the same T (DP-SGD at rate ``b/n``, normalised by the fixed b; the ratio
+    falls with b, so the ladder is bisected).  None when no batch of the ladder qualifies.
+    """
+    T = full.steps
+    ladder = []
+    b = SAMPLED_MIN_BATCH
+    while b < n and T * b <= max_steps * n:
+        ladder.append(b)
+        b *= 2
+    if not ladder:
+        return None
+
+    def ratio(cand: _Candidate) -> float:
+        run = _run_of(cand, n=n, adjacency=adjacency, noise_std=1.0)
+        cal = calibrate_noise(run, epsilon=epsilon, delta=delta, rtol=_LADDER_RTOL)
+        return noise_to_horizon(cal.noise_std, cand.lr, 0.0, T)
+
+    def sampled(b: int) -> _Candidate:
+        cert = glm_certificate(
+            family,
+            feature_norm=R_eff,
+            l2=0.0,
+            clip=full.clip,
+            lr=full.lr,
+            sampling="poisson",
+            n=n,
+            batch_size=b,
+        )
+        return replace(full, algorithm="sgd", sampling="poisson", batch_size=b, certificate=cert)
+
+    target = (1.0 + SAMPLED_RATIO_TOLERANCE) * ratio(full)
+    lo, hi = 0, len(ladder)  # the first qualifying rung is in [lo, hi]; hi = none qualifies
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ratio(sampled(ladder[mid])) <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return sampled(ladder[lo]) if lo < len(ladder) else None
 
 
 def _last_iterate_candidates(
@@ -600,7 +701,10 @@ def _last_iterate_candidates(
 
 RULE = (
     "candidates: early stopping (clipped full-batch GD, no L2, lr = 1/M, horizon lr T = H = "
-    "n m min(max(1, 8 m, n m/500), 8)/min(sqrt(p), 6), m = mu, 2 mu under add/remove) and, "
+    "n m min(max(1, 8 m, n m/500), 8)/min(sqrt(p), 6), m = mu, 2 mu under add/remove; when "
+    "T = H/lr exceeds max_steps, Poisson batches b = 256 2^j, the smallest whose calibrated "
+    "noise-to-horizon ratio is within 1% of the full batch's at that T, with T b <= max_steps n) "
+    "and, "
     "under "
     "replace-one, last "
     "iterate (lambda = 1/H, lr = 1/M, "
@@ -641,7 +745,11 @@ def choose_configuration(
        squares: ``target_bound * R_eff``), ``lr = 1/beta``, ``T = ceil(H / lr)`` with the horizon
        ``H = planned_horizon(n, p, mu, adjacency, family)`` (least squares: no growth), at most
        ``max_steps``.  Full batch (replace-one) or
-       Poisson sampling at rate 1 with b = n (add/remove).
+       Poisson sampling at rate 1 with b = n (add/remove).  When ``H / lr > max_steps``: the
+       planned ``T = ceil(H / lr)`` (at most ``MAX_SAMPLED_STEPS``) on Poisson batches of the
+       smallest ``b = SAMPLED_MIN_BATCH 2^j < n`` with ``T b <= max_steps n`` whose calibrated
+       noise-to-horizon ratio is within ``SAMPLED_RATIO_TOLERANCE`` of the full batch's at the
+       same T (none: the capped full batch).
     3. **Last iterate** (replace-one only): ``lambda = 1 / planned_horizon(n, p, mu)`` clamped to
        ``[ln(100) / (lr max_steps), LAMBDA_MAX]``, ``lr = 1/M`` (``2/(M + m)`` when max_steps
        binds), ``T = ceil(ln(100) / (lr lambda))``; full batch when ``n T p <= WORK_BUDGET``,
@@ -664,7 +772,8 @@ def choose_configuration(
         fit_intercept: whether the model has an intercept.
         adjacency: ``"replace"`` or ``"add-remove"``.
         target_bound: least squares only: targets are clipped to ``[-B, B]``.
-        max_steps: the largest number of noisy steps.
+        max_steps: the work budget in full-batch steps: a full-batch run takes at most
+            ``max_steps`` noisy steps, a sampled one at most ``max_steps n / b``.
         strategy: ``"auto"`` (compare), ``"early-stopping"`` or ``"last-iterate"`` (only that
             strategy's candidates; last iterate needs replace-one adjacency).
 
@@ -708,7 +817,14 @@ def choose_configuration(
     candidates: list[_Candidate] = []
     if strategy in ("auto", "early-stopping"):
         candidates.append(
-            _early_stopping_candidate(family, adjacency=adjacency, max_steps=max_steps, **shared)
+            _early_stopping_candidate(
+                family,
+                adjacency=adjacency,
+                max_steps=max_steps,
+                epsilon=eps,
+                delta=dlt,
+                **shared,
+            )
         )
     if strategy in ("auto", "last-iterate") and adjacency == "replace":
         candidates += _last_iterate_candidates(family, max_steps=max_steps, **shared)

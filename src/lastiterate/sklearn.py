@@ -722,7 +722,9 @@ DPLogisticRegression.__doc__ = (
     random_state : None (default: fresh secret OS entropy) or an int / numpy generator
         (reproducible;
         a seeded fit warns: the guarantee then holds only while the seed stays secret).
-    max_steps : int, default 3000. Upper limit on the noisy steps.
+    max_steps : int, default 3000. The work budget, in full-batch steps: a full-batch run
+        takes at most max_steps noisy steps; early stopping on Poisson batches of size b
+        (chosen when the planned horizon needs more) at most max_steps * n / b.
     strategy : {"auto", "early-stopping", "last-iterate"}, default "auto". "auto" compares both
         (docs/sklearn.md); "last-iterate" needs adjacency="replace".
     classes : None or array-like, default None. The public label set; None takes the labels

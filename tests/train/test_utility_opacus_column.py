@@ -185,6 +185,31 @@ def test_add_remove_runs_poisson_at_rate_one_and_fills_the_cell(utility) -> None
     assert cell.accs[0] >= 0.8  # chance is about 0.5 (a separable direction, n = 120)
 
 
+def test_sampled_early_stopping_runs_its_poisson_batches(utility) -> None:
+    # large n m: the rule's early stopping runs the planned T on Poisson batches of b < n, and the
+    # path realises exactly that (Poisson, the same b and T, the noise calibrated again)
+    n, d, eps = 30000, 40, 4.0
+    cfg = _config("binary-logistic", n, d, 1, eps)
+    assert (cfg.algorithm, cfg.sampling) == ("sgd", "poisson") and cfg.batch_size < n
+    s = utility.opacus_path_settings(cfg, 2)
+    assert (s.sampling, s.batch_size, s.steps, s.differs) == (
+        "poisson",
+        cfg.batch_size,
+        cfg.steps,
+        (),
+    )
+    assert s.epochs == pytest.approx(cfg.steps * cfg.batch_size / n)
+    *_, accountant = _wire(s, cfg, eps, d, 2, n)
+    planned = accountant.planned_run
+    assert (planned.sampling_scheme, planned.b, planned.steps) == (
+        "poisson",
+        cfg.batch_size,
+        cfg.steps,
+    )
+    assert 0.98 <= planned.sigma / cfg.noise_std <= 1.02
+    assert account(planned, delta=1e-5).best.epsilon <= eps
+
+
 def test_a_tiny_fit_through_the_path_learns_and_stays_within_budget(utility) -> None:
     rng = np.random.default_rng(2)
     X = rng.normal(size=(400, 3))
