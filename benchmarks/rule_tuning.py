@@ -459,6 +459,7 @@ def constant_table(
         "HORIZON_GROWTH_CAP": "G_max",
         "HORIZON_SAMPLE_SCALE": "N0",
         "SAMPLED_RATIO_TOLERANCE": "tol",
+        "SAMPLED_MIN_BATCH": "b_min",
     }.get(attribute, attribute)
     heading = {"early-stopping": "Early stopping", "last-iterate": "Last iterate"}.get(
         strategy, f"The rule ({strategy})"
@@ -625,6 +626,28 @@ def sampled_table(
     )
 
 
+def sampled_min_batch_table(
+    names: list[str], eps_list, seeds: int, batches, adjacency: str = "replace"
+) -> list[str]:  # rows whose configuration no value changes are listed, not fitted
+    """Early stopping's accuracy for each smallest batch of sampled early stopping
+    (``SAMPLED_MIN_BATCH``, the ladder's first rung)."""
+    return constant_table(
+        names,
+        eps_list,
+        seeds,
+        "SAMPLED_MIN_BATCH",
+        batches,
+        "the smallest batch of sampled early stopping",
+        "Accuracy of the early-stopping strategy for each first rung b_min of the batch ladder "
+        "b = b_min·2^j of sampled early stopping (the noise-to-horizon ratio does not see the "
+        "gradient's sampling noise, which falls with b). T and b in parentheses where they "
+        "differ from the first column.",
+        adjacency,
+        show_steps=True,
+        skip_unchanged=True,
+    )
+
+
 def intercept_table(
     names: list[str], eps_list, seeds: int, values, adjacency: str = "replace"
 ) -> list[str]:
@@ -687,6 +710,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="ratio tolerances of sampled early stopping to tabulate (e.g. -1,0.01,0.05; "
         "negative: the capped full batch; '' skips)",
+    )
+    ap.add_argument(
+        "--sampled-min-batches",
+        default="",
+        help="first rungs of the sampled early-stopping batch ladder to tabulate (e.g. "
+        "256,1024; '' skips)",
     )
     ap.add_argument(
         "--intercept-features",
@@ -834,6 +863,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sampled_tolerances:
         values = [float(v) for v in args.sampled_tolerances.split(",")]
         lines += sampled_table(names, eps_list, seeds, values, adjacency)
+    if args.sampled_min_batches:
+        values = [int(v) for v in args.sampled_min_batches.split(",")]
+        lines += sampled_min_batch_table(names, eps_list, seeds, values, adjacency)
     if args.intercept_features:
         values = [float(v) for v in args.intercept_features.split(",")]
         lines += intercept_table(names, eps_list, seeds, values, adjacency)
