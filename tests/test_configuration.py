@@ -617,3 +617,28 @@ def test_sampled_early_stopping_fits_and_meets_its_target():
     assert report.best.epsilon <= 4.0 * (1 + 1e-9)
     assert li.account(run, delta=1e-5).best.epsilon <= 4.0 * (1 + 1e-9)
     assert clf.score(X, y) > 0.9
+
+
+def test_sampled_early_stopping_only_where_the_sample_size_sets_the_growth():
+    # small sets keep the capped full batch: their horizons beyond max_steps were never tuned
+    # (full784-shaped, n = 3750 and p = 7850, at epsilon 8 overfits at the planned T = 4540)
+    for adjacency in ("replace", "add-remove"):
+        cfg = choose_configuration(
+            "multinomial-logistic",
+            n=3750,
+            n_features=784,
+            n_outputs=10,
+            epsilon=8.0,
+            delta=1e-5,
+            data_norm=1.0,
+            adjacency=adjacency,
+        )
+        assert cfg.steps == 3000 and cfg.batch_size in (None, 3750)
+    # the boundary: n m / 500 >= max(1, 8 m), i.e. n >= 4000 for m >= 1/8
+    assert configuration.large_sample(1.0, 4000) and not configuration.large_sample(1.0, 3999)
+    assert configuration.large_sample(0.05, 10000) and not configuration.large_sample(0.05, 9999)
+    for n in SMALL_TUNING_SIZES:
+        for eps in (0.25, 1.0, 4.0, 8.0, 16.0):
+            mu = gdp_mu(eps, 1e-5)
+            assert not configuration.large_sample(mu, n)
+            assert not configuration.large_sample(2 * mu, n)

@@ -236,3 +236,32 @@ def test_skip_peers_writes_our_columns_only(utility, tmp_path):
     assert re.search(r"\| 0\.\d{3} \|$", rows["| ours via Opacus"])
     with pytest.raises(SystemExit):
         utility.main([*argv, "--skip", "sklearn", "--out", str(out)])
+
+
+def test_noise_free_ceiling_draws_the_runs_poisson_batches(utility, monkeypatch) -> None:
+    # the "without noise" diagnostic of a sampled configuration draws Poisson batches (rate b/n,
+    # the sum divided by b) and lands where the full-batch run of the same T and lr lands
+    import dataclasses
+
+    rng = np.random.default_rng(4)
+    n, d = 30000, 40
+    w = rng.normal(size=d)
+    X = rng.normal(size=(n + 2000, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X @ w + 0.3 * rng.normal(size=n + 2000) > 0).astype(np.int64)
+    cfg = _config("binary-logistic", n, d, 1, 4.0)
+    assert cfg.sampling == "poisson" and cfg.batch_size < n
+    cfg = dataclasses.replace(cfg, steps=400)  # the same lr and batches, a shorter run
+    full = dataclasses.replace(cfg, algorithm="gd", sampling=None, batch_size=None)
+    sampled_acc = utility.noise_free_ceiling(X[:n], y[:n], X[n:], y[n:], cfg)
+    full_acc = utility.noise_free_ceiling(X[:n], y[:n], X[n:], y[n:], full)
+    assert full_acc > 0.85 and abs(sampled_acc - full_acc) <= 0.02
+    # and it really draws them: with no row ever drawn the model stays at zero (class 0 always)
+
+    class _NoRows:
+        def random(self, size):
+            return np.ones(size)
+
+    monkeypatch.setattr(np.random, "default_rng", lambda *_: _NoRows())
+    empty = utility.noise_free_ceiling(X[:n], y[:n], X[n:], y[n:], cfg)
+    assert empty == pytest.approx(float(np.mean(y[n:] == 0)))
