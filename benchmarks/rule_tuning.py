@@ -61,6 +61,10 @@ from lastiterate.sklearn import DPLogisticRegression
 warnings.filterwarnings("ignore")
 
 DELTA = 1e-5
+
+#: the estimator's work budget in full-batch steps (``--max-steps``; the default is the
+#: estimator's own)
+MAX_STEPS = 3000
 DATASETS = (
     "synth10",
     "synth2",
@@ -370,7 +374,18 @@ def planned_configuration(Xtr, ytr, eps: float, strategy: str, adjacency: str):
     family = "binary-logistic" if K == 2 else "multinomial-logistic"
     n, d = Xtr.shape
     return cached_configuration(
-        family, n, d, 1 if K == 2 else K, eps, DELTA, 1.0, True, adjacency, None, 3000, strategy
+        family,
+        n,
+        d,
+        1 if K == 2 else K,
+        eps,
+        DELTA,
+        1.0,
+        True,
+        adjacency,
+        None,
+        MAX_STEPS,
+        strategy,
     )
 
 
@@ -411,19 +426,26 @@ def use_cache(path: str) -> None:
 
 
 def _fit_cell(Xtr, ytr, Xte, yte, eps: float, strategy: str, seeds: int, adjacency: str) -> dict:
-    accs, clf = [], None
+    accs, train_accs, clf = [], [], None
     for seed in range(seeds):
         clf = DPLogisticRegression(
-            epsilon=eps, delta=DELTA, strategy=strategy, random_state=seed, adjacency=adjacency
+            epsilon=eps,
+            delta=DELTA,
+            strategy=strategy,
+            random_state=seed,
+            adjacency=adjacency,
+            max_steps=MAX_STEPS,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             clf.fit(Xtr, ytr)
         accs.append(clf.score(Xte, yte))
+        train_accs.append(clf.score(Xtr, ytr))
     cfg = clf.privacy_report_.configuration  # type: ignore[union-attr]
     return {
         "mean": float(np.mean(accs)),
         "sd": float(np.std(accs)),
+        "train": float(np.mean(train_accs)),
         "strategy": cfg.strategy,
         "steps": cfg.steps
         if cfg.algorithm == "gd" or cfg.batch_size == cfg.n
@@ -732,6 +754,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fit only the rule (auto) in the strategies table, not each strategy forced",
     )
+    ap.add_argument(
+        "--max-steps",
+        type=int,
+        default=3000,
+        help="the estimator's max_steps (work budget in full-batch steps; default 3000)",
+    )
     ap.add_argument("--skip-strategies", action="store_true", help="only the constant tables")
     ap.add_argument(
         "--cache",
@@ -740,6 +768,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "rule_tuning.md"))
     args = ap.parse_args(argv)
+    global MAX_STEPS
+    MAX_STEPS = args.max_steps
     if args.cache:
         use_cache(args.cache)
     if args.sample_power is not None:
@@ -816,7 +846,9 @@ def main(argv: list[str] | None = None) -> int:
                 row = (
                     head
                     + f"| {eps:g} | {auto['mean']:.3f} ± {auto['sd']:.3f} "
-                    + f"({auto['strategy']}, T={auto['steps']}) |"
+                    + f"({auto['strategy']}, T={auto['steps']}"
+                    + (f"; train {auto['train']:.3f}" if "train" in auto else "")
+                    + ") |"
                     + ref
                 )
                 lines.append(row)

@@ -677,7 +677,12 @@ def write_markdown(path: Path, results: dict[str, Any], cfg: dict[str, Any]) -> 
             lines.append(
                 "| fit s: ours / Opacus | "
                 + " | ".join(
-                    f"{a.fit_s:.1f} / {b.fit_s:.1f}" if a and b else "-" for a, b in zip(ours, opc)
+                    f"{a.fit_s:.1f} / {b.fit_s:.1f}"
+                    if a and b
+                    else f"{a.fit_s:.1f} / -"
+                    if a
+                    else "-"
+                    for a, b in zip(ours, opc)
                 )
                 + " |"
             )
