@@ -540,7 +540,9 @@ _RULE_DOC = """
     Rows are clipped to ``||x|| <= data_norm`` (also in ``predict``); the intercept is the weight
     of a constant feature of value 0.3.  Two strategies are calibrated and compared by a public
     noise-to-horizon proxy: **early stopping** (clipped full-batch noisy GD without L2, stopped
-    at a planned horizon, usually accounted by composition) and, under replace-one adjacency,
+    at a planned horizon, usually accounted by composition; on n >= 4000 rows, a horizon beyond
+    ``max_steps`` full batches runs on Poisson batches, DP-SGD as Opacus trains it) and, under
+    replace-one adjacency,
     **last iterate** (L2-regularised noisy GD run to convergence, accounted by the last-iterate
     theorems), trained only when its proxy is lower at every data curvature (ties go to early
     stopping, which is better in every direction at equal proxy).  ``strategy`` forces one.
