@@ -528,6 +528,20 @@ def test_dpridge_explains_most_of_the_variance_on_generated_data(eps, floor):
 # --------------------------------------------------------------------------------------------
 
 
+def _default_rule(family: str, n: int, d: int, k: int, eps: float, adjacency: str):
+    """The rule's configuration with the estimator's defaults (R = 1, delta = 1e-5)."""
+    return choose_configuration(
+        family,
+        n=n,
+        n_features=d,
+        n_outputs=k,
+        epsilon=eps,
+        delta=1e-5,
+        data_norm=1.0,
+        adjacency=adjacency,
+    )
+
+
 def _dp_accounting_poisson_epsilon(z: float, q: float, steps: int, adjacency: str) -> float:
     """dp_accounting's PLD epsilon of ``steps`` Poisson-sampled Gaussian steps (noise z C on the
     clipped sum; REPLACE_ONE moves the sum by 2C at most, as our replace-one adjacency)."""
@@ -546,16 +560,7 @@ def _dp_accounting_poisson_epsilon(z: float, q: float, steps: int, adjacency: st
 def test_sampled_early_stopping_runs_the_planned_horizon(adjacency, eps):
     # a big2-sized binary fit: the planned horizon needs ~10^4 full-batch steps, 3x max_steps
     n, d = 30000, 40
-    cfg = choose_configuration(
-        "binary-logistic",
-        n=n,
-        n_features=d,
-        n_outputs=1,
-        epsilon=eps,
-        delta=1e-5,
-        data_norm=1.0,
-        adjacency=adjacency,
-    )
+    cfg = _default_rule("binary-logistic", n, d, 1, eps, adjacency)
     mu = gdp_mu(eps, 1e-5)
     lr = 4.0 / cfg.effective_feature_norm**2  # binary curvature 1/4
     H = configuration.planned_horizon(n, d + 1, mu, adjacency)
@@ -621,18 +626,9 @@ def test_sampled_early_stopping_fits_and_meets_its_target():
 
 def test_sampled_early_stopping_only_where_the_sample_size_sets_the_growth():
     # small sets keep the capped full batch: their horizons beyond max_steps were never tuned
-    # (full784-shaped, n = 3750 and p = 7850, at epsilon 8 overfits at the planned T = 4540)
+    # (full784-shaped, n = 3750 and p = 7850, at epsilon 8 loses 3.9 points at the planned T)
     for adjacency in ("replace", "add-remove"):
-        cfg = choose_configuration(
-            "multinomial-logistic",
-            n=3750,
-            n_features=784,
-            n_outputs=10,
-            epsilon=8.0,
-            delta=1e-5,
-            data_norm=1.0,
-            adjacency=adjacency,
-        )
+        cfg = _default_rule("multinomial-logistic", 3750, 784, 10, 8.0, adjacency)
         assert cfg.steps == 3000 and cfg.batch_size in (None, 3750)
     # the boundary: n m / 500 >= max(1, 8 m), i.e. n >= 4000 for m >= 1/8
     assert configuration.large_sample(1.0, 4000) and not configuration.large_sample(1.0, 3999)
