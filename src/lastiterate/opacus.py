@@ -139,6 +139,13 @@ SAMPLINGS: dict[str, dict[str, str]] = {
     "poisson": {"algorithm": "sgd", "sampling": "poisson"},
 }
 
+
+#: the relative step by which the path raises a calibrated noise multiplier whose re-accounted
+#: epsilon lands a hair above the target (composition bounds vary by ~1e-8 relative with the
+#: grid their bracket sizes), and how often: 1e-6 costs nothing measurable in utility
+_NOISE_ROUND_UP = 1e-6
+_NOISE_ROUND_UP_TRIES = 4
+
 #: ``accounting`` of :func:`make_private_last_iterate`: ``"auto"`` falls back to composition when
 #: a GLM's certificate fails, ``"last-iterate"`` refuses such a run.
 ACCOUNTINGS = ("auto", "last-iterate")
@@ -1137,11 +1144,19 @@ def make_private_last_iterate(
     from lastiterate.accountant import account, calibrate_noise
 
     cal = calibrate_noise(planned, epsilon=eps, delta=target_delta, bounds=bounds)
-    # sigma -> z -> sigma may lose an ulp: round the noise up so the target still holds
+    # sigma -> z -> sigma may lose an ulp, and the composition bound's grid is sized from its
+    # certified bracket, so a noise a hair above the calibrated one can report a bound a hair
+    # higher (both are valid upper bounds; seen: 4.0000000128 at z = 5.78956117 against
+    # 3.99999995 at z = 5.78956116, full MNIST, add/remove): round the noise up until the
+    # re-accounted run meets the target
     z = float(cal.noise_std) * b / C * (1.0 + 1e-12)
-    planned = planned.replace(noise_multiplier=z)
-    best = account(planned, delta=target_delta, bounds=bounds).best
-    if best is None or not best.epsilon <= eps:  # never hand out an over-budget run
+    for _ in range(_NOISE_ROUND_UP_TRIES):
+        planned = planned.replace(noise_multiplier=z)
+        best = account(planned, delta=target_delta, bounds=bounds).best
+        if best is not None and best.epsilon <= eps:
+            break
+        z *= 1.0 + _NOISE_ROUND_UP
+    else:  # never hand out an over-budget run
         raise NotApplicable(f"calibration did not meet epsilon={eps:g} (best: {best})")
 
     # the loader: the user's dataset, collate and workers; our batches; rows clipped to R

@@ -265,3 +265,16 @@ def test_noise_free_ceiling_draws_the_runs_poisson_batches(utility, monkeypatch)
     monkeypatch.setattr(np.random, "default_rng", lambda *_: _NoRows())
     empty = utility.noise_free_ceiling(X[:n], y[:n], X[n:], y[n:], cfg)
     assert empty == pytest.approx(float(np.mean(y[n:] == 0)))
+
+
+def test_path_rounds_a_hair_over_budget_noise_up_instead_of_refusing(utility) -> None:
+    # full MNIST, eps 4, add/remove: the rule's run (Poisson b = 1024, T = 67212); the path's
+    # sigma -> z conversion landed on a noise whose composition bound read 4.0000000128 (its grid
+    # is sized from the bracket), and the path refused the run; it now rounds the noise up
+    cfg = _config("multinomial-logistic", 50000, 784, 10, 4.0, adjacency="add-remove")
+    assert (cfg.sampling, cfg.batch_size, cfg.steps) == ("poisson", 1024, 67212)
+    s = utility.opacus_path_settings(cfg, 10)
+    *_, accountant = _wire(s, cfg, 4.0, 2, 10, 50000)  # the bound needs no features: d = 2
+    planned = accountant.planned_run
+    assert account(planned, delta=1e-5).best.epsilon <= 4.0
+    assert 1.0 <= planned.sigma / cfg.noise_std <= 1.0 + 1e-5  # rounded up, by a hair
