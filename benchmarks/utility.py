@@ -206,6 +206,7 @@ def noise_free_ceiling(Xtr, ytr, Xte, yte, cfg: Any) -> float:
     xn = np.linalg.norm(A, axis=1)
     n = len(A)
     poisson = cfg.sampling == "poisson" and cfg.batch_size < n
+    denom = cfg.batch_size if poisson else n
     rng = np.random.default_rng(0)
     for _ in range(cfg.steps):
         rows_t = np.flatnonzero(rng.random(n) < cfg.batch_size / n) if poisson else slice(None)
@@ -218,7 +219,6 @@ def noise_free_ceiling(Xtr, ytr, Xte, yte, cfg: Any) -> float:
             P = np.exp(Z)
             r = P / P.sum(axis=1, keepdims=True) - np.eye(K)[yt_]
         f = np.minimum(1.0, cfg.clip / np.maximum(np.linalg.norm(r, axis=1) * xn_, 1e-300))
-        denom = cfg.batch_size if poisson else n
         W = W - cfg.lr * ((r * f[:, None]).T @ At_ / denom + cfg.l2 * W)
     Zt = At @ W.T
     pred = (Zt[:, 0] > 0).astype(int) if K == 2 else Zt.argmax(axis=1)

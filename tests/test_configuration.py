@@ -53,6 +53,20 @@ def _candidate_run(c: dict, n: int, adjacency: str) -> li.Run:
     )
 
 
+def _default_rule(family: str, n: int, d: int, k: int, eps: float, adjacency: str):
+    """The rule's configuration with the estimator's defaults (R = 1, delta = 1e-5)."""
+    return choose_configuration(
+        family,
+        n=n,
+        n_features=d,
+        n_outputs=k,
+        epsilon=eps,
+        delta=1e-5,
+        data_norm=1.0,
+        adjacency=adjacency,
+    )
+
+
 @pytest.mark.parametrize(
     "family, n, d, k, eps, adjacency",
     [
@@ -68,16 +82,7 @@ def test_every_candidate_meets_the_target_under_dp_accounting(family, n, d, k, e
     # every iterate released is T Gaussian mechanisms of sensitivity L/b = 2C/n (replace-one) or
     # C/n (add/remove at rate 1), which dp_accounting composes exactly; the early-stopping
     # candidates are accounted by composition, so dp_accounting's epsilon must meet the target
-    cfg = choose_configuration(
-        family,
-        n=n,
-        n_features=d,
-        n_outputs=k,
-        epsilon=eps,
-        delta=1e-5,
-        data_norm=1.0,
-        adjacency=adjacency,
-    )
+    cfg = _default_rule(family, n, d, k, eps, adjacency)
     assert cfg.candidates
     for c in cfg.candidates:
         run = _candidate_run(c, n, adjacency)
@@ -526,20 +531,6 @@ def test_dpridge_explains_most_of_the_variance_on_generated_data(eps, floor):
 # --------------------------------------------------------------------------------------------
 # Sampled early stopping (large n m: the planned horizon needs more than max_steps full batches)
 # --------------------------------------------------------------------------------------------
-
-
-def _default_rule(family: str, n: int, d: int, k: int, eps: float, adjacency: str):
-    """The rule's configuration with the estimator's defaults (R = 1, delta = 1e-5)."""
-    return choose_configuration(
-        family,
-        n=n,
-        n_features=d,
-        n_outputs=k,
-        epsilon=eps,
-        delta=1e-5,
-        data_norm=1.0,
-        adjacency=adjacency,
-    )
 
 
 def _dp_accounting_poisson_epsilon(z: float, q: float, steps: int, adjacency: str) -> float:

@@ -510,10 +510,17 @@ def planned_horizon(
     Returns:
         The horizon H > 0.
     """
-    m = mu * (2.0 if adjacency == "add-remove" else 1.0)
+    m = budget_units(mu, adjacency)
     if family == "least-squares":
         return n * m / (LEAST_SQUARES_HORIZON_SCALE * dimension_factor(p))
     return n * m * horizon_growth(m, n) / (HORIZON_SCALE * dimension_factor(p))
+
+
+def budget_units(mu: float, adjacency: str) -> float:
+    """``m``, the GDP budget in units of the replace-one sensitivity: ``mu`` under replace-one,
+    ``2 mu`` under add/remove (sensitivity C/n instead of 2C/n: the same noise buys twice the
+    budget)."""
+    return mu * (2.0 if adjacency == "add-remove" else 1.0)
 
 
 def horizon_growth(m: float, n: float) -> float:
@@ -608,7 +615,7 @@ def _early_stopping_candidate(
     )
     full = _Candidate("early-stopping", alg, sampling, b, lr, T, 0.0, C, cert)
     planned = min(MAX_SAMPLED_STEPS, math.ceil(H / lr))
-    m = mu * (2.0 if adjacency == "add-remove" else 1.0)
+    m = budget_units(mu, adjacency)
     if SAMPLED_RATIO_TOLERANCE < 0 or planned <= max_steps or not large_sample(m, n):
         return full
     sampled = _sampled_early_stopping(
