@@ -17,8 +17,9 @@ data that are not the utility benchmark's):
   docs/theorems.md 4.1).  Under add/remove adjacency the full batch is Poisson sampling at rate 1
   (every row kept, the clipped sum divided by the fixed b = n), the only full-batch mechanism whose
   add/remove sensitivity is C/b.  When the planned horizon needs more than ``max_steps``
-  full-batch steps (large n m), the planned T steps run on Poisson-sampled batches of a size b
-  whose noise-to-horizon ratio matches the full batch's (``SAMPLED_MIN_BATCH``,
+  full-batch steps on large data (:func:`large_sample`), the planned T steps run on
+  Poisson-sampled batches of a size b whose noise-to-horizon ratio matches the full batch's
+  (``SAMPLED_MIN_BATCH``,
   :func:`_sampled_early_stopping`): DP-SGD as Opacus trains it, with the work ``T b`` of at most
   ``max_steps`` full batches.
 * ``"last-iterate"``: L2-regularised noisy GD (cyclic or sampled batches when the full batch does
@@ -736,8 +737,9 @@ def _last_iterate_candidates(
 RULE = (
     "candidates: early stopping (clipped full-batch GD, no L2, lr = 1/M, horizon lr T = H = "
     "n m min(max(1, 8 m, n m/500), 8)/min(sqrt(p), 6), m = mu, 2 mu under add/remove; when "
-    "T = H/lr exceeds max_steps, Poisson batches b = 256 2^j, the smallest whose calibrated "
-    "noise-to-horizon ratio is within 1% of the full batch's at that T, with T b <= max_steps n) "
+    "T = H/lr exceeds max_steps and n m/500 >= max(1, 8 m), Poisson batches b = 256 2^j, the "
+    "smallest whose calibrated noise-to-horizon ratio is within 1% of the full batch's at that T, "
+    "with T b <= max_steps n) "
     "and, "
     "under "
     "replace-one, last "
@@ -779,7 +781,8 @@ def choose_configuration(
        squares: ``target_bound * R_eff``), ``lr = 1/beta``, ``T = ceil(H / lr)`` with the horizon
        ``H = planned_horizon(n, p, mu, adjacency, family)`` (least squares: no growth), at most
        ``max_steps``.  Full batch (replace-one) or
-       Poisson sampling at rate 1 with b = n (add/remove).  When ``H / lr > max_steps``: the
+       Poisson sampling at rate 1 with b = n (add/remove).  When ``H / lr > max_steps`` and
+       :func:`large_sample` (``n m / HORIZON_SAMPLE_SCALE >= max(1, HORIZON_GROWTH m)``): the
        planned ``T = ceil(H / lr)`` (at most ``MAX_SAMPLED_STEPS``) on Poisson batches of the
        smallest ``b = SAMPLED_MIN_BATCH 2^j < n`` with ``T b <= max_steps n`` whose calibrated
        noise-to-horizon ratio is within ``SAMPLED_RATIO_TOLERANCE`` of the full batch's at the
